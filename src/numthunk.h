@@ -1,0 +1,267 @@
+/*
+ * numthunk internal header: the contracts between the stages of the pipeline
+ *
+ *   signature (types.c, sig.c)  -> what the target takes and returns
+ *   descriptor (descr.c)        -> what a bound Python object is
+ *   plan (plan.c)               -> where each target argument comes from
+ *   backend (backend_*.c)       -> machine code or libffi closure for a plan
+ *   executable memory (mem_*.c) -> W^X pages for the native backend
+ *   Python types (module.c, thunk.c)
+ *
+ * types.c and sig.c have no Python dependency (they can be built and fuzzed
+ * on their own); everything below the Python layer reports failures through
+ * an nt_error and a status code, and the Python layer turns that into one
+ * exception.
+ */
+#ifndef NUMTHUNK_H
+#define NUMTHUNK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                    */
+
+typedef enum {
+    NT_OK = 0,
+    NT_ERR_VALUE,     /* ValueError: malformed input (signature syntax...) */
+    NT_ERR_TYPE,      /* TypeError: wrong kind of object / wrong dtype */
+    NT_ERR_OVERFLOW,  /* OverflowError: value out of range for a C type */
+    NT_ERR_MEMORY,    /* MemoryError */
+    NT_ERR_OS,        /* OSError: mmap/memfd/mprotect refused */
+    NT_ERR_UNSUPPORTED /* the chosen backend cannot run this plan */
+} nt_status;
+
+typedef struct {
+    nt_status status;
+    int column;          /* signature errors: 0-based column, else -1 */
+    char msg[512];
+} nt_error;
+
+/* Sets err (if not already set: the first error sticks) and returns status. */
+nt_status nt_fail(nt_error *err, nt_status status, int column,
+                  const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
+/* ------------------------------------------------------------------------ */
+/* Type model                                                                */
+
+/* Value kinds with exact widths. Order matters: integer kinds are contiguous. */
+typedef enum {
+    NT_VOID = 0,
+    NT_BOOL,
+    NT_I8, NT_U8, NT_I16, NT_U16, NT_I32, NT_U32, NT_I64, NT_U64,
+    NT_F32, NT_F64,
+    NT_C64,          /* float _Complex  (two floats) */
+    NT_C128,         /* double _Complex (two doubles) */
+    NT_PTR,          /* any data pointer; see nt_type.base / depth */
+    NT_FNPTR,        /* pointer to function; see nt_type.fn */
+    NT_MEMVIEW,      /* Cython __Pyx_memviewslice, passed by value */
+    NT_KIND_COUNT
+} nt_kind;
+
+#define NT_IS_INT(k)    ((k) >= NT_BOOL && (k) <= NT_U64)
+#define NT_IS_FLOAT(k)  ((k) == NT_F32 || (k) == NT_F64)
+#define NT_IS_COMPLEX(k) ((k) == NT_C64 || (k) == NT_C128)
+
+/* cflags */
+#define NT_CONST_BASE  0x01   /* the innermost pointee is const: const double * */
+#define NT_CONST_SELF  0x02   /* the pointer itself is const: double *const */
+#define NT_CONST_MID   0x04   /* some intermediate level is const (T *const *) */
+
+typedef struct nt_sig nt_sig;
+
+/*
+ * One C type. Scalars: kind, depth 0. Data pointers: kind NT_PTR, base is
+ * the kind of the innermost pointee (NT_VOID for void *), depth the number
+ * of '*'. spelling is an index in nt_spellings[] (how the base type was
+ * written, e.g. "npy_intp"), kept so that str() gives back the names that
+ * SciPy and Cython compare with strcmp.
+ */
+typedef struct {
+    uint8_t kind;
+    uint8_t base;
+    uint8_t depth;
+    uint8_t cflags;
+    uint16_t spelling;
+    nt_sig *fn;          /* NT_FNPTR: the pointee signature (owned) */
+} nt_type;
+
+/* Spelling table entry: a type name and what it means on this platform. */
+typedef struct {
+    const char *name;
+    uint8_t kind;
+} nt_spelling;
+
+extern const nt_spelling nt_spellings[];
+extern const size_t nt_nspellings;
+
+/* Looks up a (possibly multi-word, single-spaced) type name. Returns the
+   spelling index or -1. */
+int nt_spelling_find(const char *name, size_t len);
+
+/* Size and alignment of a value of this type when passed (pointers: 8 on
+   LP64; NT_MEMVIEW: sizeof(__Pyx_memviewslice)). */
+size_t nt_type_size(const nt_type *t);
+size_t nt_type_align(const nt_type *t);
+
+/* Canonical name of a scalar kind: "int32", "float64", ... */
+const char *nt_kind_name(int kind);
+
+/* The memoryview slice struct, layout identical to Cython 0.29 .. 3.x. */
+#define NT_MEMVIEW_MAX_DIMS 8
+typedef struct {
+    void *memview;                       /* NULL: no Python object behind it */
+    char *data;
+    ptrdiff_t shape[NT_MEMVIEW_MAX_DIMS];
+    ptrdiff_t strides[NT_MEMVIEW_MAX_DIMS];
+    ptrdiff_t suboffsets[NT_MEMVIEW_MAX_DIMS];
+} nt_memviewslice;
+
+/* ------------------------------------------------------------------------ */
+/* Signatures                                                                */
+
+struct nt_sig {
+    nt_type ret;
+    int nargs;
+    nt_type *args;       /* nargs entries (owned) */
+    char **names;        /* nargs entries, NULL where unnamed (owned) */
+};
+
+/* A name the parser does not know, resolved by the caller (Cython typedefs). */
+typedef struct {
+    const char *name;
+    nt_type type;        /* type.fn must be NULL */
+} nt_typedef;
+
+/*
+ * Parses a C declaration as SciPy and Cython write it:
+ *   "double (double *, int)", "void(const double* x, Py_ssize_t n)",
+ *   "double const *", "double *const ", "void (void)",
+ *   "double (*)(double)" as a parameter type.
+ * An optional function name may stand before '('. Returns NULL and fills err
+ * (with the 0-based column) on failure.
+ */
+nt_sig *nt_sig_parse(const char *src, const nt_typedef *typedefs,
+                     size_t ntypedefs, nt_error *err);
+
+/* Parses a single type ("double", "const FLOAT64 *"). 0 on success. */
+int nt_type_parse(const char *src, const nt_typedef *typedefs,
+                  size_t ntypedefs, nt_type *out, nt_error *err);
+
+void nt_sig_free(nt_sig *sig);
+nt_sig *nt_sig_copy(const nt_sig *sig);
+
+/* Canonical C form, e.g. "double (double *, int)". Writes at most n bytes
+   (always NUL-terminated) and returns the length it needed. */
+size_t nt_sig_format(const nt_sig *sig, char *buf, size_t n);
+size_t nt_type_format(const nt_type *t, char *buf, size_t n);
+
+/* Structural equality: kinds, pointer shapes, const, nested signatures;
+   spellings and parameter names do not matter. */
+int nt_type_equal(const nt_type *a, const nt_type *b);
+int nt_sig_equal(const nt_sig *a, const nt_sig *b);
+
+/* ------------------------------------------------------------------------ */
+/* Plans and contexts                                                        */
+
+/* Where a target argument comes from. */
+typedef enum {
+    NT_SRC_ARG = 0,   /* forwarded: the thunk's own parameter number `fwd` */
+    NT_SRC_BOUND      /* bound: bytes at ctx values + `offset` */
+} nt_src;
+
+typedef struct {
+    uint8_t src;
+    uint8_t kind;      /* the target parameter's kind (NT_PTR for pointers) */
+    uint16_t fwd;      /* NT_SRC_ARG: index among the thunk's parameters */
+    uint32_t offset;   /* NT_SRC_BOUND: byte offset in ctx->values */
+} nt_slot;
+
+/*
+ * A plan: the target signature plus one slot per target parameter. Bound
+ * scalars occupy 8-byte value cells, stored already extended to 64 bits
+ * (signed kinds sign-extended, unsigned and bool zero-extended; float in
+ * the low 4 bytes); complex values 16 bytes; memoryview slices
+ * sizeof(nt_memviewslice). Every cell is 8-byte aligned.
+ *
+ * The thunk's own signature is the target's return type and the forwarded
+ * parameters in order: nfwd of them, fwd_index[k] = target parameter index.
+ */
+typedef struct nt_plan {
+    const nt_sig *target;     /* borrowed; outlives the plan */
+    int nargs;                /* == target->nargs */
+    nt_slot *slots;           /* nargs entries */
+    int nfwd;
+    int *fwd_index;           /* nfwd entries */
+    size_t values_size;       /* bytes of bound values */
+    const struct nt_backend *backend;
+    void *backend_data;       /* owned by the backend (cifs, handler, ...) */
+    void *handler;            /* native: handler stored in word 0 of each ctx */
+} nt_plan;
+
+/*
+ * A context: everything one call needs besides the forwarded arguments.
+ * Word 0 is the handler (native backend: the stub jumps through it), word 1
+ * the target. Contexts are immutable once published; rebinding publishes a
+ * new one with a single release-store of the entry's context pointer.
+ */
+typedef struct nt_ctx {
+    void *handler;            /* offset 0 */
+    void *target;             /* offset 8 */
+    struct nt_ctx *older;     /* retired contexts, freed at release/reclaim */
+    uint64_t pad_;
+    unsigned char values[];   /* offset 32 */
+} nt_ctx;
+
+#define NT_CTX_HANDLER_OFFSET 0
+#define NT_CTX_TARGET_OFFSET  8
+#define NT_CTX_VALUES_OFFSET  32
+
+/* Builds a plan for target; slots filled by the caller afterwards with
+   nt_plan_set_arg / nt_plan_set_bound, then nt_plan_finish. */
+nt_plan *nt_plan_new(const nt_sig *target, nt_error *err);
+void nt_plan_set_arg(nt_plan *plan, int i);
+void nt_plan_set_bound(nt_plan *plan, int i);
+int nt_plan_finish(nt_plan *plan, nt_error *err); /* computes fwd, offsets */
+void nt_plan_free(nt_plan *plan);
+
+/* A zeroed context with room for the plan's values. */
+nt_ctx *nt_ctx_new(const nt_plan *plan, void *target, nt_error *err);
+void nt_ctx_free_chain(nt_ctx *ctx);
+
+/* ------------------------------------------------------------------------ */
+/* Backends                                                                  */
+
+typedef struct nt_entry nt_entry;   /* one thunk's callable entry; opaque */
+
+typedef struct nt_backend {
+    const char *name;                /* "native-x86_64-sysv", "libffi" */
+    /* NT_OK if this backend can run the plan, else NT_ERR_UNSUPPORTED. */
+    nt_status (*supports)(const nt_plan *plan);
+    /* Per-plan preparation: cifs, handler lookup. Sets plan->backend_data,
+       plan->handler. */
+    nt_status (*prepare)(nt_plan *plan, nt_error *err);
+    void (*plan_release)(nt_plan *plan);
+    /* A new entry that runs plan with ctx; *address is its C address. */
+    nt_status (*entry_new)(nt_plan *plan, nt_ctx *ctx, nt_entry **out,
+                           void **address, nt_error *err);
+    /* Publishes ctx (release-store); the old one stays valid. */
+    void (*entry_swap)(nt_entry *entry, nt_ctx *ctx);
+    /* The entry's address becomes a trap ("called a released thunk"). */
+    void (*entry_free)(nt_entry *entry);
+    /* A short description of the executable-memory policy in use. */
+    const char *(*memory_policy)(void);
+} nt_backend;
+
+extern const nt_backend nt_backend_ffi;
+/* NULL on platforms without a native backend. */
+extern const nt_backend *const nt_backend_native;
+
+/* Writes "numthunk: called a released thunk" to stderr and aborts. */
+void nt_trap_released(void);
+
+#endif /* NUMTHUNK_H */
