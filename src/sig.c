@@ -1,0 +1,1079 @@
+/*
+ * sig.c: the first stage of the pipeline, signature strings to nt_sig.
+ *
+ * Reads the C abstract declarators that SciPy (LowLevelCallable) and Cython
+ * (__pyx_capi__ capsule names) use, plus Numba's voidptr and CPointer(T),
+ * and writes them back in one canonical form. SciPy matches signatures with
+ * strcmp, so the canonical form keeps the base type's spelling ("npy_intp"
+ * stays "npy_intp") and follows Cython's declarator spacing: "T *",
+ * "T *const", "double (*)(double)", "void (void)".
+ *
+ * The parser is a recursive-descent reader over a zero-terminated string;
+ * it takes untrusted input (it is fuzzed), so recursion and pointer depth
+ * are bounded, there are no fixed buffers that input can overflow, and every
+ * error path frees what it built. Errors carry the 0-based column of the
+ * offending token. No Python here.
+ */
+#include "numthunk.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_NEST   64     /* nested function pointers and CPointer( ) */
+#define MAX_DEPTH  255    /* '*' levels: nt_type.depth is a uint8_t */
+#define MAX_WORDS  6      /* "unsigned long long int" needs 4 */
+#define MAX_ARGS   65535  /* plans index forwarded arguments with uint16 */
+#define QUOTE_MAX  64     /* longest token quoted in an error message */
+
+/* ------------------------------------------------------------------------ */
+/* Tokens                                                                    */
+
+enum {
+    T_END, T_IDENT, T_LPAREN, T_RPAREN, T_STAR, T_COMMA, T_ELLIPSIS,
+    T_LBRACKET, T_OTHER
+};
+
+typedef struct {
+    int kind;
+    size_t start;
+    size_t len;
+} token;
+
+typedef struct {
+    const char *src;
+    size_t pos;
+    const nt_typedef *typedefs;
+    size_t ntypedefs;
+    nt_error *err;
+    int nest;
+} parser;
+
+static int
+is_space(unsigned char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' ||
+           c == '\f';
+}
+
+static int
+is_ident_start(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+
+static int
+is_ident_char(unsigned char c)
+{
+    return is_ident_start(c) || (c >= '0' && c <= '9');
+}
+
+static token
+peek(const parser *p)
+{
+    const char *s = p->src;
+    size_t i = p->pos;
+    token t;
+
+    while (is_space((unsigned char)s[i]))
+        i++;
+    t.start = i;
+    t.len = 1;
+    switch (s[i]) {
+    case '\0': t.kind = T_END; t.len = 0; return t;
+    case '(': t.kind = T_LPAREN; return t;
+    case ')': t.kind = T_RPAREN; return t;
+    case '*': t.kind = T_STAR; return t;
+    case ',': t.kind = T_COMMA; return t;
+    case '[': t.kind = T_LBRACKET; return t;
+    case '.':
+        if (s[i + 1] == '.' && s[i + 2] == '.') {
+            t.kind = T_ELLIPSIS;
+            t.len = 3;
+            return t;
+        }
+        t.kind = T_OTHER;
+        return t;
+    default:
+        break;
+    }
+    if (is_ident_start((unsigned char)s[i])) {
+        size_t j = i;
+        while (is_ident_char((unsigned char)s[j]))
+            j++;
+        t.kind = T_IDENT;
+        t.len = j - i;
+        return t;
+    }
+    t.kind = T_OTHER;
+    return t;
+}
+
+static void
+advance(parser *p, const token *t)
+{
+    p->pos = t->start + t->len;
+}
+
+static int
+word_is(const parser *p, size_t start, size_t len, const char *word)
+{
+    size_t n = strlen(word);
+    return len == n && memcmp(p->src + start, word, n) == 0;
+}
+
+static int
+tok_is(const parser *p, const token *t, const char *word)
+{
+    return t->kind == T_IDENT && word_is(p, t->start, t->len, word);
+}
+
+static int
+tok_in(const parser *p, const token *t, const char *const *words, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (tok_is(p, t, words[i]))
+            return 1;
+    return 0;
+}
+
+/* Words that build a builtin type name ("unsigned long long int"). */
+static const char *const type_keywords[] = {
+    "void", "char", "short", "int", "long", "float", "double", "signed",
+    "unsigned", "_Bool", "bool", "_Complex", "complex",
+};
+
+/* Qualifiers that would change the meaning and that we do not model. */
+static const char *const unsupported_qualifiers[] = {
+    "volatile", "restrict", "__restrict", "__restrict__", "_Atomic",
+};
+
+static const char *const aggregates[] = { "struct", "union", "enum" };
+
+/* Other C keywords: never a type, never a name. */
+static const char *const other_keywords[] = {
+    "const", "typedef", "static", "extern", "register", "auto", "inline",
+    "sizeof", "return", "if", "else", "for", "while", "do", "switch",
+    "case", "default", "break", "continue", "goto",
+};
+
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+static int
+is_reserved(const parser *p, const token *t)
+{
+    return tok_in(p, t, type_keywords, COUNT(type_keywords)) ||
+           tok_in(p, t, unsupported_qualifiers,
+                  COUNT(unsupported_qualifiers)) ||
+           tok_in(p, t, aggregates, COUNT(aggregates)) ||
+           tok_in(p, t, other_keywords, COUNT(other_keywords));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                    */
+
+static int
+column(size_t pos)
+{
+    return pos > (size_t)INT_MAX ? INT_MAX : (int)pos;
+}
+
+static int
+quote_len(size_t len)
+{
+    return len > QUOTE_MAX ? QUOTE_MAX : (int)len;
+}
+
+static const char *
+quote_dots(size_t len)
+{
+    return len > QUOTE_MAX ? "..." : "";
+}
+
+static int
+fail_memory(parser *p)
+{
+    nt_fail(p->err, NT_ERR_MEMORY, -1, "out of memory");
+    return -1;
+}
+
+/* An unexpected token where `expected` should stand. */
+static int
+fail_token(parser *p, const token *t, const char *expected)
+{
+    const char *s = p->src + t->start;
+    int col = column(t->start);
+
+    switch (t->kind) {
+    case T_ELLIPSIS:
+        nt_fail(p->err, NT_ERR_VALUE, col,
+                "variadic functions ('...') are not supported");
+        break;
+    case T_LBRACKET:
+        nt_fail(p->err, NT_ERR_VALUE, col,
+                "arrays ('[]') are not supported; use a pointer");
+        break;
+    case T_END:
+        nt_fail(p->err, NT_ERR_VALUE, col,
+                "expected %s, got end of input", expected);
+        break;
+    case T_OTHER:
+        if ((unsigned char)*s >= 0x20 && (unsigned char)*s < 0x7f)
+            nt_fail(p->err, NT_ERR_VALUE, col,
+                    "expected %s, got unexpected character '%c'",
+                    expected, *s);
+        else
+            nt_fail(p->err, NT_ERR_VALUE, col,
+                    "expected %s, got unexpected byte 0x%02x",
+                    expected, (unsigned)(unsigned char)*s);
+        break;
+    default:
+        nt_fail(p->err, NT_ERR_VALUE, col, "expected %s, got '%.*s%s'",
+                expected, quote_len(t->len), s, quote_dots(t->len));
+        break;
+    }
+    return -1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Types                                                                     */
+
+static int
+void_spelling(void)
+{
+    return nt_spelling_find("void", 4);
+}
+
+/* `const` applied to what has been read so far. */
+static void
+add_const(nt_type *t)
+{
+    if (t->kind == NT_PTR || t->kind == NT_FNPTR)
+        t->cflags |= NT_CONST_SELF;
+    else
+        t->cflags |= NT_CONST_BASE;
+}
+
+/* One more '*' around what has been read so far. */
+static int
+push_pointer(parser *p, nt_type *t, size_t pos)
+{
+    if (t->kind == NT_FNPTR) {
+        nt_fail(p->err, NT_ERR_VALUE, column(pos),
+                "pointers to function pointers are not supported");
+        return -1;
+    }
+    if (t->kind != NT_PTR) {
+        t->base = t->kind;
+        t->kind = NT_PTR;
+        t->depth = 1;
+        return 0;
+    }
+    if (t->depth >= MAX_DEPTH) {
+        nt_fail(p->err, NT_ERR_VALUE, column(pos),
+                "too many levels of pointers (at most %d)", MAX_DEPTH);
+        return -1;
+    }
+    if (t->cflags & NT_CONST_SELF) {
+        t->cflags &= (uint8_t)~NT_CONST_SELF;
+        t->cflags |= NT_CONST_MID;
+    }
+    t->depth++;
+    return 0;
+}
+
+/* A caller's typedef, checked: its type must make sense on its own. */
+static int
+typedef_type(parser *p, const nt_typedef *td, size_t pos, size_t len,
+             nt_type *out)
+{
+    nt_type t = td->type;
+    int ok;
+
+    if (t.kind == NT_PTR)
+        ok = t.depth >= 1 && t.base < NT_KIND_COUNT && t.base != NT_PTR &&
+             t.base != NT_FNPTR;
+    else
+        ok = t.kind < NT_KIND_COUNT && t.kind != NT_FNPTR;
+    if (!ok || t.fn != NULL) {
+        nt_fail(p->err, NT_ERR_VALUE, column(pos),
+                "typedef '%.*s%s' does not name a supported type",
+                quote_len(len), p->src + pos, quote_dots(len));
+        return -1;
+    }
+    if (t.kind != NT_PTR) {
+        t.depth = 0;
+        t.base = 0;
+        t.cflags &= NT_CONST_BASE;
+    } else {
+        t.cflags &= NT_CONST_BASE | NT_CONST_SELF |
+                    (t.depth > 1 ? NT_CONST_MID : 0);
+    }
+    if (t.spelling >= nt_nspellings)
+        t.spelling = 0;     /* the formatter falls back to the kind's name */
+    *out = t;
+    return 0;
+}
+
+typedef struct {
+    size_t start;
+    size_t len;
+} span;
+
+/* The type named by the words of a declaration specifier. */
+static int
+resolve_words(parser *p, const span *words, int nwords, int plain,
+              nt_type *out)
+{
+    char joined[128];
+    size_t n = 0;
+    int i, idx, has_long = 0, has_double = 0;
+
+    memset(out, 0, sizeof(*out));
+    for (i = 0; i < nwords; i++) {
+        has_long |= word_is(p, words[i].start, words[i].len, "long");
+        has_double |= word_is(p, words[i].start, words[i].len, "double");
+    }
+    if (has_long && has_double) {
+        nt_fail(p->err, NT_ERR_VALUE, column(words[0].start),
+                "long double is not supported");
+        return -1;
+    }
+    if (nwords == 1) {
+        idx = nt_spelling_find(p->src + words[0].start, words[0].len);
+    } else {
+        for (i = 0; i < nwords; i++) {
+            if (n + words[i].len + 1 >= sizeof(joined))
+                break;
+            if (i > 0)
+                joined[n++] = ' ';
+            memcpy(joined + n, p->src + words[i].start, words[i].len);
+            n += words[i].len;
+        }
+        joined[n] = '\0';
+        idx = i < nwords ? -1 : nt_spelling_find(joined, n);
+    }
+
+    if (idx >= 0) {
+        if (nt_spellings[idx].kind == NT_PTR) {         /* voidptr */
+            out->kind = NT_PTR;
+            out->base = NT_VOID;
+            out->depth = 1;
+            out->spelling = (uint16_t)void_spelling();
+        } else {
+            out->kind = nt_spellings[idx].kind;
+            out->spelling = (uint16_t)idx;
+        }
+        return 0;
+    }
+    if (nwords == 1 && plain && p->typedefs != NULL) {
+        size_t k;
+        for (k = 0; k < p->ntypedefs; k++) {
+            const char *name = p->typedefs[k].name;
+            if (name != NULL && word_is(p, words[0].start, words[0].len, name))
+                return typedef_type(p, &p->typedefs[k], words[0].start,
+                                    words[0].len, out);
+        }
+    }
+    if (nwords == 1)
+        nt_fail(p->err, NT_ERR_VALUE, column(words[0].start),
+                "unknown type name '%.*s%s'", quote_len(words[0].len),
+                p->src + words[0].start, quote_dots(words[0].len));
+    else
+        nt_fail(p->err, NT_ERR_VALUE, column(words[0].start),
+                "unknown type name '%s'", joined);
+    return -1;
+}
+
+static int parse_type(parser *p, nt_type *out);
+
+/* CPointer(T), the name already read: T with one more level of pointer. */
+static int
+parse_cpointer(parser *p, nt_type *out)
+{
+    token tok = peek(p);
+
+    if (tok.kind != T_LPAREN)
+        return fail_token(p, &tok, "'(' after CPointer");
+    advance(p, &tok);
+    if (++p->nest > MAX_NEST) {
+        nt_fail(p->err, NT_ERR_VALUE, column(tok.start),
+                "type nested too deeply (at most %d levels)", MAX_NEST);
+        return -1;
+    }
+    if (parse_type(p, out) < 0)
+        return -1;
+    tok = peek(p);
+    if (tok.kind != T_RPAREN)
+        return fail_token(p, &tok, "')'");
+    advance(p, &tok);
+    p->nest--;
+    return push_pointer(p, out, tok.start);
+}
+
+/*
+ * type := specifier {'*' | 'const'}
+ * specifier := words of a builtin type, or one other identifier (a known
+ * spelling, CPointer(T) or a caller's typedef), with `const` anywhere. A
+ * following identifier that cannot continue the type is left for the caller
+ * (a parameter or function name).
+ */
+static int
+parse_type(parser *p, nt_type *out)
+{
+    span words[MAX_WORDS];
+    int nwords = 0;
+    int named = 0;      /* the specifier is a non-keyword identifier */
+    int resolved = 0;   /* ...already turned into *out (CPointer) */
+    int is_const = 0;
+    token tok;
+
+    memset(out, 0, sizeof(*out));
+    for (;;) {
+        tok = peek(p);
+        if (tok.kind != T_IDENT)
+            break;
+        if (tok_is(p, &tok, "const")) {
+            advance(p, &tok);
+            is_const = 1;
+            continue;
+        }
+        if (tok_in(p, &tok, unsupported_qualifiers,
+                   COUNT(unsupported_qualifiers))) {
+            nt_fail(p->err, NT_ERR_VALUE, column(tok.start),
+                    "'%.*s' is not supported", (int)tok.len,
+                    p->src + tok.start);
+            return -1;
+        }
+        if (tok_in(p, &tok, aggregates, COUNT(aggregates))) {
+            nt_fail(p->err, NT_ERR_VALUE, column(tok.start),
+                    "'%.*s' types are not supported; pass a pointer as "
+                    "void *", (int)tok.len, p->src + tok.start);
+            return -1;
+        }
+        if (tok_in(p, &tok, type_keywords, COUNT(type_keywords))) {
+            if (named) {
+                nt_fail(p->err, NT_ERR_VALUE, column(tok.start),
+                        "'%.*s' cannot follow the type name '%.*s%s'",
+                        (int)tok.len, p->src + tok.start,
+                        quote_len(words[0].len), p->src + words[0].start,
+                        quote_dots(words[0].len));
+                return -1;
+            }
+            if (nwords == MAX_WORDS) {
+                nt_fail(p->err, NT_ERR_VALUE, column(words[0].start),
+                        "too many words in a type name");
+                return -1;
+            }
+            words[nwords].start = tok.start;
+            words[nwords].len = tok.len;
+            nwords++;
+            advance(p, &tok);
+            continue;
+        }
+        if (tok_in(p, &tok, other_keywords, COUNT(other_keywords)))
+            return fail_token(p, &tok, "a type");
+        if (nwords == 0 && !named) {
+            words[0].start = tok.start;
+            words[0].len = tok.len;
+            named = 1;
+            advance(p, &tok);
+            if (tok_is(p, &tok, "CPointer")) {
+                if (parse_cpointer(p, out) < 0)
+                    return -1;
+                resolved = 1;
+            } else {
+                nwords = 1;
+            }
+            continue;
+        }
+        if (nwords == 1 && !named && tok_is(p, &tok, "PY_LONG_LONG") &&
+            word_is(p, words[0].start, words[0].len, "unsigned")) {
+            words[nwords].start = tok.start;
+            words[nwords].len = tok.len;
+            nwords++;
+            named = 1;
+            advance(p, &tok);
+            continue;
+        }
+        break;          /* a name */
+    }
+
+    if (!resolved) {
+        if (nwords == 0)
+            return fail_token(p, &tok, "a type");
+        if (resolve_words(p, words, nwords, named, out) < 0)
+            return -1;
+    }
+    if (is_const)
+        add_const(out);
+
+    for (;;) {
+        tok = peek(p);
+        if (tok.kind == T_STAR) {
+            if (push_pointer(p, out, tok.start) < 0)
+                return -1;
+            advance(p, &tok);
+        } else if (tok_is(p, &tok, "const")) {
+            add_const(out);
+            advance(p, &tok);
+        } else if (tok_in(p, &tok, unsupported_qualifiers,
+                          COUNT(unsupported_qualifiers))) {
+            nt_fail(p->err, NT_ERR_VALUE, column(tok.start),
+                    "'%.*s' is not supported", (int)tok.len,
+                    p->src + tok.start);
+            return -1;
+        } else {
+            return 0;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Signatures                                                                */
+
+/* A parameter or function name: copied, or NULL when `keep` is 0. */
+static int
+take_name(parser *p, const token *tok, int keep, char **name)
+{
+    char *s;
+
+    *name = NULL;
+    if (is_reserved(p, tok))
+        return fail_token(p, tok, "a name");
+    advance(p, tok);
+    if (!keep)
+        return 0;
+    s = malloc(tok->len + 1);
+    if (s == NULL)
+        return fail_memory(p);
+    memcpy(s, p->src + tok->start, tok->len);
+    s[tok->len] = '\0';
+    *name = s;
+    return 0;
+}
+
+static int parse_params(parser *p, nt_sig *sig);
+
+/*
+ * param := type [name]
+ *        | type '(' '*' {'const'} [name] ')' '(' params ')'
+ * With allow_name 0 (nt_type_parse) no name is read.
+ */
+static int
+parse_param(parser *p, nt_type *out, char **name, int allow_name)
+{
+    nt_type t;
+    nt_sig *fn;
+    token tok;
+    int fn_const = 0;
+
+    *name = NULL;
+    memset(out, 0, sizeof(*out));
+    if (parse_type(p, &t) < 0)
+        return -1;
+    tok = peek(p);
+    if (tok.kind == T_IDENT && allow_name)
+        return take_name(p, &tok, 1, name) < 0 ? -1 : (*out = t, 0);
+    if (tok.kind != T_LPAREN)
+        goto done;
+
+    advance(p, &tok);
+    tok = peek(p);
+    if (tok.kind != T_STAR)
+        return fail_token(p, &tok,
+                          "'*' (function parameters must be pointers)");
+    advance(p, &tok);
+    for (;;) {
+        tok = peek(p);
+        if (tok.kind == T_STAR) {
+            nt_fail(p->err, NT_ERR_VALUE, column(tok.start),
+                    "pointers to function pointers are not supported");
+            return -1;
+        }
+        if (!tok_is(p, &tok, "const"))
+            break;
+        fn_const = 1;
+        advance(p, &tok);
+    }
+    if (tok.kind == T_IDENT && allow_name) {
+        if (take_name(p, &tok, 1, name) < 0)
+            return -1;
+        tok = peek(p);
+    }
+    if (tok.kind != T_RPAREN)
+        goto fail_name;
+    advance(p, &tok);
+    tok = peek(p);
+    if (tok.kind != T_LPAREN) {
+        fail_token(p, &tok, "'(' and the parameters of the function pointer");
+        goto fail_free;
+    }
+    advance(p, &tok);
+    fn = calloc(1, sizeof(*fn));
+    if (fn == NULL) {
+        fail_memory(p);
+        goto fail_free;
+    }
+    fn->ret = t;
+    if (parse_params(p, fn) < 0) {
+        nt_sig_free(fn);
+        goto fail_free;
+    }
+    out->kind = NT_FNPTR;
+    out->cflags = fn_const ? NT_CONST_SELF : 0;
+    out->spelling = 0;
+    out->fn = fn;
+    return 0;
+
+done:
+    *out = t;
+    return 0;
+
+fail_name:
+    fail_token(p, &tok, "')'");
+fail_free:
+    free(*name);
+    *name = NULL;
+    return -1;
+}
+
+static int
+append_arg(parser *p, nt_sig *sig, const nt_type *t, char *name,
+           size_t pos)
+{
+    int n = sig->nargs;
+
+    if (n >= MAX_ARGS) {
+        nt_fail(p->err, NT_ERR_VALUE, column(pos),
+                "too many parameters (at most %d)", MAX_ARGS);
+        return -1;
+    }
+    /* Capacity is the next power of two: grow when n is one (or 0). */
+    if ((n & (n - 1)) == 0) {
+        size_t cap = n == 0 ? 1 : 2 * (size_t)n;
+        nt_type *args = realloc(sig->args, cap * sizeof(*args));
+        char **names;
+        if (args == NULL)
+            return fail_memory(p);
+        sig->args = args;
+        names = realloc(sig->names, cap * sizeof(*names));
+        if (names == NULL)
+            return fail_memory(p);
+        sig->names = names;
+    }
+    sig->args[n] = *t;
+    sig->names[n] = name;
+    sig->nargs = n + 1;
+    return 0;
+}
+
+/* params := 'void' | <empty> | param {',' param}, then ')'.  The '(' is
+   already read. */
+static int
+parse_params(parser *p, nt_sig *sig)
+{
+    token tok = peek(p);
+
+    if (++p->nest > MAX_NEST) {
+        nt_fail(p->err, NT_ERR_VALUE, column(tok.start),
+                "signature nested too deeply (at most %d levels)", MAX_NEST);
+        return -1;
+    }
+    if (tok.kind == T_RPAREN) {
+        advance(p, &tok);
+        p->nest--;
+        return 0;
+    }
+    for (;;) {
+        token first = peek(p);
+        nt_type t;
+        char *name;
+
+        if (parse_param(p, &t, &name, 1) < 0)
+            return -1;
+        tok = peek(p);
+        if (t.kind == NT_VOID) {
+            int bare = name == NULL && t.cflags == 0;
+            free(name);
+            if (bare && sig->nargs == 0 && tok.kind == T_RPAREN) {
+                advance(p, &tok);
+                break;
+            }
+            nt_fail(p->err, NT_ERR_VALUE, column(first.start), bare
+                    ? "'void' must be the only parameter"
+                    : "a parameter cannot have type void");
+            return -1;
+        }
+        if (append_arg(p, sig, &t, name, first.start) < 0) {
+            nt_sig_free(t.fn);
+            free(name);
+            return -1;
+        }
+        if (tok.kind == T_COMMA) {
+            advance(p, &tok);
+            continue;
+        }
+        if (tok.kind == T_RPAREN) {
+            advance(p, &tok);
+            break;
+        }
+        return fail_token(p, &tok, "',' or ')'");
+    }
+    p->nest--;
+    return 0;
+}
+
+static void
+parser_init(parser *p, const char *src, const nt_typedef *typedefs,
+            size_t ntypedefs, nt_error *err)
+{
+    p->src = src;
+    p->pos = 0;
+    p->typedefs = typedefs;
+    p->ntypedefs = typedefs != NULL ? ntypedefs : 0;
+    p->err = err;
+    p->nest = 0;
+}
+
+static int
+expect_end(parser *p, const char *what)
+{
+    token tok = peek(p);
+
+    if (tok.kind == T_END)
+        return 0;
+    if (tok.kind == T_ELLIPSIS || tok.kind == T_LBRACKET)
+        return fail_token(p, &tok, "");
+    nt_fail(p->err, NT_ERR_VALUE, column(tok.start),
+            "unexpected '%.*s%s' after the %s", quote_len(tok.len),
+            p->src + tok.start, quote_dots(tok.len), what);
+    return -1;
+}
+
+nt_sig *
+nt_sig_parse(const char *src, const nt_typedef *typedefs, size_t ntypedefs,
+             nt_error *err)
+{
+    parser p;
+    nt_sig *sig;
+    token tok;
+    char *fname;
+
+    if (src == NULL) {
+        nt_fail(err, NT_ERR_VALUE, 0, "empty signature");
+        return NULL;
+    }
+    parser_init(&p, src, typedefs, ntypedefs, err);
+    tok = peek(&p);
+    if (tok.kind == T_END) {
+        nt_fail(err, NT_ERR_VALUE, 0, "empty signature");
+        return NULL;
+    }
+    sig = calloc(1, sizeof(*sig));
+    if (sig == NULL) {
+        fail_memory(&p);
+        return NULL;
+    }
+    if (parse_type(&p, &sig->ret) < 0)
+        goto error;
+    tok = peek(&p);
+    if (tok.kind == T_IDENT) {
+        if (take_name(&p, &tok, 0, &fname) < 0)
+            goto error;
+        tok = peek(&p);
+    }
+    if (tok.kind != T_LPAREN) {
+        fail_token(&p, &tok, "'(' and the parameter list");
+        goto error;
+    }
+    advance(&p, &tok);
+    if (parse_params(&p, sig) < 0)
+        goto error;
+    if (expect_end(&p, "signature") < 0)
+        goto error;
+    return sig;
+
+error:
+    nt_sig_free(sig);
+    return NULL;
+}
+
+/*
+ * A single type, optionally in function-pointer form "double (*)(double)";
+ * no name. On success a function pointer's out->fn is owned by the caller
+ * (nt_sig_free). On failure *out is zeroed.
+ */
+int
+nt_type_parse(const char *src, const nt_typedef *typedefs, size_t ntypedefs,
+              nt_type *out, nt_error *err)
+{
+    parser p;
+    char *name;
+
+    memset(out, 0, sizeof(*out));
+    if (src == NULL) {
+        nt_fail(err, NT_ERR_VALUE, 0, "empty type");
+        return -1;
+    }
+    parser_init(&p, src, typedefs, ntypedefs, err);
+    if (peek(&p).kind == T_END) {
+        nt_fail(err, NT_ERR_VALUE, 0, "empty type");
+        return -1;
+    }
+    if (parse_param(&p, out, &name, 0) < 0)
+        return -1;
+    if (expect_end(&p, "type") < 0) {
+        nt_sig_free(out->fn);
+        memset(out, 0, sizeof(*out));
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Ownership                                                                 */
+
+void
+nt_sig_free(nt_sig *sig)
+{
+    int i;
+
+    if (sig == NULL)
+        return;
+    for (i = 0; i < sig->nargs; i++) {
+        if (sig->args != NULL)
+            nt_sig_free(sig->args[i].fn);
+        if (sig->names != NULL)
+            free(sig->names[i]);
+    }
+    nt_sig_free(sig->ret.fn);
+    free(sig->args);
+    free(sig->names);
+    free(sig);
+}
+
+static char *
+copy_string(const char *s)
+{
+    size_t n;
+    char *c;
+
+    if (s == NULL)
+        return NULL;
+    n = strlen(s) + 1;
+    c = malloc(n);
+    if (c != NULL)
+        memcpy(c, s, n);
+    return c;
+}
+
+nt_sig *
+nt_sig_copy(const nt_sig *sig)
+{
+    nt_sig *c;
+    int i;
+
+    if (sig == NULL)
+        return NULL;
+    c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return NULL;
+    c->ret = sig->ret;
+    c->ret.fn = NULL;
+    if (sig->ret.fn != NULL && (c->ret.fn = nt_sig_copy(sig->ret.fn)) == NULL)
+        goto error;
+    if (sig->nargs > 0) {
+        c->args = calloc((size_t)sig->nargs, sizeof(*c->args));
+        c->names = calloc((size_t)sig->nargs, sizeof(*c->names));
+        if (c->args == NULL || c->names == NULL)
+            goto error;
+    }
+    for (i = 0; i < sig->nargs; i++) {
+        c->args[i] = sig->args[i];
+        c->args[i].fn = NULL;
+        c->nargs = i + 1;
+        if (sig->args[i].fn != NULL &&
+            (c->args[i].fn = nt_sig_copy(sig->args[i].fn)) == NULL)
+            goto error;
+        if (sig->names != NULL && sig->names[i] != NULL &&
+            (c->names[i] = copy_string(sig->names[i])) == NULL)
+            goto error;
+    }
+    return c;
+
+error:
+    nt_sig_free(c);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Canonical form                                                            */
+
+typedef struct {
+    char *buf;
+    size_t n;       /* capacity, including the NUL */
+    size_t len;     /* length needed so far */
+} writer;
+
+static void
+put(writer *w, const char *s)
+{
+    for (; *s != '\0'; s++) {
+        if (w->len + 1 < w->n)
+            w->buf[w->len] = *s;
+        w->len++;
+    }
+}
+
+static size_t
+finish(writer *w)
+{
+    if (w->n > 0)
+        w->buf[w->len < w->n ? w->len : w->n - 1] = '\0';
+    return w->len;
+}
+
+/* The name printed for a base kind: its spelling if that spelling still
+   names this kind (types built by hand may carry 0), else the C name. */
+static const char *
+base_name(int kind, unsigned spelling)
+{
+    static const char *const c_names[NT_KIND_COUNT] = {
+        [NT_VOID] = "void", [NT_BOOL] = "bool",
+        [NT_I8] = "int8_t", [NT_U8] = "uint8_t",
+        [NT_I16] = "int16_t", [NT_U16] = "uint16_t",
+        [NT_I32] = "int32_t", [NT_U32] = "uint32_t",
+        [NT_I64] = "int64_t", [NT_U64] = "uint64_t",
+        [NT_F32] = "float", [NT_F64] = "double",
+        [NT_C64] = "float complex", [NT_C128] = "double complex",
+        [NT_MEMVIEW] = "__Pyx_memviewslice",
+    };
+
+    if (spelling < nt_nspellings && nt_spellings[spelling].kind == kind)
+        return nt_spellings[spelling].name;
+    if (kind >= 0 && kind < NT_KIND_COUNT && c_names[kind] != NULL)
+        return c_names[kind];
+    return "void";
+}
+
+/* Whether the type's text ends in '*', so a declarator follows unspaced:
+   Cython writes "double *(int)" but "double (int)". */
+static int
+ends_in_star(const nt_type *t)
+{
+    return t->kind == NT_PTR && !(t->cflags & NT_CONST_SELF);
+}
+
+static void format_params(writer *w, const nt_sig *sig);
+
+static void
+format_type(writer *w, const nt_type *t)
+{
+    int i, depth;
+
+    switch (t->kind) {
+    case NT_FNPTR:
+        if (t->fn == NULL) {
+            put(w, "void (*)(void)");
+            return;
+        }
+        format_type(w, &t->fn->ret);
+        put(w, ends_in_star(&t->fn->ret) ? "(*" : " (*");
+        if (t->cflags & NT_CONST_SELF)
+            put(w, "const");
+        put(w, ")");
+        format_params(w, t->fn);
+        return;
+    case NT_PTR:
+        if (t->cflags & NT_CONST_BASE)
+            put(w, "const ");
+        put(w, base_name(t->base, t->spelling));
+        put(w, " ");
+        depth = t->depth > 0 ? t->depth : 1;
+        for (i = 1; i <= depth; i++) {
+            put(w, "*");
+            if ((i < depth && (t->cflags & NT_CONST_MID)) ||
+                (i == depth && (t->cflags & NT_CONST_SELF)))
+                put(w, i < depth ? "const " : "const");
+        }
+        return;
+    default:
+        if (t->cflags & NT_CONST_BASE)
+            put(w, "const ");
+        put(w, base_name(t->kind, t->spelling));
+        return;
+    }
+}
+
+static void
+format_params(writer *w, const nt_sig *sig)
+{
+    int i;
+
+    put(w, "(");
+    if (sig->nargs <= 0)
+        put(w, "void");
+    for (i = 0; i < sig->nargs; i++) {
+        if (i > 0)
+            put(w, ", ");
+        format_type(w, &sig->args[i]);
+    }
+    put(w, ")");
+}
+
+size_t
+nt_sig_format(const nt_sig *sig, char *buf, size_t n)
+{
+    writer w = { buf, n, 0 };
+
+    if (sig == NULL) {
+        put(&w, "void (void)");
+        return finish(&w);
+    }
+    format_type(&w, &sig->ret);
+    if (!ends_in_star(&sig->ret))
+        put(&w, " ");
+    format_params(&w, sig);
+    return finish(&w);
+}
+
+size_t
+nt_type_format(const nt_type *t, char *buf, size_t n)
+{
+    writer w = { buf, n, 0 };
+
+    format_type(&w, t);
+    return finish(&w);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Equality                                                                  */
+
+int
+nt_type_equal(const nt_type *a, const nt_type *b)
+{
+    if (a->kind != b->kind || a->cflags != b->cflags)
+        return 0;
+    if (a->kind == NT_PTR)
+        return a->base == b->base && a->depth == b->depth;
+    if (a->kind == NT_FNPTR)
+        return nt_sig_equal(a->fn, b->fn);
+    return 1;
+}
+
+int
+nt_sig_equal(const nt_sig *a, const nt_sig *b)
+{
+    int i;
+
+    if (a == NULL || b == NULL)
+        return a == b;
+    if (!nt_type_equal(&a->ret, &b->ret) || a->nargs != b->nargs)
+        return 0;
+    for (i = 0; i < a->nargs; i++)
+        if (!nt_type_equal(&a->args[i], &b->args[i]))
+            return 0;
+    return 1;
+}
