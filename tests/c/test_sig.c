@@ -1,0 +1,627 @@
+/*
+ * test_sig.c: checks for the first pipeline stage (types.c, sig.c) on its
+ * own, without Python: parse/format round trips of the signature strings
+ * that SciPy and Cython compare with strcmp, error columns, typedef
+ * resolution and the platform widths of the spelling table.
+ *
+ *   gcc -Wall -Wextra -Werror -std=c11 -fsanitize=address,undefined \
+ *       -Isrc src/types.c src/sig.c tests/c/test_sig.c -o test_sig
+ *
+ * Exits non-zero if any check fails.
+ */
+#include "numthunk.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures;
+static int checks;
+
+#define CHECK(cond) check((cond), #cond, __LINE__)
+
+static void
+check(int ok, const char *what, int line)
+{
+    checks++;
+    if (!ok) {
+        failures++;
+        fprintf(stderr, "test_sig.c:%d: check failed: %s\n", line, what);
+    }
+}
+
+static nt_sig *
+parse(const char *src)
+{
+    nt_error err = {NT_OK, -1, ""};
+    nt_sig *sig = nt_sig_parse(src, NULL, 0, &err);
+    if (sig == NULL)
+        fprintf(stderr, "  parse of \"%s\" failed at column %d: %s\n", src,
+                err.column, err.msg);
+    return sig;
+}
+
+/* src parses and formats as want; the formatted string parses back to an
+   equal signature and formats the same again. */
+static void
+round_trip(const char *src, const char *want, int line)
+{
+    char buf[512], again[512];
+    nt_sig *sig = parse(src), *back, *copy;
+    size_t n;
+
+    checks++;
+    if (sig == NULL) {
+        failures++;
+        fprintf(stderr, "test_sig.c:%d: \"%s\" did not parse\n", line, src);
+        return;
+    }
+    n = nt_sig_format(sig, buf, sizeof(buf));
+    if (n != strlen(buf) || strcmp(buf, want) != 0) {
+        failures++;
+        fprintf(stderr, "test_sig.c:%d: \"%s\" formats as \"%s\", want "
+                "\"%s\"\n", line, src, buf, want);
+    }
+    back = parse(buf);
+    copy = nt_sig_copy(sig);
+    if (back == NULL || !nt_sig_equal(sig, back) || copy == NULL ||
+        !nt_sig_equal(sig, copy)) {
+        failures++;
+        fprintf(stderr, "test_sig.c:%d: \"%s\" does not round-trip\n", line,
+                buf);
+    } else {
+        nt_sig_format(back, again, sizeof(again));
+        if (strcmp(again, buf) != 0) {
+            failures++;
+            fprintf(stderr, "test_sig.c:%d: \"%s\" reformats as \"%s\"\n",
+                    line, buf, again);
+        }
+    }
+    nt_sig_free(sig);
+    nt_sig_free(back);
+    nt_sig_free(copy);
+}
+
+#define RT(src, want) round_trip((src), (want), __LINE__)
+#define RT_SAME(src) round_trip((src), (src), __LINE__)
+
+/* src fails with a ValueError at column col whose message contains part. */
+static void
+bad(const char *src, int col, const char *part, int line)
+{
+    nt_error err = {NT_OK, -1, ""};
+    nt_sig *sig = nt_sig_parse(src, NULL, 0, &err);
+
+    checks++;
+    if (sig != NULL) {
+        failures++;
+        fprintf(stderr, "test_sig.c:%d: \"%s\" parsed, want an error\n",
+                line, src);
+        nt_sig_free(sig);
+        return;
+    }
+    if (err.status != NT_ERR_VALUE || err.column != col ||
+        strstr(err.msg, part) == NULL) {
+        failures++;
+        fprintf(stderr, "test_sig.c:%d: \"%s\": got status %d column %d "
+                "\"%s\", want column %d and \"%s\"\n", line, src,
+                (int)err.status, err.column, err.msg, col, part);
+    }
+}
+
+#define BAD(src, col, part) bad((src), (col), (part), __LINE__)
+
+static void
+test_round_trips(void)
+{
+    /* SciPy LowLevelCallable tables */
+    RT_SAME("double (double)");
+    RT_SAME("double (int, double *)");
+    RT_SAME("double (double, void *)");
+    RT_SAME("double (int, double *, void *)");
+    RT_SAME("int (double *, npy_intp, double *, void *)");
+    RT_SAME("int (double *, intptr_t, double *, void *)");
+    RT_SAME("int (double *, long, double *, void *)");
+    RT_SAME("int (double *, long long, double *, void *)");
+    RT_SAME("int (double *, npy_intp, double *, npy_intp, void *)");
+    RT_SAME("int (npy_intp *, double *, int, int, void *)");
+
+    /* Cython __pyx_capi__ capsule names */
+    RT_SAME("double (double *, int)");
+    RT_SAME("void (void)");
+    RT("void ()", "void (void)");
+    RT_SAME("__pyx_t_double_complex (__pyx_t_double_complex)");
+    RT_SAME("__pyx_t_float_complex (__pyx_t_float_complex, int)");
+    RT_SAME("unsigned PY_LONG_LONG (PY_LONG_LONG)");
+    RT("double (double const *, int)", "double (const double *, int)");
+    RT("double (double *const , int)", "double (double *const, int)");
+    RT("void (__Pyx_memviewslice, int __pyx_skip_dispatch)",
+       "void (__Pyx_memviewslice, int)");
+    RT("int (int *, double *, int *)", "int (int *, double *, int *)");
+    RT("double (double (*)(double), double)",
+       "double (double (*)(double), double)");
+    RT("bint (bint)", "bint (bint)");
+
+    /* free-form C with names, spacing and qualifiers */
+    RT("void(const double* x, Py_ssize_t n)",
+       "void (const double *, Py_ssize_t)");
+    RT("  double   f ( double   *x ,int n )  ", "double (double *, int)");
+    RT("double\t(\ndouble\r)", "double (double)");
+    RT("const double* f(const double* const x)",
+       "const double *(const double *const)");
+    RT("int (char **, const char *const *)",
+       "int (char **, const char *const *)");
+    /* NT_CONST_MID does not say which inner level is const: the canonical
+       form marks them all */
+    RT("int (double **const *, double *const *const *)",
+       "int (double *const *const *, double *const *const *)");
+    RT("double *(int)", "double *(int)");
+    RT("double *const (int)", "double *const (int)");
+    RT("void (double (*cb)(double, void *), void *data)",
+       "void (double (*)(double, void *), void *)");
+    RT("void (double *(*const cb)(int (*)(void)))",
+       "void (double *(*const)(int (*)(void)))");
+    RT("void (void (*)())", "void (void (*)(void))");
+    RT("int (unsigned x, signed y)", "int (unsigned, signed)");
+    RT("unsigned long long int (unsigned short int, long long)",
+       "unsigned long long int (unsigned short int, long long)");
+    RT("int (const int, int const)", "int (const int, const int)");
+    RT("int (const unsigned const int)", "int (const unsigned int)");
+
+    /* Numba spellings */
+    RT("float64(CPointer(float64), intc)", "float64 (float64 *, intc)");
+    RT("voidptr(voidptr)", "void *(void *)");
+    RT("int32(CPointer(CPointer(int8)), CPointer(voidptr))",
+       "int32 (int8 **, void **)");
+    RT("void(const CPointer(float64))", "void (float64 *const)");
+    RT("void(CPointer(const float64)*)", "void (const float64 **)");
+    RT("boolean(bool_, complex128, complex64, uint64, byte)",
+       "boolean (bool_, complex128, complex64, uint64, byte)");
+    RT("float32 (float32, intp, uintp, uintc)",
+       "float32 (float32, intp, uintp, uintc)");
+
+    /* complex spellings */
+    RT_SAME("double complex (float complex)");
+    RT_SAME("_Complex double (_Complex float)");
+    RT_SAME("double _Complex (float _Complex)");
+}
+
+static void
+test_errors(void)
+{
+    BAD("", 0, "empty signature");
+    BAD("   ", 0, "empty signature");
+    BAD("double (FLOAT64)", 8, "unknown type name 'FLOAT64'");
+    BAD("double (int, FLOAT64 *x)", 13, "unknown type name 'FLOAT64'");
+    BAD("int (int, ...)", 10, "variadic functions ('...') are not supported");
+    BAD("int (...)", 5, "variadic");
+    BAD("int (int ...)", 9, "variadic");
+    BAD("double (int", 11, "expected ',' or ')'");
+    BAD("double (int x y)", 14, "expected ',' or ')'");
+    BAD("double (int; int)", 11, "expected ',' or ')'");
+    BAD("void (void, int)", 6, "'void' must be the only parameter");
+    BAD("void (int, void)", 11, "'void' must be the only parameter");
+    BAD("void (void x)", 6, "a parameter cannot have type void");
+    BAD("void (const void)", 6, "a parameter cannot have type void");
+    BAD("struct s (int)", 0, "'struct' types are not supported");
+    BAD("int (union u *)", 5, "'union' types are not supported");
+    BAD("int (enum e)", 5, "'enum' types are not supported");
+    BAD("int (struct __pyx_opt_args_f *__pyx_optional_args)", 5, "struct");
+    BAD("int (double x[])", 13, "arrays ('[]') are not supported");
+    BAD("int (double *) x", 15, "unexpected 'x' after the signature");
+    BAD("int (double *))", 14, "unexpected ')' after the signature");
+    BAD("long double (double)", 0, "long double is not supported");
+    BAD("double (long double)", 8, "long double is not supported");
+    BAD("double (__int128)", 8, "unknown type name '__int128'");
+    BAD("half (half)", 0, "unknown type name 'half'");
+    BAD("float16 (int)", 0, "unknown type name 'float16'");
+    BAD("double", 6, "expected '('");
+    BAD("double f", 8, "expected '('");
+    BAD("(double)", 0, "expected a type");
+    BAD("double (int,)", 12, "expected a type");
+    BAD("double (*)(double)", 8, "expected a type");
+    BAD("int (double (**)(int))", 14, "pointers to function pointers");
+    BAD("int (double (f)(int))", 13, "'*'");
+    BAD("int (unsigned float)", 5, "unknown type name 'unsigned float'");
+    BAD("int (npy_intp int)", 14, "cannot follow");
+    BAD("int (volatile int)", 5, "'volatile' is not supported");
+    BAD("int (int *restrict)", 10, "'restrict' is not supported");
+    BAD("int (int int)", 5, "unknown type name 'int int'");
+    BAD("int (double * int)", 14, "expected a name");
+    BAD("int (double $)", 12, "unexpected character '$'");
+    BAD("int (double \x01)", 12, "byte 0x01");
+    BAD("int (CPointer)", 13, "expected '(' after CPointer");
+    BAD("int (CPointer(float64 x))", 22, "expected ')'");
+    BAD("int (CPointer())", 14, "expected a type");
+    BAD("int f(int) (int)", 11, "unexpected '('");
+}
+
+static void
+test_depth_limits(void)
+{
+    /* 255 '*' are the most a uint8_t depth holds; 256 are refused. */
+    char src[600];
+    size_t n = 0;
+    int i;
+    nt_sig *sig;
+
+    memcpy(src, "int (int ", 9);
+    n = 9;
+    for (i = 0; i < 255; i++)
+        src[n++] = '*';
+    memcpy(src + n, ")", 2);
+    sig = parse(src);
+    CHECK(sig != NULL && sig->args[0].depth == 255);
+    nt_sig_free(sig);
+    memcpy(src + n, "*)", 3);
+    BAD(src, 9 + 255, "too many levels of pointers");
+
+    /* deep nesting is refused, not a stack overflow */
+    {
+        size_t len = 0, cap = 100000;
+        char *deep = malloc(cap);
+        if (deep == NULL)
+            abort();
+        memcpy(deep, "int (", 5);
+        len = 5;
+        while (len + 16 < cap) {
+            memcpy(deep + len, "int (*)(", 8);
+            len += 8;
+        }
+        deep[len] = '\0';
+        {
+            nt_error err = {NT_OK, -1, ""};
+            CHECK(nt_sig_parse(deep, NULL, 0, &err) == NULL);
+            CHECK(err.status == NT_ERR_VALUE);
+            CHECK(strstr(err.msg, "nested too deeply") != NULL);
+        }
+        len = 5;
+        while (len + 16 < cap) {
+            memcpy(deep + len, "CPointer(", 9);
+            len += 9;
+        }
+        deep[len] = '\0';
+        {
+            nt_error err = {NT_OK, -1, ""};
+            CHECK(nt_sig_parse(deep, NULL, 0, &err) == NULL);
+            CHECK(strstr(err.msg, "nested too deeply") != NULL);
+        }
+        free(deep);
+    }
+}
+
+static void
+test_structure(void)
+{
+    nt_sig *sig;
+    nt_type t;
+    nt_error err = {NT_OK, -1, ""};
+
+    sig = parse("double f(const double *const *x, int n, double (*g)(double))");
+    CHECK(sig != NULL);
+    if (sig != NULL) {
+        CHECK(sig->ret.kind == NT_F64);
+        CHECK(sig->nargs == 3);
+        CHECK(sig->args[0].kind == NT_PTR);
+        CHECK(sig->args[0].base == NT_F64);
+        CHECK(sig->args[0].depth == 2);
+        CHECK(sig->args[0].cflags == (NT_CONST_BASE | NT_CONST_MID));
+        CHECK(sig->names[0] != NULL && strcmp(sig->names[0], "x") == 0);
+        CHECK(sig->args[1].kind == nt_spellings[nt_spelling_find("int", 3)]
+                                       .kind);
+        CHECK(strcmp(sig->names[1], "n") == 0);
+        CHECK(sig->args[2].kind == NT_FNPTR);
+        CHECK(sig->args[2].fn != NULL && sig->args[2].fn->nargs == 1);
+        CHECK(strcmp(sig->names[2], "g") == 0);
+    }
+    nt_sig_free(sig);
+
+    sig = parse("void (double *, int)");
+    CHECK(sig != NULL && sig->names[0] == NULL && sig->names[1] == NULL);
+    nt_sig_free(sig);
+
+    sig = parse("void (void)");
+    CHECK(sig != NULL && sig->nargs == 0 && sig->ret.kind == NT_VOID);
+    nt_sig_free(sig);
+
+    /* voidptr is a pointer of depth 1 to void */
+    CHECK(nt_type_parse("voidptr", NULL, 0, &t, &err) == 0);
+    CHECK(t.kind == NT_PTR && t.base == NT_VOID && t.depth == 1);
+
+    /* structural equality ignores spellings and names */
+    {
+        nt_sig *a = parse("int64_t (npy_intp *x)");
+        nt_sig *b = parse("int64 (CPointer(int64))");
+        nt_sig *c = parse("int64_t (const int64_t *)");
+        CHECK(a != NULL && b != NULL && c != NULL);
+        if (sizeof(intptr_t) == 8)
+            CHECK(nt_sig_equal(a, b));
+        CHECK(!nt_sig_equal(b, c));
+        nt_sig_free(a);
+        nt_sig_free(b);
+        nt_sig_free(c);
+    }
+    {
+        nt_sig *a = parse("double *const (int)");
+        nt_sig *b = parse("double * (int)");
+        CHECK(a != NULL && b != NULL && !nt_sig_equal(a, b));
+        nt_sig_free(a);
+        nt_sig_free(b);
+    }
+    {
+        nt_sig *a = parse("void (double (*)(double))");
+        nt_sig *b = parse("void (double (*)(float))");
+        nt_sig *c = parse("void (double (*f)(double x))");
+        CHECK(a != NULL && b != NULL && c != NULL);
+        CHECK(!nt_sig_equal(a, b));
+        CHECK(nt_sig_equal(a, c));
+        nt_sig_free(a);
+        nt_sig_free(b);
+        nt_sig_free(c);
+    }
+}
+
+static void
+test_type_parse(void)
+{
+    nt_type t;
+    nt_error err = {NT_OK, -1, ""};
+    char buf[64];
+
+    CHECK(nt_type_parse("double", NULL, 0, &t, &err) == 0);
+    CHECK(t.kind == NT_F64 && t.depth == 0);
+    CHECK(nt_type_parse("double *const ", NULL, 0, &t, &err) == 0);
+    CHECK(t.kind == NT_PTR && t.cflags == NT_CONST_SELF);
+    nt_type_format(&t, buf, sizeof(buf));
+    CHECK(strcmp(buf, "double *const") == 0);
+    CHECK(nt_type_parse("double const *", NULL, 0, &t, &err) == 0);
+    CHECK(t.cflags == NT_CONST_BASE);
+    nt_type_format(&t, buf, sizeof(buf));
+    CHECK(strcmp(buf, "const double *") == 0);
+
+    CHECK(nt_type_parse("double (*)(double *, int)", NULL, 0, &t, &err) == 0);
+    CHECK(t.kind == NT_FNPTR && t.fn != NULL && t.fn->nargs == 2);
+    nt_type_format(&t, buf, sizeof(buf));
+    CHECK(strcmp(buf, "double (*)(double *, int)") == 0);
+    nt_sig_free(t.fn);
+
+    /* no names in a bare type: "unsigned lon" is not "unsigned" */
+    err.status = NT_OK;
+    CHECK(nt_type_parse("unsigned lon", NULL, 0, &t, &err) != 0);
+    CHECK(err.status == NT_ERR_VALUE && err.column == 9);
+    err.status = NT_OK;
+    CHECK(nt_type_parse("", NULL, 0, &t, &err) != 0);
+    CHECK(err.status == NT_ERR_VALUE && err.column == 0);
+    err.status = NT_OK;
+    CHECK(nt_type_parse("double (*)(int", NULL, 0, &t, &err) != 0);
+    CHECK(t.fn == NULL);
+}
+
+static void
+test_typedefs(void)
+{
+    nt_typedef tds[4];
+    nt_error err = {NT_OK, -1, ""};
+    nt_sig *sig;
+    nt_type t;
+    char buf[256];
+
+    memset(tds, 0, sizeof(tds));
+    tds[0].name = "__pyx_t_5numpy_float64_t";
+    CHECK(nt_type_parse("double", NULL, 0, &tds[0].type, &err) == 0);
+    tds[1].name = "FLOAT64";
+    tds[1].type = tds[0].type;
+    tds[2].name = "__pyx_t_5scipy_6linalg_11cython_blas_d";
+    tds[2].type = tds[0].type;
+    tds[3].name = "dptr";
+    CHECK(nt_type_parse("double *", NULL, 0, &tds[3].type, &err) == 0);
+
+    sig = nt_sig_parse("__pyx_t_5numpy_float64_t (__pyx_t_5numpy_float64_t "
+                       "*, const FLOAT64 *, int)", tds, 4, &err);
+    CHECK(sig != NULL);
+    if (sig != NULL) {
+        nt_sig_format(sig, buf, sizeof(buf));
+        CHECK(strcmp(buf, "double (double *, const double *, int)") == 0);
+        CHECK(sig->args[1].cflags == NT_CONST_BASE);
+    }
+    nt_sig_free(sig);
+
+    sig = nt_sig_parse("__pyx_t_5scipy_6linalg_11cython_blas_d (int *, "
+                       "__pyx_t_5scipy_6linalg_11cython_blas_d *, int *)",
+                       tds, 4, &err);
+    CHECK(sig != NULL);
+    if (sig != NULL) {
+        nt_sig_format(sig, buf, sizeof(buf));
+        CHECK(strcmp(buf, "double (int *, double *, int *)") == 0);
+    }
+    nt_sig_free(sig);
+
+    /* a pointer typedef: const applies to the pointer, '*' adds a level */
+    sig = nt_sig_parse("void (const dptr, dptr *, const dptr *)", tds, 4,
+                       &err);
+    CHECK(sig != NULL);
+    if (sig != NULL) {
+        nt_sig_format(sig, buf, sizeof(buf));
+        CHECK(strcmp(buf, "void (double *const, double **, "
+                     "double *const *)") == 0);
+    }
+    nt_sig_free(sig);
+
+    /* spelling table first, then typedefs; unknown names still fail */
+    err.status = NT_OK;
+    sig = nt_sig_parse("double (float64_t)", tds, 4, &err);
+    CHECK(sig == NULL && err.column == 8 &&
+          strstr(err.msg, "unknown type name 'float64_t'") != NULL);
+
+    /* a bad typedef entry is reported, not trusted */
+    tds[0].type.kind = NT_FNPTR;
+    err.status = NT_OK;
+    sig = nt_sig_parse("void (__pyx_t_5numpy_float64_t)", tds, 4, &err);
+    CHECK(sig == NULL && err.status == NT_ERR_VALUE && err.column == 6);
+    CHECK(nt_type_parse("FLOAT64 *", tds, 4, &t, &err) == 0);
+    CHECK(t.kind == NT_PTR && t.base == NT_F64 && t.depth == 1);
+}
+
+static int
+kind_of(const char *name)
+{
+    int i = nt_spelling_find(name, strlen(name));
+    return i < 0 ? -1 : nt_spellings[i].kind;
+}
+
+static int
+int_kind(size_t size, int is_signed)
+{
+    switch (size) {
+    case 1: return is_signed ? NT_I8 : NT_U8;
+    case 2: return is_signed ? NT_I16 : NT_U16;
+    case 4: return is_signed ? NT_I32 : NT_U32;
+    case 8: return is_signed ? NT_I64 : NT_U64;
+    default: return -1;
+    }
+}
+
+static void
+test_types(void)
+{
+    size_t i, j;
+    nt_type t;
+
+    CHECK(kind_of("char") == (CHAR_MIN < 0 ? NT_I8 : NT_U8));
+    CHECK(kind_of("signed char") == NT_I8);
+    CHECK(kind_of("unsigned char") == NT_U8);
+    CHECK(kind_of("short") == int_kind(sizeof(short), 1));
+    CHECK(kind_of("unsigned short int") == int_kind(sizeof(short), 0));
+    CHECK(kind_of("int") == int_kind(sizeof(int), 1));
+    CHECK(kind_of("unsigned") == int_kind(sizeof(int), 0));
+    CHECK(kind_of("long") == int_kind(sizeof(long), 1));
+    CHECK(kind_of("unsigned long int") == int_kind(sizeof(long), 0));
+    CHECK(kind_of("long long") == int_kind(sizeof(long long), 1));
+    CHECK(kind_of("PY_LONG_LONG") == int_kind(sizeof(long long), 1));
+    CHECK(kind_of("unsigned PY_LONG_LONG") == int_kind(sizeof(long long), 0));
+    CHECK(kind_of("size_t") == int_kind(sizeof(size_t), 0));
+    CHECK(kind_of("Py_ssize_t") == int_kind(sizeof(size_t), 1));
+    CHECK(kind_of("npy_intp") == int_kind(sizeof(void *), 1));
+    CHECK(kind_of("uintptr_t") == int_kind(sizeof(void *), 0));
+    CHECK(kind_of("npy_long") == int_kind(sizeof(long), 1));
+    CHECK(kind_of("bint") == int_kind(sizeof(int), 1));
+    CHECK(kind_of("bool") == NT_BOOL);
+    CHECK(kind_of("_Bool") == NT_BOOL);
+    CHECK(kind_of("byte") == NT_U8);
+    CHECK(kind_of("npy_byte") == NT_I8);
+    CHECK(kind_of("int64_t") == NT_I64);
+    CHECK(kind_of("float") == NT_F32);
+    CHECK(kind_of("double") == NT_F64);
+    CHECK(kind_of("float complex") == NT_C64);
+    CHECK(kind_of("__pyx_t_double_complex") == NT_C128);
+    CHECK(kind_of("__Pyx_memviewslice") == NT_MEMVIEW);
+    CHECK(kind_of("long double") == -1);
+    CHECK(kind_of("__int128") == -1);
+    CHECK(kind_of("float16") == -1);
+    CHECK(nt_spelling_find("int", 2) == -1);  /* "in" */
+    CHECK(nt_spelling_find("void", 4) == 0);
+
+    /* every name in the table is unique and parses to its own kind */
+    for (i = 0; i < nt_nspellings; i++) {
+        nt_error err = {NT_OK, -1, ""};
+        for (j = i + 1; j < nt_nspellings; j++)
+            CHECK(strcmp(nt_spellings[i].name, nt_spellings[j].name) != 0);
+        CHECK(nt_type_parse(nt_spellings[i].name, NULL, 0, &t, &err) == 0);
+        if (nt_spellings[i].kind == NT_PTR)
+            CHECK(t.kind == NT_PTR && t.base == NT_VOID);
+        else
+            CHECK(t.kind == nt_spellings[i].kind);
+    }
+
+    memset(&t, 0, sizeof(t));
+    t.kind = NT_I64;
+    CHECK(nt_type_size(&t) == 8 && nt_type_align(&t) == _Alignof(int64_t));
+    t.kind = NT_C64;
+    CHECK(nt_type_size(&t) == 8 && nt_type_align(&t) == 4);
+    t.kind = NT_C128;
+    CHECK(nt_type_size(&t) == 16 && nt_type_align(&t) == _Alignof(double));
+    t.kind = NT_PTR;
+    t.base = NT_F64;
+    t.depth = 1;
+    CHECK(nt_type_size(&t) == sizeof(void *));
+    t.kind = NT_FNPTR;
+    CHECK(nt_type_size(&t) == sizeof(void *));
+    t.kind = NT_MEMVIEW;
+    CHECK(nt_type_size(&t) == sizeof(nt_memviewslice));
+    if (sizeof(void *) == 8)
+        CHECK(sizeof(nt_memviewslice) == 208);
+    t.kind = NT_BOOL;
+    CHECK(nt_type_size(&t) == 1);
+
+    CHECK(strcmp(nt_kind_name(NT_I32), "int32") == 0);
+    CHECK(strcmp(nt_kind_name(NT_F64), "float64") == 0);
+    CHECK(strcmp(nt_kind_name(NT_C128), "complex128") == 0);
+    CHECK(strcmp(nt_kind_name(-1), "invalid") == 0);
+    CHECK(strcmp(nt_kind_name(NT_KIND_COUNT), "invalid") == 0);
+}
+
+static void
+test_format(void)
+{
+    nt_sig *sig = parse("int (double *, npy_intp, double *, void *)");
+    char small[8];
+    size_t need;
+    nt_type t;
+
+    if (sig == NULL) {
+        CHECK(0);
+        return;
+    }
+    need = nt_sig_format(sig, NULL, 0);
+    CHECK(need == strlen("int (double *, npy_intp, double *, void *)"));
+    memset(small, 'x', sizeof(small));
+    CHECK(nt_sig_format(sig, small, sizeof(small)) == need);
+    CHECK(strcmp(small, "int (do") == 0);
+    CHECK(nt_sig_format(sig, small, 1) == need && small[0] == '\0');
+    nt_sig_free(sig);
+
+    /* hand-built types without a spelling print the kind's C name */
+    memset(&t, 0, sizeof(t));
+    t.kind = NT_I64;
+    nt_type_format(&t, small, sizeof(small));
+    CHECK(strcmp(small, "int64_t") == 0);
+    t.kind = NT_PTR;
+    t.base = NT_F64;
+    t.depth = 2;
+    t.cflags = NT_CONST_BASE;
+    {
+        char buf[64];
+        nt_type_format(&t, buf, sizeof(buf));
+        CHECK(strcmp(buf, "const double **") == 0);
+    }
+}
+
+static void
+test_sticky_error(void)
+{
+    nt_error err = {NT_OK, -1, ""};
+
+    CHECK(nt_sig_parse("double (FLOAT64)", NULL, 0, &err) == NULL);
+    CHECK(nt_sig_parse("int (int, ...)", NULL, 0, &err) == NULL);
+    CHECK(strstr(err.msg, "FLOAT64") != NULL && err.column == 8);
+    CHECK(nt_fail(&err, NT_ERR_TYPE, 3, "later %d", 1) == NT_ERR_TYPE);
+    CHECK(err.status == NT_ERR_VALUE);
+    CHECK(nt_fail(NULL, NT_ERR_OS, 0, "no err") == NT_ERR_OS);
+}
+
+int
+main(void)
+{
+    test_round_trips();
+    test_errors();
+    test_depth_limits();
+    test_structure();
+    test_type_parse();
+    test_typedefs();
+    test_types();
+    test_format();
+    test_sticky_error();
+    printf("test_sig: %d checks, %d failed\n", checks, failures);
+    return failures != 0;
+}
