@@ -258,6 +258,8 @@ typedef struct nt_backend {
 } nt_backend;
 
 extern const nt_backend nt_backend_ffi;
+/* The libffi type of a value (struct ffi_type *), for calls from Python. */
+struct _ffi_type *nt_ffi_type_of(const nt_type *t);
 /* NULL on platforms without a native backend. */
 extern const nt_backend *const nt_backend_native;
 

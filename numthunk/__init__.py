@@ -1,0 +1,32 @@
+"""numthunk: C function pointers that already know some of their arguments.
+
+``numthunk.bind(target, *args)`` turns a C function (a Numba ``@cfunc``, a
+ctypes or cffi function, a capsule, a Cython ``cdef api`` function or a bare
+address with its signature) plus NumPy arrays and scalars into a new C
+function pointer (``.address``) with every dtype and integer width checked,
+live bindings, and the cost of a direct call.
+
+``import numthunk`` needs only NumPy; Numba, SciPy, Cython and cffi are
+imported when an object of theirs is used.
+"""
+
+from . import _core
+from ._api import (
+    ARG, Address, Function, Ref, Thunk, address, bind, ref, shape, size, stride, strided,
+)
+from ._signature import Signature
+
+backend_info = _core.backend_info
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ARG", "Address", "Function", "Ref", "Signature", "Thunk", "address", "backend_info",
+    "bind", "cython", "ref", "shape", "size", "stride", "strided",
+]
+
+
+def cython(module, name, **options):
+    """A target from a Cython module's ``__pyx_capi__`` (see numthunk._cython)."""
+    from ._cython import cython_function
+    return cython_function(module, name, **options)

@@ -1,0 +1,435 @@
+"""The public API: targets, binding markers, bind() and the Thunk type.
+
+The C core does the checking and the code; this layer turns the objects
+users already have (ctypes and cffi functions and pointers, Numba cfuncs,
+capsules, ``arr.ctypes``) into what the core takes, importing each of those
+libraries only when an object of theirs shows up.
+"""
+
+import ctypes
+import re
+
+import numpy as np
+
+from . import _core
+from ._signature import Signature, ctypes_prototype, ctypes_type_text
+
+__all__ = [
+    "ARG", "Function", "Thunk", "bind", "size", "shape", "stride", "strided",
+    "ref", "address", "Ref", "Address",
+]
+
+
+# ---------------------------------------------------------------- markers
+
+
+class _Arg:
+    __slots__ = ()
+
+    def __repr__(self):
+        return "numthunk.ARG"
+
+    def __reduce__(self):
+        return "ARG"
+
+
+ARG = _Arg()
+"""Forward this parameter: the thunk takes it from its own caller, in order."""
+
+
+class _Derived:
+    """A value derived from a bound array, re-read when the array is rebound."""
+
+    __slots__ = ("kind", "obj", "axis", "elements")
+
+    def __init__(self, kind, obj, axis=0, elements=False):
+        self.kind = kind
+        self.obj = obj
+        self.axis = int(axis)
+        self.elements = bool(elements)
+
+    def _with_obj(self, obj):
+        return _Derived(self.kind, obj, self.axis, self.elements)
+
+    def __repr__(self):
+        if self.kind == "size":
+            return f"size({_short(self.obj)})"
+        extra = ", elements=True" if self.elements else ""
+        return f"{self.kind}({_short(self.obj)}, {self.axis}{extra})"
+
+
+def _unwrap_array(obj):
+    if isinstance(obj, Strided):
+        return obj.obj
+    return _numpy_ctypes_array(obj) or obj
+
+
+def size(arr):
+    """The number of elements of ``arr``, for an integer parameter."""
+    return _Derived("size", _unwrap_array(arr))
+
+
+def shape(arr, axis):
+    """``arr.shape[axis]``, for an integer parameter."""
+    return _Derived("shape", _unwrap_array(arr), axis)
+
+
+def stride(arr, axis, elements=False):
+    """``arr.strides[axis]`` in bytes (in elements with ``elements=True``)."""
+    return _Derived("stride", _unwrap_array(arr), axis, elements)
+
+
+class Strided:
+    """``strided(arr)``: bind a non-contiguous buffer's data pointer, for
+    targets that also take its strides."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = _numpy_ctypes_array(obj) or obj
+
+    def __repr__(self):
+        return f"strided({_short(self.obj)})"
+
+
+strided = Strided
+
+
+class Address:
+    """``address(n)``: an explicit pointer value (the core refuses bare ints
+    for pointer parameters). ``owner`` is kept alive with the binding."""
+
+    __slots__ = ("value", "owner")
+
+    def __init__(self, value, owner=None):
+        value = int(value)
+        if value < 0 or value >= 1 << (8 * ctypes.sizeof(ctypes.c_void_p)):
+            raise OverflowError(f"address {value:#x} is not a valid pointer value")
+        self.value = value
+        self.owner = owner
+
+    def __repr__(self):
+        return f"address({self.value:#x})"
+
+
+address = Address
+
+
+class Ref:
+    """``ref(value, ctype)``: a scalar the binding owns, passed by pointer
+    (Fortran/BLAS-style ``int *n``). ``.value`` reads it back after a call
+    (LAPACK's ``info``); every call of the thunk shares this one cell."""
+
+    __slots__ = ("ctype", "cell")
+
+    def __init__(self, value, ctype):
+        kind, checked = _core._scalar(str(ctype), value)
+        dtype = _KIND_DTYPE.get(kind)
+        if dtype is None:
+            raise TypeError(f"ref(): C type {ctype!r} cannot be held by reference")
+        self.ctype = str(ctype)
+        self.cell = np.array([checked], dtype=dtype)
+
+    @property
+    def value(self):
+        return self.cell[0].item()
+
+    @value.setter
+    def value(self, v):
+        _kind, checked = _core._scalar(self.ctype, v)
+        self.cell[0] = checked
+
+    def __repr__(self):
+        return f"ref({self.value!r}, {self.ctype!r})"
+
+
+ref = Ref
+
+_KIND_DTYPE = {
+    "bool": np.bool_, "int8": np.int8, "uint8": np.uint8, "int16": np.int16,
+    "uint16": np.uint16, "int32": np.int32, "uint32": np.uint32, "int64": np.int64,
+    "uint64": np.uint64, "float32": np.float32, "float64": np.float64,
+    "complex64": np.complex64, "complex128": np.complex128,
+}
+
+
+def _short(obj):
+    if isinstance(obj, np.ndarray):
+        return f"array[{obj.dtype}, {'x'.join(map(str, obj.shape)) or 'scalar'}]"
+    return type(obj).__name__
+
+
+# ---------------------------------------------------------------- targets
+
+
+_MEMVIEW_RE = re.compile(r"^\s*(const\s+)?(.+?)\s*\[(.*)\]\s*$")
+
+
+def parse_memview(decl, typedefs=None):
+    """'const double[:, ::1]' -> (dtype text, ndim, contig, const)."""
+    if isinstance(decl, tuple):
+        return decl
+    m = _MEMVIEW_RE.match(decl)
+    if not m:
+        raise ValueError(f"memoryview declaration {decl!r}: expected e.g. 'double[:, ::1]'")
+    is_const, dtype, dims = bool(m.group(1)), m.group(2).strip(), m.group(3)
+    if typedefs and dtype in typedefs:
+        dtype = typedefs[dtype]
+    parts = [p.replace(" ", "") for p in dims.split(",")]
+    if not parts or any(p not in (":", "::1") for p in parts):
+        raise ValueError(f"memoryview declaration {decl!r}: each axis must be ':' or '::1'")
+    contig = None
+    if "::1" in parts:
+        if parts[-1] == "::1" and parts.count("::1") == 1:
+            contig = "C"
+        elif parts[0] == "::1" and parts.count("::1") == 1:
+            contig = "F"
+        else:
+            raise ValueError(f"memoryview declaration {decl!r}: '::1' must be the first "
+                             "or the last axis")
+    return (dtype, len(parts), contig, is_const)
+
+
+class Function:
+    """A C function at ``address`` with a known signature: a target for
+    :func:`bind`, and callable from Python as it is.
+
+    ``nogil``: whether the function may run without the GIL (shared-library
+    and Numba functions may; Cython functions that build Python objects may
+    not). ``owner`` is kept alive as long as this object and every thunk
+    made from it. ``memoryviews`` declares ``__Pyx_memviewslice`` parameters
+    ({index: 'double[:, ::1]'}); ``fixed`` binds parameters for good
+    ({index: value}), hiding them from bind()."""
+
+    __slots__ = ("address", "signature", "nogil", "owner", "name", "memoryviews",
+                 "fixed", "_user_params", "_call_thunk", "__weakref__")
+
+    def __init__(self, address, signature, *, nogil=True, owner=None, name=None,
+                 memoryviews=None, fixed=None):
+        if isinstance(address, bool) or not isinstance(address, (int, np.integer)):
+            raise TypeError(f"Function address must be an int, got {type(address).__name__}")
+        address = int(address)
+        if address == 0:
+            raise ValueError("Function address is 0 (NULL)")
+        sig = signature if isinstance(signature, Signature) else Signature(signature)
+        self.address = address
+        self.signature = sig
+        self.nogil = bool(nogil)
+        self.owner = owner
+        self.name = name
+        self.memoryviews = {int(k): parse_memview(v) for k, v in (memoryviews or {}).items()}
+        self.fixed = dict(fixed or {})
+        for k in self.fixed:
+            if not 0 <= k < sig.nargs:
+                raise ValueError(f"fixed parameter index {k} out of range")
+        self._user_params = [i for i in range(sig.nargs) if i not in self.fixed]
+        self._call_thunk = None
+
+    @property
+    def csig(self):
+        """The signature callers see (without fixed parameters)."""
+        if not self.fixed:
+            return self.signature
+        return self._thunk().csig
+
+    def _thunk(self):
+        if self._call_thunk is None:
+            self._call_thunk = bind(self, *([ARG] * len(self._user_params)))
+        return self._call_thunk
+
+    def __call__(self, *args):
+        return self._thunk()(*args)
+
+    def __repr__(self):
+        name = f"{self.name} " if self.name else ""
+        return f"<numthunk.Function {name}{self.signature} at {self.address:#x}>"
+
+
+def _capsule_target(capsule, nogil):
+    addr, name = _core._capsule_pointer(capsule)
+    if not name:
+        raise TypeError("the capsule has no name: a target capsule's name is its C "
+                        "signature (pass numthunk.Function(address, signature) instead)")
+    return Function(addr, Signature(name), nogil=False if nogil is None else nogil,
+                    owner=capsule)
+
+
+def _is_numba_cfunc(obj):
+    return (type(obj).__module__.startswith("numba.")
+            and hasattr(obj, "address") and hasattr(obj, "_sig"))
+
+
+def as_function(target, signature=None, nogil=None):
+    """The :class:`Function` behind any supported target."""
+    if isinstance(target, Function):
+        if signature is not None or nogil is not None:
+            raise TypeError("signature= and nogil= are for targets that do not carry "
+                            "their own; this Function already has them")
+        return target
+    if isinstance(target, Thunk):
+        return Function(target.address, target.csig,
+                        nogil=target.nogil if nogil is None else nogil, owner=target)
+    if isinstance(target, bool):
+        raise TypeError("target must be a function, not bool")
+    if isinstance(target, (int, np.integer)):
+        if signature is None:
+            raise TypeError("a bare address needs its C signature: "
+                            "bind(numthunk.Function(address, 'double (double *, int)'), ...) "
+                            "or bind(address, ..., signature=...)")
+        return Function(int(target), signature, nogil=True if nogil is None else nogil)
+    if isinstance(target, ctypes._CFuncPtr):
+        addr = ctypes.cast(target, ctypes.c_void_p).value
+        sig = Signature(signature if signature is not None else target)
+        return Function(addr or 0, sig, nogil=True if nogil is None else nogil,
+                        owner=target, name=getattr(target, "__name__", None))
+    if type(target).__name__ == "PyCapsule":
+        fn = _capsule_target(target, nogil)
+        if signature is not None:
+            fn = Function(fn.address, signature, nogil=fn.nogil, owner=target)
+        return fn
+    if _is_numba_cfunc(target):
+        from . import _numba
+        sig = Signature(signature) if signature is not None else _numba.cfunc_signature(target)
+        return Function(target.address, sig, nogil=True if nogil is None else nogil,
+                        owner=target, name=getattr(target, "__name__", None))
+    if type(target).__module__ == "_cffi_backend":
+        import _cffi_backend
+        ct = _cffi_backend.typeof(target)
+        if not (ct.kind == "function" or (ct.kind == "pointer" and ct.item.kind == "function")):
+            raise TypeError(f"cffi object of type {ct.cname!r} is not a function")
+        addr = int(_cffi_backend.cast(_cffi_backend.new_primitive_type("uintptr_t"), target))
+        sig = Signature(signature if signature is not None else target)
+        return Function(addr, sig, nogil=True if nogil is None else nogil, owner=target)
+    raise TypeError(f"cannot use a {type(target).__name__!r} object as a target: expected a "
+                    "numthunk.Function, an int address with signature=, a ctypes or cffi "
+                    "function pointer, a capsule named by its signature, a Numba @cfunc "
+                    "or a thunk")
+
+
+# ---------------------------------------------------------------- binding
+
+
+def bind(target, *args, signature=None, nogil=None):
+    """Bind ``args`` (one per target parameter; :data:`ARG` forwards) to
+    ``target`` and return a :class:`Thunk` whose ``.address`` is a C
+    function pointer with the forwarded parameters."""
+    fn = as_function(target, signature, nogil)
+    if fn.fixed:
+        if len(args) != len(fn._user_params):
+            raise TypeError(f"the target '{fn.csig}' takes {len(fn._user_params)} "
+                            f"argument(s), got {len(args)}")
+        full = [None] * fn.signature.nargs
+        for i, v in fn.fixed.items():
+            full[i] = v
+        for i, v in zip(fn._user_params, args):
+            full[i] = v
+        args = full
+    return Thunk(fn.signature, fn.address, tuple(args), owner=fn, nogil=fn.nogil,
+                 memviews=fn.memoryviews or None)
+
+
+class Thunk(_core.Thunk):
+    """A C function pointer with some arguments bound (see :func:`bind`).
+
+    ``.address``: the C address; ``.csig``: its own signature;
+    ``.ctypes``: a ctypes function pointer that keeps it alive;
+    ``thunk(*forwarded)``: call it from Python; ``rebind(i, value)``,
+    ``release()``, context manager."""
+
+    __slots__ = ()
+
+    @property
+    def ctypes(self):
+        proto = ctypes_prototype(self.csig)
+        fn = proto(self.address)
+        fn._numthunk_owner = self
+        return fn
+
+    def lowlevelcallable(self, signature=None, user_data=None):
+        """A ``scipy.LowLevelCallable`` for this thunk. Its signature string
+        is the thunk's C signature unless given (SciPy compares it exactly)."""
+        from scipy import LowLevelCallable
+
+        text = str(self.csig) if signature is None else str(signature)
+        if signature is not None and Signature(text) != self.csig:
+            raise ValueError(f"signature {text!r} does not match the thunk's {self.csig}")
+        return LowLevelCallable(_core._capsule(self.address, text, self), user_data)
+
+    def __repr__(self):
+        if self.released:
+            return "<numthunk.Thunk (released)>"
+        parts = []
+        for v in self.bindings:
+            parts.append("ARG" if v is ARG else _bound_repr(v))
+        name = getattr(self.target, "name", None) or f"{self.target_address:#x}"
+        return (f"<numthunk.Thunk {self.csig} -> {name}({', '.join(parts)}) "
+                f"at {self.address:#x} [{self.backend}]>")
+
+
+def _bound_repr(v):
+    if isinstance(v, np.ndarray):
+        return _short(v)
+    r = repr(v)
+    return r if len(r) <= 40 else r[:37] + "..."
+
+
+# ---------------------------------------------------------------- adapters
+
+
+def _numpy_ctypes_array(obj):
+    """``arr.ctypes`` has no buffer protocol of its own; its array does."""
+    if type(obj).__name__ == "_ctypes" and type(obj).__module__.startswith("numpy"):
+        return getattr(obj, "_arr", None)
+    return None
+
+
+def _pointee_check(what, ctype_text, pointee_text):
+    """Refuse a typed foreign pointer whose pointee differs from the
+    parameter's (void on either side matches anything)."""
+    param = Signature(f"void ({ctype_text})")._describe()[1][0]
+    if param[1] == "void":
+        return
+    given = Signature(f"void ({pointee_text} *)")._describe()[1][0]
+    if given[1] == "void":
+        return
+    if (given[1], given[2]) != (param[1], param[2]):
+        raise TypeError(f"{what}: expected {ctype_text}, got a pointer to {pointee_text}")
+
+
+def _adapt(obj, what, ctype_text, fnsig):
+    """Called by the core for objects it does not know (pointer parameters)."""
+    if isinstance(obj, Ref):
+        return obj.cell
+    arr = _numpy_ctypes_array(obj)
+    if arr is not None:
+        return arr
+    if fnsig is not None:
+        if isinstance(obj, (Thunk, Function)) or _is_numba_cfunc(obj) \
+                or isinstance(obj, ctypes._CFuncPtr) or type(obj).__name__ == "PyCapsule" \
+                or type(obj).__module__ == "_cffi_backend":
+            fn = as_function(obj)
+            if fn.fixed:
+                fn = as_function(fn._thunk())
+            if fn.signature != fnsig:
+                raise TypeError(f"{what}: expected a function '{fnsig}', got '{fn.signature}'")
+            return Address(fn.address, owner=obj)
+        return NotImplemented
+    if isinstance(obj, (ctypes._Pointer, ctypes.c_void_p, ctypes.c_char_p)):
+        if isinstance(obj, ctypes._Pointer):
+            _pointee_check(what, ctype_text, ctypes_type_text(obj._type_, what))
+        return Address(ctypes.cast(obj, ctypes.c_void_p).value or 0, owner=obj)
+    if type(obj).__module__ == "_cffi_backend":
+        import _cffi_backend
+        ct = _cffi_backend.typeof(obj)
+        if ct.kind not in ("pointer", "array"):
+            raise TypeError(f"{what}: expected a pointer, got cffi {ct.cname!r}")
+        from ._signature import _cffi_type_text
+        item = ct.item
+        if item.kind in ("primitive", "void"):
+            _pointee_check(what, ctype_text, _cffi_type_text(item))
+        addr = int(_cffi_backend.cast(_cffi_backend.new_primitive_type("uintptr_t"), obj))
+        return Address(addr, owner=obj)
+    return NotImplemented
+
+
+_core._setup(arg=ARG, derived=_Derived, strided=Strided, address=Address, adapt=_adapt)

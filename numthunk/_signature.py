@@ -1,0 +1,213 @@
+"""Signatures: C text, ctypes prototypes, cffi function types and Numba
+signatures all become one parsed :class:`Signature` (the C core's type)."""
+
+import ctypes
+
+from . import _core
+
+__all__ = ["Signature", "ctypes_type_text", "ctypes_prototype"]
+
+
+# ctypes classes by identity; aliases (c_int32 is c_int on most platforms)
+# resolve to the first entry that matches.
+_CTYPES_NAMES = [
+    (ctypes.c_bool, "bool"),
+    (ctypes.c_char, "char"),
+    (ctypes.c_byte, "signed char"),
+    (ctypes.c_ubyte, "unsigned char"),
+    (ctypes.c_short, "short"),
+    (ctypes.c_ushort, "unsigned short"),
+    (ctypes.c_int, "int"),
+    (ctypes.c_uint, "unsigned int"),
+    (ctypes.c_long, "long"),
+    (ctypes.c_ulong, "unsigned long"),
+    (ctypes.c_longlong, "long long"),
+    (ctypes.c_ulonglong, "unsigned long long"),
+    (ctypes.c_ssize_t, "ssize_t"),
+    (ctypes.c_size_t, "size_t"),
+    (ctypes.c_float, "float"),
+    (ctypes.c_double, "double"),
+    (ctypes.c_void_p, "void *"),
+    (ctypes.c_char_p, "char *"),
+]
+
+
+def ctypes_type_text(ct, where="type"):
+    """C text for a ctypes type: c_double -> 'double', POINTER(c_int) -> 'int *'."""
+    if ct is None:
+        return "void"
+    for cls, name in _CTYPES_NAMES:
+        if ct is cls:
+            return name
+    if isinstance(ct, type) and issubclass(ct, ctypes._Pointer):
+        return ctypes_type_text(ct._type_, where) + " *"
+    if isinstance(ct, type) and issubclass(ct, ctypes._CFuncPtr):
+        ret = ctypes_type_text(ct._restype_, where)
+        args = ", ".join(ctypes_type_text(a, where) for a in ct._argtypes_) or "void"
+        return f"{ret} (*)({args})"
+    raise TypeError(f"{where}: ctypes type {getattr(ct, '__name__', ct)!r} has no C "
+                    "equivalent numthunk supports")
+
+
+def _ctypes_sig_text(proto):
+    if not isinstance(proto, type):
+        proto = type(proto)
+    argtypes = getattr(proto, "_argtypes_", None)
+    if argtypes is None:
+        raise TypeError("the ctypes function has no argtypes: set fn.argtypes and "
+                        "fn.restype so its C signature is known")
+    ret = ctypes_type_text(proto._restype_, "restype")
+    args = [ctypes_type_text(a, f"argtypes[{i}]") for i, a in enumerate(argtypes)]
+    return f"{ret} ({', '.join(args) or 'void'})"
+
+
+def _ctypes_fn_sig_text(fn):
+    """A ctypes function pointer instance: its own argtypes/restype win."""
+    argtypes = fn.argtypes
+    if argtypes is None:
+        argtypes = getattr(type(fn), "_argtypes_", None)
+    if argtypes is None:
+        raise TypeError("the ctypes function has no argtypes: set fn.argtypes and "
+                        "fn.restype so its C signature is known")
+    ret = ctypes_type_text(fn.restype, "restype")
+    args = [ctypes_type_text(a, f"argtypes[{i}]") for i, a in enumerate(argtypes)]
+    return f"{ret} ({', '.join(args) or 'void'})"
+
+
+def _cffi_type_text(ct):
+    kind = ct.kind
+    if kind == "void":
+        return "void"
+    if kind == "primitive":
+        return ct.cname
+    if kind in ("pointer", "array"):
+        item = ct.item
+        if item.kind == "function":
+            return _cffi_fn_text(item, pointer=True)
+        return _cffi_type_text(item) + " *"
+    if kind == "function":
+        return _cffi_fn_text(ct, pointer=True)
+    raise TypeError(f"cffi type {ct.cname!r} has no C equivalent numthunk supports")
+
+
+def _cffi_fn_text(ct, pointer=False):
+    if ct.ellipsis:
+        raise ValueError(f"variadic functions are not supported: {ct.cname}")
+    ret = _cffi_type_text(ct.result)
+    args = ", ".join(_cffi_type_text(a) for a in ct.args) or "void"
+    return f"{ret} (*)({args})" if pointer else f"{ret} ({args})"
+
+
+def _is_cffi(obj):
+    return type(obj).__module__ == "_cffi_backend"
+
+
+def _cffi_sig_text(obj):
+    import _cffi_backend
+
+    ct = obj if type(obj).__name__ in ("CType", "__CType") else _cffi_backend.typeof(obj)
+    if ct.kind == "pointer" and ct.item.kind == "function":
+        ct = ct.item
+    if ct.kind != "function":
+        raise TypeError(f"cffi type {ct.cname!r} is not a function type")
+    return _cffi_fn_text(ct)
+
+
+def _is_numba_signature(obj):
+    mod = type(obj).__module__
+    return mod.startswith("numba.") and hasattr(obj, "args") and hasattr(obj, "return_type")
+
+
+class Signature(_core.Signature):
+    """A parsed C function signature.
+
+    ``Signature("double (double *, int)")``, or from a ctypes prototype
+    (``CFUNCTYPE`` class or instance), a cffi function type or pointer, or a
+    Numba signature (``float64(CPointer(float64), intc)``) or its string.
+    ``str()`` gives the canonical C form that SciPy and Cython compare.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, spec, typedefs=None):
+        if isinstance(spec, _core.Signature):
+            if typedefs:
+                raise TypeError("typedefs apply to C text only")
+            return super().__new__(cls, str(spec))
+        if isinstance(spec, str):
+            try:
+                return super().__new__(cls, spec, typedefs)
+            except ValueError as exc:
+                text = _numba_string_to_c(spec)
+                if text is None:
+                    raise exc from None
+                return super().__new__(cls, text)
+        if isinstance(spec, type) and issubclass(spec, ctypes._CFuncPtr):
+            return super().__new__(cls, _ctypes_sig_text(spec))
+        if isinstance(spec, ctypes._CFuncPtr):
+            return super().__new__(cls, _ctypes_fn_sig_text(spec))
+        if _is_cffi(spec):
+            return super().__new__(cls, _cffi_sig_text(spec))
+        if _is_numba_signature(spec):
+            from . import _numba
+            return super().__new__(cls, _numba.signature_to_c(spec))
+        raise TypeError(f"cannot make a C signature from {type(spec).__name__!r}: expected "
+                        "C text, a ctypes prototype, a cffi function type or a Numba signature")
+
+    def to_ctypes(self):
+        """A ``ctypes.CFUNCTYPE`` prototype for this signature."""
+        return ctypes_prototype(self)
+
+    def to_numba(self):
+        """The Numba signature (``numba.core.typing.Signature``)."""
+        from . import _numba
+        return _numba.signature_from_c(self)
+
+
+def _numba_string_to_c(text):
+    """'float64(CPointer(float64), intc)'-style text that the C parser did not
+    take: ask Numba, when it is installed, what it means."""
+    if "->" not in text and "(" not in text:
+        return None
+    from . import _numba
+    try:
+        return _numba.string_to_c(text)
+    except Exception:
+        # Not Numba's either (or Numba is not installed): the C parser's
+        # error, with its caret, is the one to show.
+        return None
+
+
+_CTYPES_OF_KIND = {
+    "bool": ctypes.c_bool, "int8": ctypes.c_int8, "uint8": ctypes.c_uint8,
+    "int16": ctypes.c_int16, "uint16": ctypes.c_uint16, "int32": ctypes.c_int32,
+    "uint32": ctypes.c_uint32, "int64": ctypes.c_int64, "uint64": ctypes.c_uint64,
+    "float32": ctypes.c_float, "float64": ctypes.c_double,
+}
+
+
+def _ctypes_of(desc):
+    kind, base, depth, _const, _spelling, fn = desc
+    if kind == "void":
+        return None
+    if kind in _CTYPES_OF_KIND:
+        return _CTYPES_OF_KIND[kind]
+    if kind == "pointer":
+        if base == "void" and depth == 1:
+            return ctypes.c_void_p
+        t = ctypes.c_void_p if base == "void" else _CTYPES_OF_KIND.get(base)
+        if t is None:
+            return ctypes.c_void_p
+        for _ in range(depth - (1 if base == "void" else 0)):
+            t = ctypes.POINTER(t)
+        return t
+    if kind == "function pointer":
+        return ctypes_prototype(fn) if fn is not None else ctypes.c_void_p
+    raise TypeError(f"C type {kind!r} has no ctypes equivalent (complex and struct values "
+                    "cannot cross ctypes)")
+
+
+def ctypes_prototype(sig):
+    """``ctypes.CFUNCTYPE`` for a :class:`Signature`."""
+    ret, args = sig._describe()
+    return ctypes.CFUNCTYPE(_ctypes_of(ret), *[_ctypes_of(a) for a in args])

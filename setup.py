@@ -1,0 +1,88 @@
+"""Build of numthunk._core: CPython + NumPy C API + libffi.
+
+NUMTHUNK_WERROR=1    compile with -Werror (CI does)
+NUMTHUNK_SANITIZE=1  build with AddressSanitizer and UndefinedBehaviorSanitizer
+"""
+
+import glob
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy
+from setuptools import Extension, setup
+
+LIBFFI_HELP = ("numthunk needs libffi's development files to build: install libffi-dev "
+               "(Debian/Ubuntu: apt-get install libffi-dev), libffi-devel (Fedora/RHEL) "
+               "or libffi (Homebrew/conda)")
+
+
+def _pkg_config(*args):
+    if shutil.which("pkg-config") is None:
+        return None
+    try:
+        out = subprocess.run(["pkg-config", *args, "libffi"], check=True,
+                             capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return out.split()
+
+
+def libffi_flags():
+    cflags = _pkg_config("--cflags")
+    libs = _pkg_config("--libs")
+    include_dirs = [f[2:] for f in cflags or [] if f.startswith("-I")]
+    library_dirs = [f[2:] for f in libs or [] if f.startswith("-L")]
+    if cflags is None:
+        multiarch = getattr(sys.implementation, "_multiarch", "")
+        candidates = ["/usr/include", f"/usr/include/{multiarch}", "/usr/local/include",
+                      "/opt/homebrew/opt/libffi/include", "/usr/local/opt/libffi/include",
+                      os.path.join(sys.prefix, "include")]
+        found = [d for d in candidates if os.path.exists(os.path.join(d, "ffi.h"))]
+        if not found:
+            sys.exit(LIBFFI_HELP)
+        include_dirs = found[:1]
+    elif not any(os.path.exists(os.path.join(d, "ffi.h"))
+                 for d in include_dirs + ["/usr/include",
+                                          f"/usr/include/{getattr(sys.implementation, '_multiarch', '')}"]):
+        sys.exit(LIBFFI_HELP)
+    return include_dirs, library_dirs
+
+
+def compile_args():
+    args = ["-std=c11", "-O2", "-Wall", "-Wextra", "-fvisibility=hidden",
+            "-D_GNU_SOURCE"]
+    link = []
+    if os.environ.get("NUMTHUNK_WERROR") == "1":
+        args.append("-Werror")
+    if os.environ.get("NUMTHUNK_SANITIZE") == "1":
+        san = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer",
+               "-fno-sanitize-recover=undefined"]
+        args += san + ["-O1", "-g"]
+        link += san
+    return args, link
+
+
+# Platform files (backend_x86_64.c, mem_*.c) are included by backend.c's
+# one #if chain, not compiled on their own.
+INCLUDED = {"backend_x86_64.c", "mem_memfd.c", "mem_mprotect.c"}
+SOURCES = sorted(p for p in glob.glob("src/*.c") if os.path.basename(p) not in INCLUDED)
+
+ffi_inc, ffi_lib = libffi_flags()
+cargs, largs = compile_args()
+
+setup(
+    ext_modules=[
+        Extension(
+            "numthunk._core",
+            sources=SOURCES,
+            depends=glob.glob("src/*.h") + [os.path.join("src", f) for f in INCLUDED],
+            include_dirs=["src", numpy.get_include(), *ffi_inc],
+            library_dirs=ffi_lib,
+            libraries=["ffi"],
+            extra_compile_args=cargs,
+            extra_link_args=largs,
+        )
+    ],
+)

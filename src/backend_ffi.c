@@ -1,0 +1,228 @@
+/*
+ * libffi backend: the portable engine that runs every plan on every
+ * platform libffi supports, including struct-by-value parameters (Cython
+ * memoryview slices) and complex values.
+ *
+ * Each thunk is an ffi closure whose cif is the thunk's own signature (the
+ * forwarded parameters). The closure handler loads the current context with
+ * an acquire load, points each target argument either at the caller's
+ * forwarded value or at a bound cell, and forwards with ffi_call. libffi
+ * widens narrow integers on both sides, so a caller that leaves garbage in
+ * the upper bits of an int8 argument (Numba does) still reaches the target
+ * correctly extended.
+ *
+ * Released closures wait in a quarantine ring before libffi may reuse their
+ * code memory: addresses live on in places we cannot see.
+ */
+#include "numthunk.h"
+
+#include <ffi.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct nt_entry {
+    _Atomic(nt_ctx *) ctx;
+    nt_plan *plan;
+    ffi_closure *closure;
+};
+
+typedef struct {
+    ffi_cif target_cif;
+    ffi_cif thunk_cif;
+    ffi_type **target_types;   /* nargs */
+    ffi_type **thunk_types;    /* nfwd */
+} ffi_plan;
+
+/* __Pyx_memviewslice: two pointers and 3 x 8 Py_ssize_t, passed by value.
+   size and alignment are preset, so ffi_prep_cif never writes to it. */
+static ffi_type *memview_elements[] = {
+    &ffi_type_pointer, &ffi_type_pointer,
+#define E8 &ffi_type_sint64, &ffi_type_sint64, &ffi_type_sint64, \
+           &ffi_type_sint64, &ffi_type_sint64, &ffi_type_sint64, \
+           &ffi_type_sint64, &ffi_type_sint64
+    E8, E8, E8,
+#undef E8
+    NULL
+};
+static ffi_type memview_type = {
+    sizeof(nt_memviewslice), _Alignof(nt_memviewslice), FFI_TYPE_STRUCT,
+    memview_elements
+};
+
+_Static_assert(sizeof(nt_memviewslice) == 2 * sizeof(void *) + 24 * sizeof(ptrdiff_t),
+               "memoryview slice layout");
+_Static_assert(sizeof(ptrdiff_t) == 8 || sizeof(void *) == 4,
+               "memview_elements assumes 64-bit Py_ssize_t");
+
+ffi_type *nt_ffi_type_of(const nt_type *t)
+{
+    switch (t->kind) {
+    case NT_VOID:    return &ffi_type_void;
+    case NT_BOOL:    return &ffi_type_uint8;
+    case NT_I8:      return &ffi_type_sint8;
+    case NT_U8:      return &ffi_type_uint8;
+    case NT_I16:     return &ffi_type_sint16;
+    case NT_U16:     return &ffi_type_uint16;
+    case NT_I32:     return &ffi_type_sint32;
+    case NT_U32:     return &ffi_type_uint32;
+    case NT_I64:     return &ffi_type_sint64;
+    case NT_U64:     return &ffi_type_uint64;
+    case NT_F32:     return &ffi_type_float;
+    case NT_F64:     return &ffi_type_double;
+    case NT_C64:     return &ffi_type_complex_float;
+    case NT_C128:    return &ffi_type_complex_double;
+    case NT_PTR:
+    case NT_FNPTR:   return &ffi_type_pointer;
+    case NT_MEMVIEW: return &memview_type;
+    default:         return NULL;
+    }
+}
+
+static nt_status ffi_supports(const nt_plan *plan)
+{
+    if (nt_ffi_type_of(&plan->target->ret) == NULL)
+        return NT_ERR_UNSUPPORTED;
+    for (int i = 0; i < plan->nargs; i++)
+        if (nt_ffi_type_of(&plan->target->args[i]) == NULL)
+            return NT_ERR_UNSUPPORTED;
+    return NT_OK;
+}
+
+static void ffi_plan_release(nt_plan *plan)
+{
+    ffi_plan *fp = plan->backend_data;
+    if (fp == NULL)
+        return;
+    free(fp->target_types);
+    free(fp->thunk_types);
+    free(fp);
+    plan->backend_data = NULL;
+}
+
+static nt_status ffi_prepare(nt_plan *plan, nt_error *err)
+{
+    const nt_sig *sig = plan->target;
+    ffi_plan *fp = calloc(1, sizeof(*fp));
+    if (fp == NULL)
+        return nt_fail(err, NT_ERR_MEMORY, -1, "out of memory");
+    plan->backend_data = fp;
+    size_t n = (size_t)(sig->nargs > 0 ? sig->nargs : 1);
+    fp->target_types = calloc(n, sizeof(ffi_type *));
+    fp->thunk_types = calloc(n, sizeof(ffi_type *));
+    if (fp->target_types == NULL || fp->thunk_types == NULL)
+        return nt_fail(err, NT_ERR_MEMORY, -1, "out of memory");
+    for (int i = 0; i < sig->nargs; i++)
+        fp->target_types[i] = nt_ffi_type_of(&sig->args[i]);
+    for (int k = 0; k < plan->nfwd; k++)
+        fp->thunk_types[k] = fp->target_types[plan->fwd_index[k]];
+    ffi_type *rtype = nt_ffi_type_of(&sig->ret);
+    if (ffi_prep_cif(&fp->target_cif, FFI_DEFAULT_ABI, (unsigned)sig->nargs,
+                     rtype, fp->target_types) != FFI_OK
+        || ffi_prep_cif(&fp->thunk_cif, FFI_DEFAULT_ABI, (unsigned)plan->nfwd,
+                        rtype, fp->thunk_types) != FFI_OK)
+        return nt_fail(err, NT_ERR_UNSUPPORTED, -1,
+                       "libffi cannot prepare a call interface for this signature");
+    plan->handler = NULL;
+    return NT_OK;
+}
+
+static void ffi_handler(ffi_cif *cif, void *ret, void **args, void *user)
+{
+    (void)cif;
+    nt_entry *entry = user;
+    nt_ctx *ctx = atomic_load_explicit(&entry->ctx, memory_order_acquire);
+    if (ctx == NULL)
+        nt_trap_released();
+    const nt_plan *plan = entry->plan;
+    ffi_plan *fp = plan->backend_data;
+    void *avalues[plan->nargs > 0 ? plan->nargs : 1];
+    for (int i = 0; i < plan->nargs; i++) {
+        const nt_slot *s = &plan->slots[i];
+        avalues[i] = s->src == NT_SRC_ARG ? args[s->fwd]
+                                          : (void *)(ctx->values + s->offset);
+    }
+    ffi_call(&fp->target_cif, FFI_FN(ctx->target), ret, avalues);
+}
+
+static nt_status ffi_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry **out,
+                               void **address, nt_error *err)
+{
+    ffi_plan *fp = plan->backend_data;
+    nt_entry *entry = calloc(1, sizeof(*entry));
+    if (entry == NULL)
+        return nt_fail(err, NT_ERR_MEMORY, -1, "out of memory");
+    void *code = NULL;
+    entry->closure = ffi_closure_alloc(sizeof(ffi_closure), &code);
+    if (entry->closure == NULL) {
+        free(entry);
+        return nt_fail(err, NT_ERR_MEMORY, -1, "libffi could not allocate a closure");
+    }
+    entry->plan = plan;
+    atomic_init(&entry->ctx, ctx);
+    if (ffi_prep_closure_loc(entry->closure, &fp->thunk_cif, ffi_handler,
+                             entry, code) != FFI_OK) {
+        ffi_closure_free(entry->closure);
+        free(entry);
+        return nt_fail(err, NT_ERR_UNSUPPORTED, -1, "libffi could not prepare a closure");
+    }
+    *out = entry;
+    *address = code;
+    return NT_OK;
+}
+
+static void ffi_entry_swap(nt_entry *entry, nt_ctx *ctx)
+{
+    atomic_store_explicit(&entry->ctx, ctx, memory_order_release);
+}
+
+/* Quarantine: a released closure traps for as long as it waits here. */
+#define QUARANTINE 8192
+static struct {
+    pthread_mutex_t lock;
+    nt_entry *ring[QUARANTINE];
+    size_t next;
+    int no_reuse;     /* -1 unknown, 0/1 from NUMTHUNK_NO_REUSE */
+} quarantine = { PTHREAD_MUTEX_INITIALIZER, {0}, 0, -1 };
+
+static void ffi_entry_free(nt_entry *entry)
+{
+    if (entry == NULL)
+        return;
+    /* The plan dies with its thunk; a late call must not read it. The
+       handler traps on a NULL context before touching the plan. */
+    atomic_store_explicit(&entry->ctx, NULL, memory_order_release);
+    pthread_mutex_lock(&quarantine.lock);
+    if (quarantine.no_reuse < 0) {
+        const char *v = getenv("NUMTHUNK_NO_REUSE");
+        quarantine.no_reuse = v != NULL && *v != '\0' && strcmp(v, "0") != 0;
+    }
+    nt_entry *evicted = NULL;
+    if (!quarantine.no_reuse) {
+        evicted = quarantine.ring[quarantine.next];
+        quarantine.ring[quarantine.next] = entry;
+        quarantine.next = (quarantine.next + 1) % QUARANTINE;
+    }
+    pthread_mutex_unlock(&quarantine.lock);
+    if (evicted != NULL) {
+        ffi_closure_free(evicted->closure);
+        free(evicted);
+    }
+}
+
+static const char *ffi_memory_policy(void)
+{
+    return "libffi closures";
+}
+
+const nt_backend nt_backend_ffi = {
+    .name = "libffi",
+    .supports = ffi_supports,
+    .prepare = ffi_prepare,
+    .plan_release = ffi_plan_release,
+    .entry_new = ffi_entry_new,
+    .entry_swap = ffi_entry_swap,
+    .entry_free = ffi_entry_free,
+    .memory_policy = ffi_memory_policy,
+};

@@ -1,0 +1,170 @@
+/*
+ * Typed descriptors: any object with the buffer protocol (ndarray,
+ * memoryview, bytearray, array.array, ...) becomes a held Py_buffer plus an
+ * element kind decoded from its PEP 3118 format.
+ *
+ * Format rules (PEP 3118, struct module): with no prefix or '@' sizes are
+ * native, so on LP64 'l' and 'q' are both 8 bytes; under '=', '<', '>' and
+ * '!' sizes are standard ('l' is 4 bytes). Byte order other than the host's
+ * is refused: a swapped int read as native is a silently wrong value.
+ */
+#include "pyapi.h"
+
+#include <limits.h>
+#include <stdlib.h>
+
+nt_held *nt_held_get(PyObject *obj, const char *what)
+{
+    nt_held *h = PyMem_Calloc(1, sizeof(*h));
+    if (h == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    /* PyBUF_FULL_RO: strides, format, and suboffsets if the exporter has
+       them (refused below: an indirect buffer has no single data pointer). */
+    if (PyObject_GetBuffer(obj, &h->view, PyBUF_FULL_RO) < 0) {
+        PyMem_Free(h);
+        if (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_BufferError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError,
+                         "%s: %.200s object does not support the buffer protocol "
+                         "(or cannot export a strided buffer)",
+                         what, Py_TYPE(obj)->tp_name);
+        }
+        return NULL;
+    }
+    if (h->view.suboffsets != NULL) {
+        for (int d = 0; d < h->view.ndim; d++) {
+            if (h->view.suboffsets[d] >= 0) {
+                PyErr_Format(PyExc_TypeError,
+                             "%s: indirect buffers (PIL-style suboffsets) are not supported",
+                             what);
+                nt_held_release(h);
+                return NULL;
+            }
+        }
+    }
+    return h;
+}
+
+void nt_held_release(nt_held *h)
+{
+    while (h != NULL) {
+        nt_held *next = h->next;
+        PyBuffer_Release(&h->view);
+        PyMem_Free(h);
+        h = next;
+    }
+}
+
+static int native_code(char c, int *kind, int *is_char)
+{
+    *is_char = 0;
+    switch (c) {
+    case 'c': *is_char = 1; *kind = CHAR_MIN < 0 ? NT_I8 : NT_U8; return 1;
+    case 'b': *kind = NT_I8; return 1;
+    case 'B': *kind = NT_U8; return 1;
+    case '?': *kind = NT_BOOL; return 1;
+    case 'h': *kind = sizeof(short) == 2 ? NT_I16 : NT_VOID; return 1;
+    case 'H': *kind = sizeof(short) == 2 ? NT_U16 : NT_VOID; return 1;
+    case 'i': *kind = sizeof(int) == 4 ? NT_I32 : NT_VOID; return 1;
+    case 'I': *kind = sizeof(int) == 4 ? NT_U32 : NT_VOID; return 1;
+    case 'l': *kind = sizeof(long) == 8 ? NT_I64 : NT_I32; return 1;
+    case 'L': *kind = sizeof(long) == 8 ? NT_U64 : NT_U32; return 1;
+    case 'q': *kind = NT_I64; return 1;
+    case 'Q': *kind = NT_U64; return 1;
+    case 'n': *kind = sizeof(Py_ssize_t) == 8 ? NT_I64 : NT_I32; return 1;
+    case 'N': *kind = sizeof(size_t) == 8 ? NT_U64 : NT_U32; return 1;
+    case 'f': *kind = NT_F32; return 1;
+    case 'd': *kind = NT_F64; return 1;
+    default:  return 0;
+    }
+}
+
+static int standard_code(char c, int *kind)
+{
+    switch (c) {
+    case 'b': *kind = NT_I8; return 1;
+    case 'c': *kind = CHAR_MIN < 0 ? NT_I8 : NT_U8; return 1;
+    case 'B': *kind = NT_U8; return 1;
+    case '?': *kind = NT_BOOL; return 1;
+    case 'h': *kind = NT_I16; return 1;
+    case 'H': *kind = NT_U16; return 1;
+    case 'i': case 'l': *kind = NT_I32; return 1;
+    case 'I': case 'L': *kind = NT_U32; return 1;
+    case 'q': *kind = NT_I64; return 1;
+    case 'Q': *kind = NT_U64; return 1;
+    case 'f': *kind = NT_F32; return 1;
+    case 'd': *kind = NT_F64; return 1;
+    default:  return 0;
+    }
+}
+
+static int host_is_little(void)
+{
+    const uint16_t one = 1;
+    return *(const uint8_t *)&one == 1;
+}
+
+int nt_elem_decode(const Py_buffer *view, nt_elem *out, const char *what)
+{
+    const char *f = view->format != NULL ? view->format : "B";
+    out->format = f;
+    out->kind = NT_VOID;
+    out->is_char = 0;
+    char order = '@';
+    if (*f == '@' || *f == '=' || *f == '<' || *f == '>' || *f == '!')
+        order = *f++;
+    int complex = 0;
+    if (*f == 'Z') {
+        complex = 1;
+        f++;
+    }
+    if (f[0] == '\0' || f[1] != '\0')
+        return 0;                  /* struct, sub-array or unknown: no kind */
+    int kind = NT_VOID;
+    int ok = order == '@' ? native_code(*f, &kind, &out->is_char)
+                          : standard_code(*f, &kind);
+    /* ctypes exports c_long arrays as '<l' with the native 8-byte itemsize:
+       believe the itemsize where the code is 'l' or 'L'. */
+    if (ok && order != '@' && (*f == 'l' || *f == 'L')
+        && view->itemsize == (Py_ssize_t)sizeof(long))
+        ok = native_code(*f, &kind, &out->is_char);
+    if (!ok || kind == NT_VOID)
+        return 0;
+    if (complex) {
+        if (kind == NT_F32)
+            kind = NT_C64;
+        else if (kind == NT_F64)
+            kind = NT_C128;
+        else
+            return 0;
+    }
+    nt_type t = { (uint8_t)kind, 0, 0, 0, 0, NULL };
+    if ((Py_ssize_t)nt_type_size(&t) != view->itemsize)
+        return 0;
+    int swapped = (order == '<' && !host_is_little())
+               || ((order == '>' || order == '!') && host_is_little());
+    if (swapped && view->itemsize > 1 && !(complex == 0 && kind <= NT_U8)) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s: the buffer is in non-native byte order (format '%s'); "
+                     "convert it first, e.g. arr.astype(arr.dtype.newbyteorder('='))",
+                     what, view->format);
+        return -1;
+    }
+    out->kind = kind;
+    return 0;
+}
+
+int nt_is_aligned(const Py_buffer *view, size_t align)
+{
+    if (align <= 1)
+        return 1;
+    if ((uintptr_t)view->buf % align != 0)
+        return 0;
+    if (view->strides != NULL)
+        for (int d = 0; d < view->ndim; d++)
+            if (view->shape[d] > 1 && view->strides[d] % (Py_ssize_t)align != 0)
+                return 0;
+    return 1;
+}

@@ -1,0 +1,212 @@
+/*
+ * numthunk._core: module state, engine choice and the small functions the
+ * Python package needs from C (registration of its marker classes, checked
+ * scalar conversion for ref(), backend_info()).
+ */
+#include "pyapi.h"
+
+#define PY_ARRAY_UNIQUE_SYMBOL nt_ARRAY_API
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+nt_module_state nt_state;
+
+const nt_backend *nt_choose_backend(const nt_plan *plan, nt_error *err)
+{
+    if (nt_state.forced != &nt_backend_ffi && nt_backend_native != NULL
+        && nt_backend_native->supports(plan) == NT_OK)
+        return nt_backend_native;
+    if (nt_backend_ffi.supports(plan) == NT_OK)
+        return &nt_backend_ffi;
+    nt_fail(err, NT_ERR_UNSUPPORTED, -1, "no engine supports this signature");
+    return NULL;
+}
+
+static PyObject *mod_setup(PyObject *module, PyObject *args, PyObject *kwds)
+{
+    (void)module;
+    static char *kwlist[] = { "arg", "derived", "strided", "address", "adapt", NULL };
+    PyObject *arg, *derived, *strided, *address, *adapt;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO!O!O!O:_setup", kwlist, &arg,
+                                     &PyType_Type, &derived, &PyType_Type, &strided,
+                                     &PyType_Type, &address, &adapt))
+        return NULL;
+    Py_XSETREF(nt_state.arg, Py_NewRef(arg));
+    Py_XSETREF(nt_state.derived_type, Py_NewRef(derived));
+    Py_XSETREF(nt_state.strided_type, Py_NewRef(strided));
+    Py_XSETREF(nt_state.address_type, Py_NewRef(address));
+    Py_XSETREF(nt_state.adapt, Py_NewRef(adapt));
+    Py_RETURN_NONE;
+}
+
+/* _scalar(ctype, value) -> (kind_name, value): value checked exactly as a
+   bound value of that C type would be, and read back from its C cell. */
+static PyObject *mod_scalar(PyObject *module, PyObject *args)
+{
+    (void)module;
+    const char *text;
+    PyObject *value;
+    if (!PyArg_ParseTuple(args, "sO:_scalar", &text, &value))
+        return NULL;
+    nt_sig sig = { { NT_VOID, 0, 0, 0, 0, NULL }, 1, NULL, NULL };
+    nt_type t;
+    nt_error err = { NT_OK, -1, "" };
+    if (nt_type_parse(text, NULL, 0, &t, &err) != 0) {
+        nt_raise_parse_error(text, &err);
+        return NULL;
+    }
+    if (t.depth != 0 || t.kind == NT_FNPTR || t.kind == NT_MEMVIEW || t.kind == NT_VOID) {
+        if (t.fn != NULL)
+            nt_sig_free(t.fn);
+        PyErr_Format(PyExc_TypeError, "'%s' is not a scalar C type", text);
+        return NULL;
+    }
+    sig.args = &t;
+    uint64_t cell[2] = { 0, 0 };
+    nt_held *held = NULL;
+    if (nt_convert(&sig, 0, value, cell, &held, NULL) < 0)
+        return NULL;
+    nt_held_release(held);
+    PyObject *v = nt_to_python(&t, cell);
+    if (v == NULL)
+        return NULL;
+    return Py_BuildValue("(sN)", nt_kind_name(t.kind), v);
+}
+
+static PyObject *mod_backend_info(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    const nt_backend *engine = nt_state.forced == &nt_backend_ffi || nt_backend_native == NULL
+                             ? &nt_backend_ffi : nt_backend_native;
+    return Py_BuildValue("{s:s,s:s,s:O,s:s,s:s}",
+                         "engine", engine->name,
+                         "memory_policy", engine->memory_policy(),
+                         "native_available", nt_backend_native != NULL ? Py_True : Py_False,
+                         "fallback", nt_backend_ffi.name,
+                         "forced", nt_state.forced == NULL ? "" : nt_state.forced->name);
+}
+
+/* A capsule named by its C signature (the SciPy/Cython convention) whose
+   context keeps owner alive. */
+typedef struct {
+    PyObject *owner;
+    char name[];
+} capsule_ctx;
+
+static void capsule_destroy(PyObject *capsule)
+{
+    capsule_ctx *c = PyCapsule_GetContext(capsule);
+    if (c != NULL) {
+        Py_XDECREF(c->owner);
+        PyMem_Free(c);
+    }
+}
+
+static PyObject *mod_capsule(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *address, *owner;
+    const char *name;
+    if (!PyArg_ParseTuple(args, "OsO:_capsule", &address, &name, &owner))
+        return NULL;
+    void *p = PyLong_AsVoidPtr(address);
+    if (p == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "address is 0 (NULL)");
+        return NULL;
+    }
+    size_t len = strlen(name);
+    capsule_ctx *c = PyMem_Malloc(sizeof(capsule_ctx) + len + 1);
+    if (c == NULL)
+        return PyErr_NoMemory();
+    memcpy(c->name, name, len + 1);
+    c->owner = Py_NewRef(owner);
+    PyObject *capsule = PyCapsule_New(p, c->name, capsule_destroy);
+    if (capsule == NULL || PyCapsule_SetContext(capsule, c) < 0) {
+        Py_XDECREF(capsule);
+        Py_DECREF(c->owner);
+        PyMem_Free(c);
+        return NULL;
+    }
+    return capsule;
+}
+
+/* _capsule_pointer(capsule) -> (address, name or None) */
+static PyObject *mod_capsule_pointer(PyObject *module, PyObject *capsule)
+{
+    (void)module;
+    if (!PyCapsule_CheckExact(capsule)) {
+        PyErr_SetString(PyExc_TypeError, "expected a PyCapsule");
+        return NULL;
+    }
+    const char *name = PyCapsule_GetName(capsule);
+    void *p = PyCapsule_GetPointer(capsule, name);
+    if (p == NULL)
+        return NULL;
+    return Py_BuildValue("(Nz)", PyLong_FromVoidPtr(p), name);
+}
+
+static PyMethodDef module_methods[] = {
+    { "_capsule", mod_capsule, METH_VARARGS, "a signature-named capsule keeping owner alive" },
+    { "_capsule_pointer", mod_capsule_pointer, METH_O, "the pointer and name of a capsule" },
+    { "_setup", (PyCFunction)(void (*)(void))mod_setup, METH_VARARGS | METH_KEYWORDS,
+      "register the Python package's marker classes and adapter" },
+    { "_scalar", mod_scalar, METH_VARARGS, "check a scalar against a C type" },
+    { "backend_info", mod_backend_info, METH_NOARGS,
+      "backend_info() -> dict: the engine and executable-memory policy in use" },
+    { NULL, NULL, 0, NULL }
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "numthunk._core",
+    "C core of numthunk: signatures, descriptors, plans and trampolines.",
+    -1, module_methods, NULL, NULL, NULL, NULL
+};
+
+static int choose_forced(void)
+{
+    const char *v = getenv("NUMTHUNK_BACKEND");
+    if (v == NULL || *v == '\0' || strcmp(v, "auto") == 0) {
+        nt_state.forced = NULL;
+    } else if (strcmp(v, "ffi") == 0 || strcmp(v, "libffi") == 0) {
+        nt_state.forced = &nt_backend_ffi;
+    } else if (strcmp(v, "native") == 0) {
+        if (nt_backend_native == NULL) {
+            PyErr_SetString(PyExc_ImportError,
+                            "NUMTHUNK_BACKEND=native, but this platform has no native "
+                            "backend (use 'ffi' or leave it unset)");
+            return -1;
+        }
+        nt_state.forced = nt_backend_native;
+    } else {
+        PyErr_Format(PyExc_ImportError,
+                     "NUMTHUNK_BACKEND=%s: expected 'native', 'ffi' or 'auto'", v);
+        return -1;
+    }
+    return 0;
+}
+
+PyMODINIT_FUNC PyInit__core(void)
+{
+    import_array();
+    if (choose_forced() < 0)
+        return NULL;
+    if (PyType_Ready(&nt_SignatureType) < 0 || PyType_Ready(&nt_ThunkType) < 0)
+        return NULL;
+    nt_state.signature_type = &nt_SignatureType;
+    nt_state.thunk_type = &nt_ThunkType;
+    PyObject *m = PyModule_Create(&module_def);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddObjectRef(m, "Signature", (PyObject *)&nt_SignatureType) < 0
+        || PyModule_AddObjectRef(m, "Thunk", (PyObject *)&nt_ThunkType) < 0
+        || PyModule_AddIntConstant(m, "MEMVIEW_SIZE", (long)sizeof(nt_memviewslice)) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

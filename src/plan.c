@@ -1,0 +1,110 @@
+/*
+ * Binding plans and contexts (ABI-independent).
+ *
+ * A plan says, for each target parameter, whether the thunk's caller
+ * forwards it or a bound value cell in the context supplies it. Backends
+ * read plans; they never see Python objects. Cells are 8-byte aligned so a
+ * backend can load any scalar cell with one 64-bit move.
+ */
+#include "numthunk.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static size_t cell_size(const nt_type *t)
+{
+    switch (t->kind) {
+    case NT_C128:    return 16;
+    case NT_MEMVIEW: return sizeof(nt_memviewslice);
+    default:         return 8;
+    }
+}
+
+nt_plan *nt_plan_new(const nt_sig *target, nt_error *err)
+{
+    nt_plan *plan = calloc(1, sizeof(*plan));
+    if (plan == NULL)
+        goto nomem;
+    plan->target = target;
+    plan->nargs = target->nargs;
+    if (target->nargs > 0) {
+        plan->slots = calloc((size_t)target->nargs, sizeof(nt_slot));
+        plan->fwd_index = calloc((size_t)target->nargs, sizeof(int));
+        if (plan->slots == NULL || plan->fwd_index == NULL)
+            goto nomem;
+    }
+    for (int i = 0; i < target->nargs; i++)
+        plan->slots[i].kind = target->args[i].kind;
+    return plan;
+nomem:
+    nt_plan_free(plan);
+    nt_fail(err, NT_ERR_MEMORY, -1, "out of memory building a plan");
+    return NULL;
+}
+
+void nt_plan_set_arg(nt_plan *plan, int i)
+{
+    plan->slots[i].src = NT_SRC_ARG;
+}
+
+void nt_plan_set_bound(nt_plan *plan, int i)
+{
+    plan->slots[i].src = NT_SRC_BOUND;
+}
+
+int nt_plan_finish(nt_plan *plan, nt_error *err)
+{
+    size_t offset = 0;
+    int nfwd = 0;
+    for (int i = 0; i < plan->nargs; i++) {
+        nt_slot *s = &plan->slots[i];
+        if (s->src == NT_SRC_ARG) {
+            s->fwd = (uint16_t)nfwd;
+            plan->fwd_index[nfwd++] = i;
+        } else {
+            s->offset = (uint32_t)offset;
+            offset += cell_size(&plan->target->args[i]);
+        }
+    }
+    if (offset > UINT32_MAX / 2)
+        return nt_fail(err, NT_ERR_VALUE, -1, "too many bound values");
+    plan->nfwd = nfwd;
+    plan->values_size = offset;
+    return NT_OK;
+}
+
+void nt_plan_free(nt_plan *plan)
+{
+    if (plan == NULL)
+        return;
+    if (plan->backend != NULL && plan->backend->plan_release != NULL)
+        plan->backend->plan_release(plan);
+    free(plan->slots);
+    free(plan->fwd_index);
+    free(plan);
+}
+
+nt_ctx *nt_ctx_new(const nt_plan *plan, void *target, nt_error *err)
+{
+    /* 16-byte alignment so complex cells and SSE loads never straddle. */
+    size_t size = NT_CTX_VALUES_OFFSET + plan->values_size;
+    size = (size + 15) & ~(size_t)15;
+    nt_ctx *ctx = aligned_alloc(16, size);
+    if (ctx == NULL) {
+        nt_fail(err, NT_ERR_MEMORY, -1, "out of memory allocating a context");
+        return NULL;
+    }
+    memset(ctx, 0, size);
+    ctx->handler = plan->handler;
+    ctx->target = target;
+    return ctx;
+}
+
+void nt_ctx_free_chain(nt_ctx *ctx)
+{
+    while (ctx != NULL) {
+        nt_ctx *older = ctx->older;
+        free(ctx);
+        ctx = older;
+    }
+}
