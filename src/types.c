@@ -204,7 +204,7 @@ nt_spelling_find(const char *name, size_t len)
         return -1;
     for (i = 0; i < nt_nspellings; i++) {
         const char *s = nt_spellings[i].name;
-        if (strncmp(s, name, len) == 0 && s[len] == '\0')
+        if (strlen(s) == len && memcmp(s, name, len) == 0)
             return (int)i;
     }
     return -1;
