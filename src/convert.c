@@ -19,7 +19,6 @@
 #include <numpy/arrayobject.h>
 #include <numpy/arrayscalars.h>
 
-#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -368,6 +367,17 @@ static size_t kind_align(int kind)
     return nt_type_align(&s);
 }
 
+static int is_pointer_object(const Py_buffer *v)
+{
+    const char *f = v->format;
+    if (f == NULL || v->ndim != 0)
+        return 0;
+    if (*f == '@' || *f == '=' || *f == '<' || *f == '>' || *f == '!')
+        f++;
+    return *f == '&' || *f == 'P' || *f == 'z';
+}
+
+/* 0 bound, -1 error, 1 not a data buffer (a pointer object: adapt it). */
 static int convert_buffer(const nt_type *t, PyObject *obj, int strided, void *cell,
                           nt_held **held, const char *what)
 {
@@ -389,6 +399,12 @@ static int convert_buffer(const nt_type *t, PyObject *obj, int strided, void *ce
     if (h == NULL)
         return -1;
     const Py_buffer *v = &h->view;
+    if (is_pointer_object(v)) {
+        /* A ctypes pointer (or c_void_p, c_char_p) exports the bytes of the
+           pointer itself; what the caller means is its value. */
+        nt_held_release(h);
+        return 1;
+    }
     nt_elem e;
     if (nt_elem_decode(v, &e, what) < 0)
         goto error;
@@ -555,10 +571,15 @@ static int convert_pointer(const nt_sig *sig, int i, PyObject *value, void *cell
             return -1;
         int r = convert_buffer(t, inner, 1, cell, held, what);
         Py_DECREF(inner);
-        return r;
+        if (r > 0)
+            PyErr_Format(PyExc_TypeError, "%s: strided() takes an array, not a pointer", what);
+        return r > 0 ? -1 : r;
     }
-    if (t->kind == NT_PTR && PyObject_CheckBuffer(value))
-        return convert_buffer(t, value, 0, cell, held, what);
+    if (t->kind == NT_PTR && PyObject_CheckBuffer(value)) {
+        int r = convert_buffer(t, value, 0, cell, held, what);
+        if (r <= 0)
+            return r;
+    }
     /* ctypes and cffi pointers, arr.ctypes, thunks for function pointers,
        ref() cells: the Python layer knows them. */
     if (nt_state.adapt != NULL && depth == 0) {

@@ -34,7 +34,15 @@ void nt_raise_parse_error(const char *src, const nt_error *err)
     int len = (int)strlen(src);
     if (col > len)
         col = len;
-    PyErr_Format(PyExc_ValueError, "%s\n    %s\n    %*s^", err->msg, src, col, "");
+    char *pad = PyMem_Malloc((size_t)col + 1);
+    if (pad == NULL) {
+        PyErr_NoMemory();
+        return;
+    }
+    memset(pad, ' ', (size_t)col);
+    pad[col] = '\0';
+    PyErr_Format(PyExc_ValueError, "%s\n    %s\n    %s^", err->msg, src, pad);
+    PyMem_Free(pad);
 }
 
 PyObject *nt_signature_wrap(PyTypeObject *type, nt_sig *sig)

@@ -1,0 +1,307 @@
+"""bind(): targets, bound values of every kind, forwarding, live bindings.
+
+Each result is compared with a direct call of the same fixture function, so
+the C compiler is the oracle."""
+
+import ctypes
+import struct
+
+import cffi
+import numpy as np
+import pytest
+
+import numthunk as nt
+
+SCALARS = [
+    # (function, C type, values)
+    ("f_B_B", "bool", [True, False]),
+    ("f_c_c", "int8_t", [-128, -1, 0, 127]),
+    ("f_C_C", "uint8_t", [0, 200, 255]),
+    ("f_s_s", "int16_t", [-32768, -5, 32767]),
+    ("f_S_S", "uint16_t", [0, 65535]),
+    ("f_i_i", "int", [-2**31, -7, 2**31 - 1]),
+    ("f_I_I", "unsigned int", [0, 2**32 - 1]),
+    ("f_l_l", "int64_t", [-2**63, -1, 2**63 - 1]),
+    ("f_L_L", "uint64_t", [0, 2**64 - 1]),
+    ("f_f_f", "float", [1.5, -0.25, 3.4028234663852886e38]),
+    ("f_d_d", "double", [1e308, -2.5, float("inf")]),
+]
+
+
+@pytest.mark.parametrize("name, ctype, values", SCALARS)
+def test_scalar_roundtrip_bound_and_forwarded(cfn, name, ctype, values):
+    fn = cfn(name, f"{ctype} ({ctype})")
+    fwd = nt.bind(fn, nt.ARG)
+    assert str(fwd.csig) == f"{ctype} ({ctype})"
+    for v in values:
+        bound = nt.bind(fn, v)
+        assert str(bound.csig) == f"{ctype} (void)"
+        assert bound() == v
+        assert fwd(v) == v
+        assert bound.ctypes() == v
+        assert fwd.ctypes(v) == v
+
+
+def test_numpy_scalars_are_checked_by_value(cfn):
+    fn = cfn("f_c_c", "int8_t (int8_t)")
+    assert nt.bind(fn, np.int64(-5))() == -5
+    with pytest.raises(OverflowError, match="argument 1"):
+        nt.bind(fn, np.int64(300))
+    assert nt.bind(cfn("f_f_f", "float (float)"), np.float64(0.1))() == struct.unpack("f", struct.pack("f", 0.1))[0]
+
+
+def test_narrow_ints_reach_callee_extended(cfn):
+    fn = cfn("f_l_cCsSB", "int64_t (int8_t, uint8_t, int16_t, uint16_t, bool)")
+
+    def expected(a, b, c, d, e):
+        return a * 1000003 + b * 10007 + c * 101 + d * 3 + (1 if e else 0)
+
+    for args in [(-1, 255, -32768, 65535, True), (-128, 0, 32767, 0, False), (5, 6, -7, 8, True)]:
+        assert nt.bind(fn, *args)() == expected(*args)
+        assert nt.bind(fn, *([nt.ARG] * 5))(*args) == expected(*args)
+        assert nt.bind(fn, args[0], nt.ARG, args[2], nt.ARG, nt.ARG)(args[1], args[3], args[4]) \
+            == expected(*args)
+
+
+def test_mixed_and_many_parameters(cfn):
+    fn = cfn("f_d_idfl", "double (int, double, float, int64_t)")
+    assert nt.bind(fn, 3, nt.ARG, 0.5, nt.ARG)(1.25, 10) == 3 + 1.25 + 0.5 + 10
+    many = cfn("f_d_iiiiiiiidddddddddd", "double (" + ", ".join(["int"] * 8 + ["double"] * 10) + ")")
+    vals = list(range(1, 9)) + [0.5 * k for k in range(1, 11)]
+    expected = sum(v * (i + 1) for i, v in enumerate(vals))
+    assert many(*vals) == expected
+    # every other parameter bound: forwarded ones land on the stack or in registers
+    args = [v if i % 2 else nt.ARG for i, v in enumerate(vals)]
+    t = nt.bind(many, *args)
+    assert t(*[v for i, v in enumerate(vals) if i % 2 == 0]) == expected
+    assert t.ctypes(*[v for i, v in enumerate(vals) if i % 2 == 0]) == expected
+    assert nt.bind(many, *vals)() == expected
+
+
+def test_recorder_sees_what_was_bound(lib, cfn):
+    fn = cfn("rec_d_idcpfl", "double (int, double, int8_t, void *, float, int64_t)")
+    buf = np.zeros(3)
+    t = nt.bind(fn, -7, nt.ARG, -3, buf, nt.ARG, 2**40)
+    t(2.5, 0.75)
+    rec = (ctypes.c_uint64 * 16).in_dll(lib, "rec_args")
+    assert ctypes.c_int64(rec[0]).value == -7
+    assert struct.unpack("d", struct.pack("Q", rec[1]))[0] == 2.5
+    assert ctypes.c_int64(rec[2]).value == -3
+    assert rec[3] == buf.ctypes.data
+    assert struct.unpack("f", struct.pack("I", rec[4]))[0] == 0.75
+    assert rec[5] == 2**40
+
+
+def test_seed_sum_is_live(cfn):
+    vec = np.array([1.0, 2.0, 3.0, 4.0])
+    t = nt.bind(cfn("f_d_pi", "double (const double *, int)"), vec, nt.size(vec))
+    assert str(t.csig) == "double (void)"
+    fn = ctypes.CFUNCTYPE(ctypes.c_double)(t.address)
+    assert fn() == 10.0
+    vec[0] = 100.0
+    assert fn() == 109.0
+    assert t() == 109.0
+
+
+def test_derived_values(cfn):
+    a = np.arange(12.0).reshape(3, 4)
+    fn = cfn("f_d_pzzzz", "double (const double *, ptrdiff_t, ptrdiff_t, ptrdiff_t, ptrdiff_t)")
+    expected = sum(a[i, j] * (i + 1) for i in range(3) for j in range(4))
+    t = nt.bind(fn, a, nt.shape(a, 0), nt.shape(a, 1), nt.stride(a, 0), nt.stride(a, 1))
+    assert t() == expected
+    # a non-contiguous view through strided(): the kernel takes strides
+    view = a[::2, ::-1]
+    t = nt.bind(fn, nt.strided(view), nt.shape(view, 0), nt.shape(view, 1),
+                nt.stride(view, 0), nt.stride(view, 1))
+    assert t() == sum(view[i, j] * (i + 1) for i in range(2) for j in range(4))
+    # element strides and negative axes
+    ints = cfn("f_l_l", "int64_t (int64_t)")
+    assert nt.bind(ints, nt.stride(a, -2, elements=True))() == 4
+    assert nt.bind(ints, nt.shape(a, -1))() == 4
+    assert nt.bind(ints, nt.size(a))() == 12
+
+
+def test_fortran_style_refs(cfn):
+    fn = cfn("f_v_ppppp", "void (const int *, const double *, double *, const int *, int *)")
+    x = np.arange(6.0)
+    info = nt.ref(0, "int")
+    t = nt.bind(fn, nt.ref(3, "int"), nt.ref(2.0, "double"), x, nt.ref(2, "int"), info)
+    t()
+    assert list(x) == [0.0, 1.0, 4.0, 3.0, 8.0, 5.0]
+    assert info.value == 3
+    with pytest.raises(OverflowError):
+        nt.ref(2**31, "int")
+    with pytest.raises(TypeError, match="argument 1"):
+        nt.bind(fn, nt.ref(3, "long"), nt.ref(2.0, "double"), x, nt.ref(2, "int"), info)
+
+
+def test_function_pointer_parameter_composes_thunks(cfn):
+    integrand = cfn("f_d_dpi", "double (double, const double *, int)")
+    p = np.array([1.0, 0.0, 3.0])         # 1 + 3x^2, integral over [0, 1] = 2
+    f = nt.bind(integrand, nt.ARG, p, nt.size(p))
+    quad = cfn("f_d_Fddi", "double (double (*)(double), double, double, int)")
+    assert abs(nt.bind(quad, f, 0.0, 1.0, 1000)() - 2.0) < 1e-5
+    with pytest.raises(TypeError, match="expected a function 'double \\(double\\)'"):
+        nt.bind(quad, cfn("f_d_d", "double (double)") and nt.bind(integrand, nt.ARG, nt.ARG, 3), 0.0, 1.0, 10)
+
+
+def test_pointer_values(cfn, lib):
+    fn = cfn("f_p_p", "void *(void *)")
+    assert nt.bind(fn, None)() == 0
+    assert nt.bind(fn, nt.address(0x1234))() == 0x1234
+    c = (ctypes.c_double * 4)()
+    assert nt.bind(fn, ctypes.cast(c, ctypes.POINTER(ctypes.c_double)))() == ctypes.addressof(c)
+    assert nt.bind(fn, ctypes.c_void_p(0xbeef))() == 0xbeef
+    ffi = cffi.FFI()
+    buf = ffi.new("double[4]")
+    assert nt.bind(fn, buf)() == int(ffi.cast("uintptr_t", buf))
+    a = np.zeros(3)
+    assert nt.bind(fn, a.ctypes)() == a.ctypes.data
+    # typed foreign pointers are checked against the parameter
+    sum_ = cfn("f_d_pi", "double (const double *, int)")
+    ip = (ctypes.c_int * 2)()
+    with pytest.raises(TypeError, match="argument 1"):
+        nt.bind(sum_, ctypes.cast(ip, ctypes.POINTER(ctypes.c_int)), 2)
+    with pytest.raises(TypeError, match="argument 1"):
+        nt.bind(sum_, ffi.new("int[2]"), 2)
+    assert nt.bind(sum_, ffi.cast("double *", buf), 4)() == 0.0
+
+
+def test_any_buffer_exporter(cfn):
+    count = cfn("f_i_Pi", "int (const char *, int)")
+    assert nt.bind(count, b"banana", 6)() == 3
+    assert nt.bind(count, bytearray(b"aaa"), 3)() == 3
+    import array
+    ints = cfn("f_i_pii", "int (const int *, int)")
+    arr = array.array("i", [1, 2, 3])
+    assert nt.bind(ints, arr, nt.size(arr))() == 6
+    assert nt.bind(ints, memoryview(np.arange(4, dtype=np.intc)), 4)() == 6
+    longs = cfn("f_l_plz", "int64_t (const int64_t *, int64_t, size_t)")
+    q = np.arange(4, dtype=np.int64)
+    assert q.__array_interface__["typestr"][1:] == "i8"
+    assert nt.bind(longs, q, 2, nt.size(q))() == 12
+    assert nt.bind(longs, (ctypes.c_long * 3)(1, 2, 3), 1, 3)() == 6
+
+
+@pytest.mark.parametrize("make", [
+    "ctypes", "cffi", "capsule", "function", "int", "thunk",
+])
+def test_targets(make, lib, cfn, fixture_path):
+    vec = np.array([1.0, 2.0, 3.0])
+    sig = "double (const double *, int)"
+    if make == "ctypes":
+        f = lib.f_d_pi
+        f.restype = ctypes.c_double
+        f.argtypes = [ctypes.POINTER(ctypes.c_double), ctypes.c_int]
+        t = nt.bind(f, vec, 3)
+    elif make == "cffi":
+        ffi = cffi.FFI()
+        ffi.cdef("double f_d_pi(const double *, int);")
+        clib = ffi.dlopen(fixture_path)
+        t = nt.bind(clib.f_d_pi, vec, 3)
+    elif make == "capsule":
+        capsule = nt._core._capsule(cfn("f_d_pi", sig).address, "double (double const *, int)", None)
+        t = nt.bind(capsule, vec, 3)
+        assert not t.nogil      # capsules (Cython) need the GIL unless told otherwise
+    elif make == "function":
+        t = nt.bind(cfn("f_d_pi", sig), vec, 3)
+    elif make == "int":
+        t = nt.bind(cfn("f_d_pi", sig).address, vec, 3, signature=sig)
+    else:
+        inner = nt.bind(cfn("f_d_pi", sig), nt.ARG, 3)
+        t = nt.bind(inner, vec)
+    assert t() == 6.0
+    assert t.ctypes() == 6.0
+
+
+def test_numba_cfunc_target_seed_case():
+    from numba import carray, cfunc, njit
+    from numba.types import CPointer, float64, intc
+
+    @cfunc(float64(CPointer(float64), intc))
+    def c_sum(ptr, n):
+        return np.sum(carray(ptr, n))
+
+    vec = np.array([1.0, 2.0, 3.0, 4.0])
+    t = nt.bind(c_sum, vec, nt.size(vec))
+    assert str(t.csig) == "double (void)"
+    assert ctypes.CFUNCTYPE(ctypes.c_double)(t.address)() == 10.0
+    fn = t.ctypes
+
+    @njit
+    def loop(k):
+        s = 0.0
+        for _ in range(k):
+            s += fn()
+        return s
+
+    assert loop(3) == 30.0
+    vec[0] = 100.0
+    assert loop(2) == 2 * 109.0
+    assert t() == 109.0
+
+
+def test_scipy_quad_lowlevelcallable(cfn):
+    from scipy import integrate
+
+    integrand = cfn("f_d_dpi", "double (double, const double *, int)")
+    p = np.array([1.0, 0.0, 3.0])
+    f = nt.bind(integrand, nt.ARG, p, nt.size(p))
+    llc = f.lowlevelcallable()
+    value, _err = integrate.quad(llc, 0.0, 1.0)
+    assert abs(value - 2.0) < 1e-12
+    p[0] = 2.0                                     # live: 2 + 3x^2 -> 3
+    assert abs(integrate.quad(llc, 0.0, 1.0)[0] - 3.0) < 1e-12
+    with pytest.raises(ValueError, match="does not match"):
+        f.lowlevelcallable(signature="double (double, void *)")
+
+
+def test_rebind_follows_arrays_and_keeps_address(cfn):
+    a = np.array([1.0, 2.0])
+    t = nt.bind(cfn("f_d_pi", "double (const double *x, int n)"), a, nt.size(a))
+    addr = t.address
+    b = np.arange(5.0)
+    t.rebind(0, b)                 # size(a) follows: it now reads b
+    assert t() == 10.0 and t.address == addr
+    t.rebind("n", 2)
+    assert t() == 1.0
+    with pytest.raises(OverflowError, match="argument 2 \\(n: int\\)"):
+        t.rebind("n", 2**40)
+    assert t() == 1.0               # a failed rebind changes nothing
+    with pytest.raises(TypeError):
+        t.rebind(0, np.zeros(3, dtype=np.float32))
+    fwd = nt.bind(cfn("f_d_pi", "double (const double *x, int n)"), nt.ARG, 3)
+    with pytest.raises(ValueError, match="forwarded"):
+        fwd.rebind(0, a)
+    t.reclaim()
+    assert t() == 1.0
+
+
+def test_release_and_context_manager(cfn):
+    fn = cfn("f_d_d", "double (double)")
+    with nt.bind(fn, 2.0) as t:
+        assert t() == 2.0
+    assert t.released
+    with pytest.raises(ValueError, match="released"):
+        t()
+    with pytest.raises(ValueError, match="released"):
+        t.address
+    t.release()                      # idempotent
+    assert "released" in repr(t)
+
+
+def test_repr_shows_signature_and_bindings(cfn):
+    vec = np.zeros(4)
+    t = nt.bind(cfn("f_d_pi", "double (const double *, int)"), vec, nt.size(vec))
+    r = repr(t)
+    assert "double (void)" in r and "f_d_pi" in r and "size(" in r and "float64" in r
+
+
+def test_function_is_callable(cfn):
+    assert cfn("f_d_idfl", "double (int, double, float, int64_t)")(1, 2.0, 3.0, 4) == 10.0
+
+
+def test_gil_policy(cfn):
+    fn = cfn("f_d_d", "double (double)")
+    assert nt.bind(fn, 1.0).nogil
+    assert not nt.bind(nt.Function(fn.address, fn.signature, nogil=False), 1.0).nogil

@@ -1,0 +1,124 @@
+"""numthunk.Signature: parsing, canonical form, conversions."""
+
+import ctypes
+
+import cffi
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import numthunk as nt
+
+
+@pytest.mark.parametrize("text, canonical", [
+    ("double (double *, int)", "double (double *, int)"),
+    ("void(const double* x, Py_ssize_t n)", "void (const double *, Py_ssize_t)"),
+    ("double (double const *, int)", "double (const double *, int)"),
+    ("double (double *const , int)", "double (double *const, int)"),
+    ("void (void)", "void (void)"),
+    ("void ()", "void (void)"),
+    ("int (double *, npy_intp, double *, void *)", "int (double *, npy_intp, double *, void *)"),
+    ("double (int, double *, void *)", "double (int, double *, void *)"),
+    ("unsigned PY_LONG_LONG (PY_LONG_LONG)", "unsigned PY_LONG_LONG (PY_LONG_LONG)"),
+    ("double sum(double *x, int n)", "double (double *, int)"),
+    ("double (double (*)(double), double)", "double (double (*)(double), double)"),
+    ("float64(CPointer(float64), intc)", "float64 (float64 *, intc)"),
+])
+def test_parse_canonical(text, canonical):
+    assert str(nt.Signature(text)) == canonical
+
+
+def test_parts_and_names():
+    sig = nt.Signature("void(const double* x, Py_ssize_t n)")
+    assert sig.restype == "void"
+    assert sig.argtypes == ("const double *", "Py_ssize_t")
+    assert sig.names == ("x", "n")
+    assert sig.nargs == 2
+
+
+def test_equality_is_structural():
+    assert nt.Signature("double (double *, int)") == nt.Signature("double(double* x, int n)")
+    assert nt.Signature("long (long)") == nt.Signature("int64_t (int64_t)")
+    assert nt.Signature("double (double *)") != nt.Signature("double (float *)")
+    assert nt.Signature("double (const double *)") != nt.Signature("double (double *)")
+    assert hash(nt.Signature("int (int)")) == hash(nt.Signature("int32_t (intc)"))
+
+
+def test_platform_widths():
+    widths = {"long": ctypes.sizeof(ctypes.c_long), "int": 4, "short": 2,
+              "ssize_t": ctypes.sizeof(ctypes.c_ssize_t), "size_t": ctypes.sizeof(ctypes.c_size_t)}
+    for name, size in widths.items():
+        kind = nt.Signature(f"void ({name})")._describe()[1][0][0]
+        assert kind.endswith(str(size * 8)), (name, kind)
+
+
+@pytest.mark.parametrize("text, column, message", [
+    ("double (int, ...)", 13, "variadic"),
+    ("double (FLOAT64 *, int)", 8, "unknown type name 'FLOAT64'"),
+    ("double (double *, int", 21, ""),
+    ("", 0, ""),
+    ("double (void, int)", None, "void"),
+    ("long double (double)", 0, "long double"),
+])
+def test_parse_errors_point_at_the_column(text, column, message):
+    with pytest.raises(ValueError) as info:
+        nt.Signature(text)
+    msg = str(info.value)
+    assert message in msg
+    lines = msg.splitlines()
+    assert lines[-2].strip() == text.strip() or text == ""
+    if column is not None:
+        assert lines[-1].index("^") - 4 == column
+
+
+def test_typedefs():
+    sig = nt.Signature("FLOAT64 (FLOAT64 *, INT8)", typedefs={"FLOAT64": "double", "INT8": "int8_t"})
+    assert str(sig) == "double (double *, int8_t)"
+
+
+def test_from_ctypes_prototype_class_and_instance():
+    proto = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.POINTER(ctypes.c_double), ctypes.c_int)
+    assert str(nt.Signature(proto)) == "double (double *, int)"
+    fn = proto(lambda p, n: 0.0)
+    assert nt.Signature(fn) == nt.Signature("double (double *, int)")
+    with pytest.raises(TypeError, match="no C equivalent"):
+        nt.Signature(ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_wchar_p))
+
+
+def test_from_cffi():
+    ffi = cffi.FFI()
+    assert str(nt.Signature(ffi.typeof("double(*)(double *, int)"))) == "double (double *, int)"
+    assert str(nt.Signature(ffi.typeof("void(*)(int64_t, float)"))) == "void (int64_t, float)"
+
+
+def test_to_ctypes_roundtrip():
+    sig = nt.Signature("double (double *, int, int8_t, void *)")
+    proto = sig.to_ctypes()
+    assert proto._restype_ is ctypes.c_double
+    assert nt.Signature(proto) == sig
+
+
+_TYPES = ["int", "double", "float", "int8_t", "uint16_t", "long", "unsigned long long",
+          "bool", "void *", "const double *", "double **", "npy_intp", "size_t",
+          "double (*)(double)", "char *"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(["void", "double", "int", "float *"]),
+       st.lists(st.sampled_from(_TYPES), max_size=12))
+def test_format_parse_roundtrip(ret, args):
+    text = f"{ret} ({', '.join(args) or 'void'})"
+    sig = nt.Signature(text)
+    again = nt.Signature(str(sig))
+    assert again == sig
+    assert str(again) == str(sig)
+    assert sig.nargs == len(args)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="abcdefint ()*,.;[]{}0123456789void const unsigned long", max_size=40))
+def test_parser_never_crashes(text):
+    try:
+        nt.Signature(text)
+    except ValueError:
+        pass
