@@ -1,0 +1,1215 @@
+/*
+ * Standalone C harness for the native x86-64 backend and executable memory.
+ *
+ * Build (with the real signature/plan code):
+ *   gcc -O2 -Wall -Wextra -Werror -std=c11 -D_GNU_SOURCE -Isrc \
+ *       src/backend.c src/backend_x86_64.c src/mem_memfd.c src/mem_mprotect.c \
+ *       src/types.c src/sig.c src/plan.c tests/c/test_native.c -o test_native
+ * or, on its own, with -DNT_STANDALONE_PLAN and without types.c sig.c plan.c.
+ *
+ * Run:
+ *   ./test_native                 all tests (NT_FIXTURE_CC picks the compiler
+ *                                 for the generated fixtures, default cc;
+ *                                 NUMTHUNK_EXECMEM=memfd|mprotect the policy)
+ *   ./test_native bench           timings: direct vs thunk, creation cost
+ *   ./test_native loop KIND N     one call loop (for callgrind)
+ *
+ * The differential test generates C fixtures for random signatures, builds
+ * them with a real compiler (the oracle for the ABI) into a shared library
+ * and loads it. Each fixture records what it received; the caller passes
+ * narrow forwarded integers as 64-bit values with garbage above the type,
+ * as Numba does, so a missing re-extension shows up with clang callees.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "numthunk.h"
+#include "execmem.h"
+
+/* ------------------------------------------------------------------------ */
+/* Stand-ins for plan.c / types.c while building on our own                  */
+
+#ifdef NT_STANDALONE_PLAN
+nt_status
+nt_fail(nt_error *err, nt_status status, int column, const char *fmt, ...)
+{
+    if (err != NULL && err->status == NT_OK) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+        va_end(ap);
+        err->status = status;
+        err->column = column;
+    }
+    return status;
+}
+
+nt_plan *
+nt_plan_new(const nt_sig *target, nt_error *err)
+{
+    nt_plan *p = calloc(1, sizeof(*p));
+    if (p == NULL) {
+        nt_fail(err, NT_ERR_MEMORY, -1, "out of memory");
+        return NULL;
+    }
+    p->target = target;
+    p->nargs = target->nargs;
+    p->slots = calloc((size_t)target->nargs + 1, sizeof(nt_slot));
+    p->fwd_index = calloc((size_t)target->nargs + 1, sizeof(int));
+    for (int i = 0; i < target->nargs; i++)
+        p->slots[i].kind = target->args[i].kind;
+    return p;
+}
+
+void nt_plan_set_arg(nt_plan *p, int i) { p->slots[i].src = NT_SRC_ARG; }
+void nt_plan_set_bound(nt_plan *p, int i) { p->slots[i].src = NT_SRC_BOUND; }
+
+int
+nt_plan_finish(nt_plan *p, nt_error *err)
+{
+    (void)err;
+    p->nfwd = 0;
+    p->values_size = 0;
+    for (int i = 0; i < p->nargs; i++) {
+        if (p->slots[i].src == NT_SRC_ARG) {
+            p->slots[i].fwd = (uint16_t)p->nfwd;
+            p->fwd_index[p->nfwd++] = i;
+        } else {
+            p->slots[i].offset = (uint32_t)p->values_size;
+            p->values_size += 8;
+        }
+    }
+    return 0;
+}
+
+void
+nt_plan_free(nt_plan *p)
+{
+    if (p == NULL)
+        return;
+    free(p->slots);
+    free(p->fwd_index);
+    free(p);
+}
+
+nt_ctx *
+nt_ctx_new(const nt_plan *plan, void *target, nt_error *err)
+{
+    nt_ctx *c = calloc(1, sizeof(nt_ctx) + plan->values_size);
+    if (c == NULL) {
+        nt_fail(err, NT_ERR_MEMORY, -1, "out of memory");
+        return NULL;
+    }
+    c->handler = plan->handler;
+    c->target = target;
+    return c;
+}
+
+void
+nt_ctx_free_chain(nt_ctx *c)
+{
+    while (c != NULL) {
+        nt_ctx *o = c->older;
+        free(c);
+        c = o;
+    }
+}
+#endif /* NT_STANDALONE_PLAN */
+
+/* ------------------------------------------------------------------------ */
+/* Helpers                                                                   */
+
+static int failures;
+
+#define CHECK(cond, ...)                                                  \
+    do {                                                                  \
+        if (!(cond)) {                                                    \
+            failures++;                                                   \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);          \
+            fprintf(stderr, __VA_ARGS__);                                 \
+            fputc('\n', stderr);                                          \
+        }                                                                 \
+    } while (0)
+
+static const nt_backend *be;
+
+static double
+now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+static uint64_t rng_state;
+
+static uint64_t
+rng(void)   /* splitmix64: seeded, reproducible */
+{
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static nt_sig *
+make_sig(int ret, const int *kinds, int n)
+{
+    nt_sig *s = calloc(1, sizeof(*s));
+    s->ret.kind = (uint8_t)ret;
+    s->nargs = n;
+    s->args = calloc((size_t)n + 1, sizeof(nt_type));
+    s->names = calloc((size_t)n + 1, sizeof(char *));
+    for (int i = 0; i < n; i++) {
+        s->args[i].kind = (uint8_t)kinds[i];
+        if (kinds[i] == NT_PTR)
+            s->args[i].depth = 1;
+    }
+    if (ret == NT_PTR)
+        s->ret.depth = 1;
+    return s;
+}
+
+static void
+free_sig(nt_sig *s)
+{
+    free(s->args);
+    free(s->names);
+    free(s);
+}
+
+/* A thunk made the way the core makes one. bound[i] != 0: parameter i is
+   bound to the 64-bit cell value vals[i]. */
+typedef struct {
+    nt_sig *sig;
+    nt_plan *plan;
+    nt_ctx *ctx;
+    nt_entry *entry;
+    void *address;
+} thunk;
+
+static int
+set_values(nt_plan *plan, nt_ctx *ctx, const uint64_t *vals)
+{
+    for (int i = 0; i < plan->nargs; i++)
+        if (plan->slots[i].src == NT_SRC_BOUND)
+            memcpy(ctx->values + plan->slots[i].offset, &vals[i], 8);
+    return 0;
+}
+
+static int
+make_thunk(thunk *t, nt_sig *sig, const int *bound, const uint64_t *vals,
+           void *target)
+{
+    nt_error err = { NT_OK, -1, "" };
+    memset(t, 0, sizeof(*t));
+    t->sig = sig;
+    t->plan = nt_plan_new(sig, &err);
+    if (t->plan == NULL)
+        goto fail;
+    for (int i = 0; i < sig->nargs; i++) {
+        if (bound[i])
+            nt_plan_set_bound(t->plan, i);
+        else
+            nt_plan_set_arg(t->plan, i);
+    }
+    if (nt_plan_finish(t->plan, &err) != 0)
+        goto fail;
+    t->plan->backend = be;
+    if (be->supports(t->plan) != NT_OK) {
+        nt_fail(&err, NT_ERR_UNSUPPORTED, -1, "unsupported");
+        goto fail;
+    }
+    if (be->prepare(t->plan, &err) != NT_OK)
+        goto fail;
+    t->ctx = nt_ctx_new(t->plan, target, &err);
+    if (t->ctx == NULL)
+        goto fail;
+    t->ctx->handler = t->plan->handler;
+    t->ctx->target = target;
+    set_values(t->plan, t->ctx, vals);
+    if (be->entry_new(t->plan, t->ctx, &t->entry, &t->address, &err)
+        != NT_OK)
+        goto fail;
+    return 0;
+fail:
+    fprintf(stderr, "make_thunk: %s\n", err.msg);
+    return -1;
+}
+
+static void
+drop_thunk(thunk *t)
+{
+    if (t->entry != NULL)
+        be->entry_free(t->entry);
+    if (t->plan != NULL)
+        be->plan_release(t->plan);
+    nt_ctx_free_chain(t->ctx);
+    nt_plan_free(t->plan);
+    t->entry = NULL;
+    t->ctx = NULL;
+    t->plan = NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Hand-written fixtures: names encode signatures (f_d_pi = double(double*,  */
+/* int)).                                                                    */
+
+#if defined(__clang__)
+#define NOIPA __attribute__((noinline))
+#else
+#define NOIPA __attribute__((noinline, noipa))
+#endif
+
+NOIPA double
+f_d_pi(double *x, int n)
+{
+    double s = 0;
+    for (int i = 0; i < n; i++)
+        s += x[i];
+    return s;
+}
+
+NOIPA long
+f_l_ll(long a, long b)
+{
+    return a + b;
+}
+
+/* 10 ints and 10 doubles: 4 + 2 on the stack. */
+NOIPA double
+f_d_i10d10(int a0, int a1, int a2, int a3, int a4, int a5, int a6, int a7,
+           int a8, int a9, double d0, double d1, double d2, double d3,
+           double d4, double d5, double d6, double d7, double d8, double d9)
+{
+    return a0 + 2.0 * a1 + 3.0 * a2 + 4.0 * a3 + 5.0 * a4 + 6.0 * a5
+           + 7.0 * a6 + 8.0 * a7 + 9.0 * a8 + 10.0 * a9 + 11 * d0 + 12 * d1
+           + 13 * d2 + 14 * d3 + 15 * d4 + 16 * d5 + 17 * d6 + 18 * d7
+           + 19 * d8 + 20 * d9;
+}
+
+NOIPA long
+f_l_c(signed char c)
+{
+    return c;
+}
+
+static uint64_t
+dbits(double d)
+{
+    uint64_t u;
+    memcpy(&u, &d, 8);
+    return u;
+}
+
+static void
+test_handwritten(void)
+{
+    double arr[4] = { 1, 2, 3, 4.5 };
+    int kinds_pi[2] = { NT_PTR, NT_I32 };
+    nt_sig *s = make_sig(NT_F64, kinds_pi, 2);
+    int all[2] = { 1, 1 };
+    uint64_t vals[2] = { (uint64_t)(uintptr_t)arr, 4 };
+    thunk t;
+    if (make_thunk(&t, s, all, vals, (void *)f_d_pi) == 0) {
+        double (*fn)(void) = (double (*)(void))t.address;
+        CHECK(fn() == 10.5, "sum thunk gave %g", fn());
+        arr[0] = 100;   /* live pointer: the change is seen */
+        CHECK(fn() == 109.5, "sum thunk after mutation gave %g", fn());
+        /* rebind n */
+        nt_error err = { NT_OK, -1, "" };
+        nt_ctx *c2 = nt_ctx_new(t.plan, (void *)f_d_pi, &err);
+        c2->handler = t.plan->handler;
+        c2->target = (void *)f_d_pi;
+        uint64_t v2[2] = { (uint64_t)(uintptr_t)arr, 2 };
+        set_values(t.plan, c2, v2);
+        c2->older = t.ctx;
+        be->entry_swap(t.entry, c2);
+        t.ctx = c2;
+        CHECK(fn() == 102, "swapped sum thunk gave %g", fn());
+        drop_thunk(&t);
+    } else {
+        failures++;
+    }
+    free_sig(s);
+
+    /* forwarded narrow signed char with garbage above it */
+    int kinds_c[1] = { NT_I8 };
+    s = make_sig(NT_I64, kinds_c, 1);
+    int none[1] = { 0 };
+    if (make_thunk(&t, s, none, vals, (void *)f_l_c) == 0) {
+        long (*fn)(uint64_t) = (long (*)(uint64_t))t.address;
+        CHECK(fn(0x12345600ull | 0xD7) == -41, "f_l_c gave %ld",
+              fn(0x12345600ull | 0xD7));
+        drop_thunk(&t);
+    } else {
+        failures++;
+    }
+    free_sig(s);
+
+    /* stack arguments: bind all ints, forward the doubles in reverse-free
+       order; then bind the doubles and forward the ints */
+    int k20[20];
+    for (int i = 0; i < 20; i++)
+        k20[i] = i < 10 ? NT_I32 : NT_F64;
+    s = make_sig(NT_F64, k20, 20);
+    int b20[20];
+    uint64_t v20[20];
+    double expect = 0;
+    for (int i = 0; i < 20; i++) {
+        b20[i] = i < 10;
+        v20[i] = i < 10 ? (uint64_t)(int64_t)(i - 3) : dbits(i * 0.5);
+        expect += (i + 1) * (i < 10 ? (double)(i - 3) : i * 0.5);
+    }
+    if (make_thunk(&t, s, b20, v20, (void *)f_d_i10d10) == 0) {
+        double (*fn)(double, double, double, double, double, double, double,
+                     double, double, double)
+            = (double (*)(double, double, double, double, double, double,
+                          double, double, double, double))t.address;
+        double r = fn(5, 5.5, 6, 6.5, 7, 7.5, 8, 8.5, 9, 9.5);
+        CHECK(r == expect, "f_d_i10d10 doubles forwarded: %g != %g", r,
+              expect);
+        drop_thunk(&t);
+    } else {
+        failures++;
+    }
+    for (int i = 0; i < 20; i++)
+        b20[i] = i >= 10;
+    if (make_thunk(&t, s, b20, v20, (void *)f_d_i10d10) == 0) {
+        double (*fn)(long, long, long, long, long, long, long, long, long,
+                     long)
+            = (double (*)(long, long, long, long, long, long, long, long,
+                          long, long))t.address;
+        double r = fn(-3, -2, -1, 0, 1, 2, 3, 4, 5, 6);
+        CHECK(r == expect, "f_d_i10d10 ints forwarded: %g != %g", r, expect);
+        drop_thunk(&t);
+    } else {
+        failures++;
+    }
+    free_sig(s);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Differential test over generated fixtures                                 */
+
+#define NSIG_DEFAULT 2500
+#define MAXP 16
+
+typedef struct {
+    int ret;
+    int n;
+    int kinds[MAXP];
+    int bound[MAXP];
+} gsig;
+
+static const int scalar_kinds[] = {
+    NT_BOOL, NT_I8, NT_U8, NT_I16, NT_U16, NT_I32, NT_U32, NT_I64, NT_U64,
+    NT_F32, NT_F64, NT_PTR,
+};
+#define NSCALAR (int)(sizeof(scalar_kinds) / sizeof(scalar_kinds[0]))
+
+static const char *
+ctype(int k)
+{
+    switch (k) {
+    case NT_VOID: return "void";
+    case NT_BOOL: return "_Bool";
+    case NT_I8: return "signed char";
+    case NT_U8: return "unsigned char";
+    case NT_I16: return "short";
+    case NT_U16: return "unsigned short";
+    case NT_I32: return "int";
+    case NT_U32: return "unsigned int";
+    case NT_I64: return "long long";
+    case NT_U64: return "unsigned long long";
+    case NT_F32: return "float";
+    case NT_F64: return "double";
+    case NT_PTR: return "void *";
+    default: return "?";
+    }
+}
+
+static void
+gen_sigs(gsig *g, int count, uint64_t seed)
+{
+    rng_state = seed;
+    for (int s = 0; s < count; s++) {
+        gsig *x = &g[s];
+        int mode = (int)(rng() % 4);  /* 0 mixed, 1 mostly ints, 2 mostly
+                                         floats, 3 narrow ints */
+        x->n = (int)(rng() % (MAXP + 1));
+        if (s % 5 == 0)
+            x->n = MAXP;
+        for (int i = 0; i < x->n; i++) {
+            int k = scalar_kinds[rng() % NSCALAR];
+            int r = (int)(rng() % 10);
+            if (mode == 1 && r < 7)
+                k = scalar_kinds[rng() % 9];
+            else if (mode == 2 && r < 7)
+                k = rng() & 1 ? NT_F32 : NT_F64;
+            else if (mode == 3 && r < 7)
+                k = NT_BOOL + (int)(rng() % 5);
+            x->kinds[i] = k;
+            x->bound[i] = (int)(rng() & 1);
+        }
+        int rr = (int)(rng() % (NSCALAR + 1));
+        x->ret = rr == NSCALAR ? NT_VOID : scalar_kinds[rr];
+    }
+}
+
+static int
+write_fixtures(const char *path, const gsig *g, int count)
+{
+    FILE *f = fopen(path, "w");
+    if (f == NULL)
+        return -1;
+    fprintf(f,
+            "#include <stdint.h>\n#include <string.h>\n"
+            "uint64_t nt_in[%d]; uint64_t nt_rec[%d]; uint64_t nt_retval;\n"
+            "long nt_calls;\n"
+            "static uint64_t fb(float x){uint32_t u;memcpy(&u,&x,4);return u;}\n"
+            "static uint64_t db(double x){uint64_t u;memcpy(&u,&x,8);return u;}\n"
+            "static float bf(uint64_t v){uint32_t u=(uint32_t)v;float x;"
+            "memcpy(&x,&u,4);return x;}\n"
+            "static double bd(uint64_t v){double x;memcpy(&x,&v,8);return x;}\n",
+            MAXP, MAXP + 1);
+    for (int s = 0; s < count; s++) {
+        const gsig *x = &g[s];
+        /* the fixture */
+        fprintf(f, "%s fx_%d(", ctype(x->ret), s);
+        for (int i = 0; i < x->n; i++)
+            fprintf(f, "%s%s a%d", i ? ", " : "", ctype(x->kinds[i]), i);
+        fprintf(f, "%s) {\n", x->n ? "" : "void");
+        for (int i = 0; i < x->n; i++) {
+            int k = x->kinds[i];
+            if (k == NT_F32)
+                fprintf(f, "  nt_rec[%d] = fb(a%d);\n", i, i);
+            else if (k == NT_F64)
+                fprintf(f, "  nt_rec[%d] = db(a%d);\n", i, i);
+            else if (k == NT_PTR)
+                fprintf(f, "  nt_rec[%d] = (uint64_t)(uintptr_t)a%d;\n", i, i);
+            else
+                fprintf(f, "  nt_rec[%d] = (uint64_t)(int64_t)a%d;\n", i, i);
+        }
+        fprintf(f, "  nt_calls++;\n");
+        if (x->ret == NT_F32)
+            fprintf(f, "  return bf(nt_retval);\n");
+        else if (x->ret == NT_F64)
+            fprintf(f, "  return bd(nt_retval);\n");
+        else if (x->ret == NT_PTR)
+            fprintf(f, "  return (void *)(uintptr_t)nt_retval;\n");
+        else if (x->ret != NT_VOID)
+            fprintf(f, "  return (%s)nt_retval;\n", ctype(x->ret));
+        fprintf(f, "}\n");
+
+        /* the caller of the thunk: forwarded params only, narrow ints and
+           pointers as full 64-bit values (garbage above the type) */
+        fprintf(f, "typedef %s (*tk_%d)(", ctype(x->ret), s);
+        int nf = 0;
+        for (int i = 0; i < x->n; i++) {
+            if (x->bound[i])
+                continue;
+            int k = x->kinds[i];
+            fprintf(f, "%s%s", nf++ ? ", " : "",
+                    k == NT_F32 ? "float" : k == NT_F64 ? "double"
+                                                        : "uint64_t");
+        }
+        fprintf(f, "%s);\n", nf ? "" : "void");
+        fprintf(f, "void call_%d(void *fn) {\n  ", s);
+        if (x->ret != NT_VOID)
+            fprintf(f, "%s r = ", ctype(x->ret));
+        fprintf(f, "((tk_%d)fn)(", s);
+        nf = 0;
+        for (int i = 0; i < x->n; i++) {
+            if (x->bound[i])
+                continue;
+            int k = x->kinds[i];
+            fprintf(f, "%s%s(nt_in[%d])", nf++ ? ", " : "",
+                    k == NT_F32 ? "bf" : k == NT_F64 ? "bd" : "", i);
+        }
+        fprintf(f, ");\n");
+        if (x->ret == NT_F32)
+            fprintf(f, "  nt_rec[%d] = fb(r);\n", MAXP);
+        else if (x->ret == NT_F64)
+            fprintf(f, "  nt_rec[%d] = db(r);\n", MAXP);
+        else if (x->ret == NT_PTR)
+            fprintf(f, "  nt_rec[%d] = (uint64_t)(uintptr_t)r;\n", MAXP);
+        else if (x->ret != NT_VOID)
+            fprintf(f, "  nt_rec[%d] = (uint64_t)(int64_t)r;\n", MAXP);
+        fprintf(f, "}\n");
+    }
+    return fclose(f);
+}
+
+/* The value a callee of kind k sees for the 64-bit input v. */
+static uint64_t
+received(int k, uint64_t v)
+{
+    switch (k) {
+    case NT_BOOL: return v & 1;
+    case NT_I8: return (uint64_t)(int64_t)(int8_t)v;
+    case NT_U8: return (uint8_t)v;
+    case NT_I16: return (uint64_t)(int64_t)(int16_t)v;
+    case NT_U16: return (uint16_t)v;
+    case NT_I32: return (uint64_t)(int64_t)(int32_t)v;
+    case NT_U32: return (uint32_t)v;
+    case NT_F32: return (uint32_t)v;
+    default: return v;
+    }
+}
+
+/* A random input for kind k; forwarded narrow ints get garbage above. */
+static uint64_t
+random_value(int k)
+{
+    uint64_t v = rng();
+    if (k == NT_BOOL)
+        return (v & ~(uint64_t)0xFF) | (v >> 63);
+    if (k == NT_F32) {
+        float x = (float)((int64_t)(v >> 40) - (1 << 23)) / 64.0f;
+        uint32_t u;
+        memcpy(&u, &x, 4);
+        return (v & 0xFFFFFFFF00000000ull) | u;
+    }
+    if (k == NT_F64)
+        return dbits((double)(int64_t)(v >> 11) / 1024.0);
+    return v;
+}
+
+/* The 64-bit cell the core stores for a bound value: extended, float in
+   the low 4 bytes. */
+static uint64_t
+cell_value(int k, uint64_t v)
+{
+    return k == NT_F32 ? (uint32_t)v : received(k, v);
+}
+
+static void
+test_random(int count, uint64_t seed)
+{
+    const char *cc = getenv("NT_FIXTURE_CC");
+    if (cc == NULL || *cc == '\0')
+        cc = "cc";
+    char dir[] = "/tmp/nt_fixtures_XXXXXX";
+    if (mkdtemp(dir) == NULL) {
+        CHECK(0, "mkdtemp: %s", strerror(errno));
+        return;
+    }
+    char src[256], lib[256], cmd[1024];
+    snprintf(src, sizeof(src), "%s/fx.c", dir);
+    snprintf(lib, sizeof(lib), "%s/fx.so", dir);
+
+    gsig *g = calloc((size_t)count, sizeof(gsig));
+    gen_sigs(g, count, seed);
+    if (write_fixtures(src, g, count) != 0) {
+        CHECK(0, "cannot write %s", src);
+        return;
+    }
+    snprintf(cmd, sizeof(cmd), "%s -O2 -shared -fPIC -w -o %s %s", cc, lib,
+             src);
+    double t0 = now_ns();
+    if (system(cmd) != 0) {
+        CHECK(0, "fixture build failed: %s", cmd);
+        return;
+    }
+    fprintf(stderr, "  fixtures: %d signatures built with %s in %.1f s\n",
+            count, cc, (now_ns() - t0) / 1e9);
+    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL) {
+        CHECK(0, "dlopen: %s", dlerror());
+        return;
+    }
+    uint64_t *in = dlsym(h, "nt_in");
+    uint64_t *rec = dlsym(h, "nt_rec");
+    uint64_t *retval = dlsym(h, "nt_retval");
+    long *calls = dlsym(h, "nt_calls");
+
+    int nstack = 0, nframe = 0, bad = 0;
+    rng_state = seed ^ 0xABCDEF;
+    for (int s = 0; s < count && bad < 20; s++) {
+        const gsig *x = &g[s];
+        char name[32];
+        snprintf(name, sizeof(name), "fx_%d", s);
+        void *fx = dlsym(h, name);
+        snprintf(name, sizeof(name), "call_%d", s);
+        void (*call)(void *) = (void (*)(void *))dlsym(h, name);
+
+        uint64_t vals[MAXP], cells[MAXP];
+        for (int i = 0; i < x->n; i++) {
+            vals[i] = random_value(x->kinds[i]);
+            cells[i] = cell_value(x->kinds[i], vals[i]);
+            in[i] = vals[i];
+        }
+        int nint = 0, nsse = 0, tstack = 0, fint = 0, fsse = 0, fstack = 0;
+        for (int i = 0; i < x->n; i++) {
+            int sse = NT_IS_FLOAT(x->kinds[i]);
+            tstack += sse ? (nsse++ >= 8) : (nint++ >= 6);
+            if (!x->bound[i])
+                fstack += sse ? (fsse++ >= 8) : (fint++ >= 6);
+        }
+        nstack += tstack > 0;
+        nframe += tstack > fstack;
+
+        nt_sig *sig = make_sig(x->ret, x->kinds, x->n);
+        thunk t;
+        if (make_thunk(&t, sig, x->bound, cells, fx) != 0) {
+            CHECK(0, "sig %d: cannot make thunk", s);
+            bad++;
+            free_sig(sig);
+            continue;
+        }
+        for (int round = 0; round < 2; round++) {
+            *retval = random_value(x->ret == NT_VOID ? NT_I64 : x->ret);
+            memset(rec, 0xEE, (MAXP + 1) * sizeof(uint64_t));
+            long before = *calls;
+            call(t.address);
+            CHECK(*calls == before + 1, "sig %d: fixture not called", s);
+            for (int i = 0; i < x->n; i++) {
+                uint64_t want = x->bound[i] ? received(x->kinds[i], cells[i])
+                                            : received(x->kinds[i], vals[i]);
+                if (rec[i] != want) {
+                    CHECK(0, "sig %d round %d arg %d (%s, %s): got %#llx "
+                          "want %#llx", s, round, i, ctype(x->kinds[i]),
+                          x->bound[i] ? "bound" : "forwarded",
+                          (unsigned long long)rec[i],
+                          (unsigned long long)want);
+                    bad++;
+                }
+            }
+            if (x->ret != NT_VOID) {
+                /* (_Bool)v is v != 0, unlike a bool argument */
+                uint64_t want = x->ret == NT_BOOL ? *retval != 0
+                                                  : received(x->ret, *retval);
+                CHECK(rec[MAXP] == want, "sig %d: return %#llx want %#llx",
+                      s, (unsigned long long)rec[MAXP],
+                      (unsigned long long)want);
+            }
+            if (round == 1)
+                break;
+            /* rebind: new values for bound params, one swap */
+            nt_error err = { NT_OK, -1, "" };
+            nt_ctx *c2 = nt_ctx_new(t.plan, fx, &err);
+            c2->handler = t.plan->handler;
+            c2->target = fx;
+            for (int i = 0; i < x->n; i++) {
+                vals[i] = random_value(x->kinds[i]);
+                cells[i] = cell_value(x->kinds[i], vals[i]);
+                in[i] = vals[i];
+            }
+            set_values(t.plan, c2, cells);
+            c2->older = t.ctx;
+            be->entry_swap(t.entry, c2);
+            t.ctx = c2;
+        }
+        drop_thunk(&t);
+        free_sig(sig);
+    }
+    fprintf(stderr, "  random: %d signatures (seed %llu), %d with stack "
+            "args, %d needing a frame\n", count, (unsigned long long)seed,
+            nstack, nframe);
+    dlclose(h);
+    free(g);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "  (could not remove %s)\n", dir);
+}
+
+/* ------------------------------------------------------------------------ */
+/* W^X: no mapping both writable and executable                              */
+
+static void
+test_no_wx(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[512];
+    int wx = 0, ours = 0;
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        char perms[8] = "";
+        if (sscanf(line, "%*s %7s", perms) != 1)
+            continue;
+        if (strchr(perms, 'w') && strchr(perms, 'x')) {
+            wx++;
+            fprintf(stderr, "  w+x mapping: %s", line);
+        }
+        if (strstr(line, "memfd:numthunk") != NULL)
+            ours++;
+    }
+    if (f != NULL)
+        fclose(f);
+    CHECK(wx == 0, "%d mappings are writable and executable", wx);
+    fprintf(stderr, "  maps: no w+x mapping (%d memfd code mappings)\n",
+            ours);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Release trap, quarantine, fork, threads                                   */
+
+static void
+test_release_trap(void)
+{
+    int p[2];
+    if (pipe(p) != 0)
+        return;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(p[1], 2);
+        int k[2] = { NT_I64, NT_I64 };
+        nt_sig *s = make_sig(NT_I64, k, 2);
+        int b[2] = { 1, 0 };
+        uint64_t v[2] = { 5, 0 };
+        thunk t;
+        if (make_thunk(&t, s, b, v, (void *)f_l_ll) != 0)
+            _exit(3);
+        long (*fn)(long) = (long (*)(long))t.address;
+        if (fn(1) != 6)
+            _exit(4);
+        be->entry_free(t.entry);
+        fn(1);                 /* must not return */
+        _exit(5);
+    }
+    close(p[1]);
+    char buf[256] = "";
+    ssize_t n = read(p[0], buf, sizeof(buf) - 1);
+    buf[n > 0 ? n : 0] = '\0';
+    close(p[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT,
+          "released thunk: child status %#x", st);
+    CHECK(strstr(buf, "numthunk: called a released thunk") != NULL,
+          "released thunk: stderr was '%s'", buf);
+    fprintf(stderr, "  release: trap aborts with \"%.*s\"\n",
+            (int)strcspn(buf, "\n"), buf);
+}
+
+static void
+test_quarantine(int no_reuse)
+{
+    int k[2] = { NT_I64, NT_I64 };
+    nt_sig *s = make_sig(NT_I64, k, 2);
+    int b[2] = { 1, 0 };
+    uint64_t v[2] = { 7, 0 };
+    thunk t;
+    if (make_thunk(&t, s, b, v, (void *)f_l_ll) != 0) {
+        failures++;
+        return;
+    }
+    void *first = t.address;
+    drop_thunk(&t);
+    long reused_at = -1;
+    const long n = 60000;
+    for (long i = 0; i < n && reused_at < 0; i++) {
+        if (make_thunk(&t, s, b, v, (void *)f_l_ll) != 0) {
+            failures++;
+            break;
+        }
+        long (*fn)(long) = (long (*)(long))t.address;
+        CHECK(fn(1) == 8, "quarantine thunk %ld", i);
+        if (t.address == first)
+            reused_at = i;
+        drop_thunk(&t);
+    }
+    if (no_reuse) {
+        CHECK(reused_at < 0, "NUMTHUNK_NO_REUSE: address reused at %ld",
+              reused_at);
+        fprintf(stderr, "  quarantine: NUMTHUNK_NO_REUSE=1, no reuse in "
+                "%ld thunks\n", n);
+    } else {
+        CHECK(reused_at >= 40000, "address reused after only %ld frees",
+              reused_at);
+        fprintf(stderr, "  quarantine: first reuse after %ld frees\n",
+                reused_at + 1);
+    }
+    free_sig(s);
+}
+
+/* A shape nothing else in this process has made, so the handler cache
+   misses and new code must be written. */
+static int
+fresh_shape_call(int salt, long *got)
+{
+    int k[MAXP];
+    int b[MAXP];
+    uint64_t v[MAXP];
+    for (int i = 0; i < 14; i++) {
+        k[i] = NT_I64;
+        b[i] = (salt >> i) & 1;
+        v[i] = 0;
+    }
+    k[0] = NT_I64;
+    k[1] = NT_I64;
+    b[0] = 1;
+    b[1] = 1;
+    v[0] = 40;
+    v[1] = 2;
+    /* the first two params feed f_l_ll; the rest are ignored by it */
+    nt_sig *s = make_sig(NT_I64, k, 14);
+    thunk t;
+    int rc = make_thunk(&t, s, b, v, (void *)f_l_ll);
+    if (rc == 0) {
+        /* call with up to 12 forwarded zeros */
+        long (*fn)(long, long, long, long, long, long, long, long, long,
+                   long, long, long)
+            = (long (*)(long, long, long, long, long, long, long, long, long,
+                        long, long, long))t.address;
+        *got = fn(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+        drop_thunk(&t);
+    }
+    free_sig(s);
+    return rc;
+}
+
+static void
+test_fork(void)
+{
+    long got = 0;
+    CHECK(fresh_shape_call(0x100, &got) == 0 && got == 42, "pre-fork %ld",
+          got);
+    /* a thunk made before the fork, used on both sides */
+    int k[2] = { NT_I64, NT_I64 };
+    nt_sig *s = make_sig(NT_I64, k, 2);
+    int b[2] = { 1, 0 };
+    uint64_t v[2] = { 100, 0 };
+    thunk t;
+    if (make_thunk(&t, s, b, v, (void *)f_l_ll) != 0) {
+        failures++;
+        return;
+    }
+    long (*fn)(long) = (long (*)(long))t.address;
+    pid_t pid = fork();
+    if (pid == 0) {
+        int ok = fn(1) == 101;
+        for (int i = 0; i < 50; i++) {
+            long r = 0;
+            ok &= fresh_shape_call(0x200 + i * 4, &r) == 0 && r == 42;
+        }
+        ok &= fn(2) == 102;
+        _exit(ok ? 0 : 1);
+    }
+    int ok = 1;
+    for (int i = 0; i < 50; i++) {
+        long r = 0;
+        ok &= fresh_shape_call(0x201 + i * 4, &r) == 0 && r == 42;
+    }
+    ok &= fn(3) == 103;
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fork child status %#x",
+          st);
+    CHECK(ok, "fork parent calls failed");
+    /* after the child is gone, the parent still writes its own memory */
+    long r = 0;
+    CHECK(fresh_shape_call(0x3FF0, &r) == 0 && r == 42, "post-fork %ld", r);
+    fprintf(stderr, "  fork: create+call in parent and child ok\n");
+    drop_thunk(&t);
+    free_sig(s);
+}
+
+typedef struct {
+    int id;
+    thunk *shared;           /* swapped by thread 0, called by the rest */
+    volatile int *stop;
+    long calls, torn, errors;
+} worker;
+
+static void *
+worker_main(void *arg)
+{
+    worker *w = arg;
+    long (*shared_fn)(void) = (long (*)(void))w->shared->address;
+    uint64_t seed = 0x5EED + (uint64_t)w->id;
+    for (int iter = 0; iter < 3000; iter++) {
+        /* create/call/free with a mix of shapes (some shared with other
+           threads, some per thread) */
+        long r = 0;
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        int salt = (int)((seed >> 33) % 64) | (w->id << 6);
+        if (fresh_shape_call(salt & 0x3FFC, &r) != 0 || r != 42)
+            w->errors++;
+        /* the shared thunk returns a + b with (a, b) = (k, -k): 0 unless a
+           call saw half of one context and half of another */
+        long s = shared_fn();
+        w->calls++;
+        if (s != 0)
+            w->torn++;
+    }
+    return NULL;
+}
+
+static void
+test_threads(void)
+{
+    int k[2] = { NT_I64, NT_I64 };
+    nt_sig *s = make_sig(NT_I64, k, 2);
+    int b[2] = { 1, 1 };
+    uint64_t v[2] = { 1, (uint64_t)-1 };
+    thunk shared;
+    if (make_thunk(&shared, s, b, v, (void *)f_l_ll) != 0) {
+        failures++;
+        return;
+    }
+    volatile int stop = 0;
+    enum { NW = 6 };
+    worker w[NW];
+    pthread_t th[NW];
+    for (int i = 0; i < NW; i++) {
+        memset(&w[i], 0, sizeof(w[i]));
+        w[i].id = i;
+        w[i].shared = &shared;
+        w[i].stop = &stop;
+        pthread_create(&th[i], NULL, worker_main, &w[i]);
+    }
+    /* swap the shared thunk's context while the workers call it */
+    long swaps = 0;
+    for (long i = 2; i < 20000; i++) {
+        nt_error err = { NT_OK, -1, "" };
+        nt_ctx *c = nt_ctx_new(shared.plan, (void *)f_l_ll, &err);
+        c->handler = shared.plan->handler;
+        c->target = (void *)f_l_ll;
+        uint64_t nv[2] = { (uint64_t)i, (uint64_t)-i };
+        set_values(shared.plan, c, nv);
+        c->older = shared.ctx;
+        be->entry_swap(shared.entry, c);
+        shared.ctx = c;
+        swaps++;
+    }
+    long calls = 0, torn = 0, errors = 0;
+    for (int i = 0; i < NW; i++) {
+        pthread_join(th[i], NULL);
+        calls += w[i].calls;
+        torn += w[i].torn;
+        errors += w[i].errors;
+    }
+    CHECK(torn == 0 && errors == 0, "threads: %ld torn, %ld errors", torn,
+          errors);
+    fprintf(stderr, "  threads: %d threads, %ld create+call+free, %ld "
+            "shared calls during %ld swaps: %ld torn, %ld errors\n", NW,
+            calls, calls, swaps, torn, errors);
+    drop_thunk(&shared);
+    free_sig(s);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Benchmarks                                                                */
+
+static double bench_arr[4] = { 1, 2, 3, 4 };
+
+static int
+cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct {
+    thunk sum;       /* double(void) over f_d_pi(arr, 4) */
+    thunk many;      /* double(double x5) over f_d_i10d10, rest bound */
+    nt_sig *s_sum, *s_many;
+} bench_thunks;
+
+static int
+bench_setup(bench_thunks *bt)
+{
+    int kinds_pi[2] = { NT_PTR, NT_I32 };
+    bt->s_sum = make_sig(NT_F64, kinds_pi, 2);
+    int all[2] = { 1, 1 };
+    uint64_t vals[2] = { (uint64_t)(uintptr_t)bench_arr, 4 };
+    if (make_thunk(&bt->sum, bt->s_sum, all, vals, (void *)f_d_pi) != 0)
+        return -1;
+    int k20[20], b20[20];
+    uint64_t v20[20];
+    for (int i = 0; i < 20; i++) {
+        k20[i] = i < 10 ? NT_I32 : NT_F64;
+        b20[i] = i < 15;          /* forward the last 5 doubles */
+        v20[i] = i < 10 ? (uint64_t)i : dbits(i);
+    }
+    bt->s_many = make_sig(NT_F64, k20, 20);
+    return make_thunk(&bt->many, bt->s_many, b20, v20, (void *)f_d_i10d10);
+}
+
+static double sink;
+
+static double
+run_loop(const char *kind, long n, bench_thunks *bt)
+{
+    double acc = 0;
+    double t0 = now_ns();
+    if (strcmp(kind, "direct") == 0) {
+        for (long i = 0; i < n; i++)
+            acc += f_d_pi(bench_arr, 4);
+    } else if (strcmp(kind, "pointer") == 0) {
+        double (*volatile fp)(double *, int) = f_d_pi;
+        for (long i = 0; i < n; i++)
+            acc += fp(bench_arr, 4);
+    } else if (strcmp(kind, "thunk") == 0) {
+        double (*volatile fp)(void) = (double (*)(void))bt->sum.address;
+        for (long i = 0; i < n; i++)
+            acc += fp();
+    } else if (strcmp(kind, "many-direct") == 0) {
+        double (*volatile fp)(int, int, int, int, int, int, int, int, int,
+                              int, double, double, double, double, double,
+                              double, double, double, double, double)
+            = f_d_i10d10;
+        for (long i = 0; i < n; i++)
+            acc += fp(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
+                      16, 17, 18, 19);
+    } else if (strcmp(kind, "many-thunk") == 0) {
+        double (*volatile fp)(double, double, double, double, double)
+            = (double (*)(double, double, double, double, double))
+                  bt->many.address;
+        for (long i = 0; i < n; i++)
+            acc += fp(15, 16, 17, 18, 19);
+    } else {
+        fprintf(stderr, "unknown loop %s\n", kind);
+        exit(2);
+    }
+    sink = acc;
+    return (now_ns() - t0) / (double)n;
+}
+
+static long
+rss_kb(void)
+{
+    long pages = 0, rss = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f != NULL) {
+        if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
+            rss = 0;
+        fclose(f);
+    }
+    return rss * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+static void
+bench(void)
+{
+    bench_thunks bt;
+    if (bench_setup(&bt) != 0) {
+        failures++;
+        return;
+    }
+    const char *kinds[] = { "direct", "pointer", "thunk", "many-direct",
+                            "many-thunk" };
+    enum { REPS = 9 };
+    double med[5];
+    for (int k = 0; k < 5; k++) {
+        double t[REPS];
+        run_loop(kinds[k], 1000000, &bt);   /* warm up */
+        for (int r = 0; r < REPS; r++)
+            t[r] = run_loop(kinds[k], 10000000, &bt);
+        qsort(t, REPS, sizeof(double), cmp_double);
+        med[k] = t[REPS / 2];
+        printf("call %-12s %6.2f ns (median of %d x 1e7)\n", kinds[k],
+               med[k], REPS);
+    }
+    printf("ratio thunk/direct %.2f, thunk/pointer %.2f, "
+           "many-thunk/many-direct %.2f\n", med[2] / med[0], med[2] / med[1],
+           med[4] / med[3]);
+
+    /* creation: context + entry for an existing plan (what bind costs the
+       engine once the handler exists), then the same with plan + prepare */
+    enum { NCREATE = 100000 };
+    static thunk ts[NCREATE];
+    nt_error err = { NT_OK, -1, "" };
+    long rss0 = rss_kb();
+    double t0 = now_ns();
+    for (int i = 0; i < NCREATE; i++) {
+        nt_ctx *c = nt_ctx_new(bt.sum.plan, (void *)f_d_pi, &err);
+        c->handler = bt.sum.plan->handler;
+        c->target = (void *)f_d_pi;
+        memcpy(c->values, bt.sum.ctx->values, bt.sum.plan->values_size);
+        ts[i].ctx = c;
+        if (be->entry_new(bt.sum.plan, c, &ts[i].entry, &ts[i].address,
+                          &err) != NT_OK) {
+            failures++;
+            return;
+        }
+    }
+    double t_entry = (now_ns() - t0) / NCREATE;
+    long rss1 = rss_kb();
+    for (int i = 0; i < NCREATE; i++) {
+        be->entry_free(ts[i].entry);
+        nt_ctx_free_chain(ts[i].ctx);
+    }
+    int all[2] = { 1, 1 };
+    uint64_t vals[2] = { (uint64_t)(uintptr_t)bench_arr, 4 };
+    t0 = now_ns();
+    for (int i = 0; i < NCREATE; i++)
+        make_thunk(&ts[i], bt.s_sum, all, vals, (void *)f_d_pi);
+    double t_full = (now_ns() - t0) / NCREATE;
+    for (int i = 0; i < NCREATE; i++)
+        drop_thunk(&ts[i]);
+    printf("create ctx+entry %.0f ns, plan+prepare+ctx+entry %.0f ns "
+           "(%d thunks)\n", t_entry, t_full, NCREATE);
+    printf("memory: %.1f bytes/thunk RSS growth over %d thunks (stub 16 + "
+           "slot 8 + context %zu + malloc overhead)\n",
+           (rss1 - rss0) * 1024.0 / NCREATE, NCREATE,
+           sizeof(nt_ctx) + bt.sum.plan->values_size);
+    printf("memory policy: %s\n", be->memory_policy());
+}
+
+/* ------------------------------------------------------------------------ */
+
+int
+main(int argc, char **argv)
+{
+    be = nt_backend_native;
+    if (be == NULL) {
+        printf("no native backend on this platform: skipped\n");
+        return 0;
+    }
+    if (argc >= 2 && strcmp(argv[1], "bench") == 0) {
+        bench();
+        return failures != 0;
+    }
+    if (argc >= 4 && strcmp(argv[1], "loop") == 0) {
+        bench_thunks bt;
+        if (bench_setup(&bt) != 0)
+            return 1;
+        run_loop(argv[2], atol(argv[3]), &bt);
+        return 0;
+    }
+    if (argc >= 2 && strcmp(argv[1], "noreuse") == 0) {
+        test_quarantine(1);
+        return failures != 0;
+    }
+    int count = NSIG_DEFAULT;
+    uint64_t seed = 20261129;
+    if (argc >= 2)
+        count = atoi(argv[1]);
+    if (argc >= 3)
+        seed = strtoull(argv[2], NULL, 10);
+
+    fprintf(stderr, "backend %s, memory policy %s\n", be->name,
+            be->memory_policy());
+    test_handwritten();
+    test_random(count, seed);
+    test_no_wx();
+    test_release_trap();
+    test_fork();
+    test_threads();
+    test_quarantine(0);
+    test_no_wx();
+
+    /* NUMTHUNK_NO_REUSE is read once per process: check it in a new one */
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "NUMTHUNK_NO_REUSE=1 /proc/%d/exe noreuse",
+             (int)getpid());
+    CHECK(system(cmd) == 0, "NUMTHUNK_NO_REUSE run failed");
+
+    if (failures == 0)
+        fprintf(stderr, "all native backend tests passed\n");
+    else
+        fprintf(stderr, "%d failures\n", failures);
+    return failures != 0;
+}
