@@ -1,0 +1,168 @@
+"""Bad input is refused at bind time with an exception that names the
+parameter. One test per row; none may crash the interpreter (the whole
+table also runs in a subprocess, so a crash is a failure, not an abort)."""
+
+import ctypes
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import numthunk as nt
+
+SUM = "double (const double *x, int n)"
+WRITE = "void (double *x, double v, int n)"
+
+
+def _misaligned():
+    raw = np.zeros(8 * 5 + 1, dtype=np.uint8)
+    return raw[1:].view(np.float64)
+
+
+def _swapped():
+    return np.arange(4.0).astype(">f8")
+
+
+# (id, target function, signature, args, exception, text that must appear)
+ROWS = [
+    ("wrong-dtype", "f_d_pi", SUM, lambda: (np.arange(4, dtype=np.float32), 4), TypeError,
+     "argument 1 (x: const double *): expected a buffer of float64"),
+    ("wrong-dtype-int-width", "f_i_pii", "int (const int *a, int n)",
+     lambda: (np.arange(4, dtype=np.int64), 4), TypeError, "argument 1 (a: const int *)"),
+    ("wrong-signedness", "f_l_plz", "int64_t (const int64_t *p, int64_t k, size_t n)",
+     lambda: (np.arange(4, dtype=np.uint64), 1, 4), TypeError, "argument 1 (p: const int64_t *)"),
+    ("wrong-ndim", "f_d_pi", SUM, lambda: (np.zeros(3), nt.shape(np.zeros(3), 1)), ValueError,
+     "argument 2 (n: int): shape(arr, 1) asks for axis 1 but the array has 1 dimension"),
+    ("non-contiguous", "f_d_pi", SUM, lambda: (np.arange(8.0)[::2], 4), ValueError,
+     "argument 1 (x: const double *): the buffer is not C-contiguous"),
+    ("fortran-order", "f_d_pi", SUM, lambda: (np.asfortranarray(np.ones((3, 2))), 6), ValueError,
+     "not C-contiguous"),
+    ("read-only-to-non-const", "f_v_pdi", WRITE,
+     lambda: (np.frombuffer(b"\0" * 32, dtype=np.float64), 1.0, 4), ValueError,
+     "argument 1 (x: double *): the buffer is read-only"),
+    ("byte-swapped", "f_d_pi", SUM, lambda: (_swapped(), 4), TypeError,
+     "argument 1 (x: const double *): the buffer is in non-native byte order"),
+    ("misaligned", "f_d_pi", SUM, lambda: (_misaligned(), 5), ValueError,
+     "argument 1 (x: const double *): the buffer's data is not aligned to 8 bytes"),
+    ("int8-overflow", "f_c_c", "int8_t (int8_t a)", lambda: (128,), OverflowError,
+     "argument 1 (a: int8_t): 128 does not fit in a 8-bit C int8_t"),
+    ("int16-overflow", "f_s_s", "int16_t (int16_t a)", lambda: (-32769,), OverflowError,
+     "argument 1 (a: int16_t): -32769 does not fit in a 16-bit C int16_t"),
+    ("int32-overflow", "f_d_pi", SUM, lambda: (np.zeros(2), 3000000000), OverflowError,
+     "argument 2 (n: int): 3000000000 does not fit in a 32-bit C int"),
+    ("uint32-overflow", "f_I_I", "unsigned int (unsigned int a)", lambda: (2**32,), OverflowError,
+     "argument 1 (a: unsigned int): 4294967296 does not fit in a 32-bit unsigned C unsigned int"),
+    ("int64-overflow", "f_l_l", "int64_t (int64_t a)", lambda: (2**63,), OverflowError,
+     "argument 1 (a: int64_t): 9223372036854775808 does not fit in a 64-bit C int64_t"),
+    ("numpy-scalar-overflow", "f_c_c", "int8_t (int8_t a)", lambda: (np.int32(1000),),
+     OverflowError, "argument 1 (a: int8_t): 1000 does not fit"),
+    ("negative-to-unsigned", "f_L_L", "uint64_t (uint64_t a)", lambda: (-1,), OverflowError,
+     "argument 1 (a: uint64_t): -1 is negative but C uint64_t is unsigned"),
+    ("bool-out-of-range", "f_B_B", "bool (bool b)", lambda: (2,), OverflowError,
+     "argument 1 (b: bool): 2 is not a valid C bool"),
+    ("float-to-int", "f_d_pi", SUM, lambda: (np.zeros(2), 2.0), TypeError,
+     "argument 2 (n: int): expected an integer, got float 2.0"),
+    ("numpy-float-to-int", "f_i_i", "int (int a)", lambda: (np.float32(1.5),), TypeError,
+     "argument 1 (a: int): expected an integer, got numpy.float32"),
+    ("float-beyond-flt-max", "f_f_f", "float (float a)", lambda: (1e39,), OverflowError,
+     "argument 1 (a: float): 1e+39 is beyond the range of a C float"),
+    ("huge-int-to-double", "f_d_d", "double (double a)", lambda: (10**400,), OverflowError,
+     "argument 1 (a: double): "),
+    ("str-to-double", "f_d_d", "double (double a)", lambda: ("1.5",), TypeError,
+     "argument 1 (a: double): expected a real number, got str"),
+    ("complex-to-double", "f_d_d", "double (double a)", lambda: (1j,), TypeError,
+     "argument 1 (a: double): expected a real number, got complex"),
+    ("str-to-int", "f_i_i", "int (int a)", lambda: ("3",), TypeError,
+     "argument 1 (a: int): expected an integer, got str"),
+    ("bare-int-to-pointer", "f_d_pi", SUM, lambda: (12345, 2), TypeError,
+     "argument 1 (x: const double *): a bare int is not accepted as a pointer; wrap it "
+     "explicitly: numthunk.address(12345)"),
+    ("list-to-pointer", "f_d_pi", SUM, lambda: ([1.0, 2.0], 2), TypeError,
+     "argument 1 (x: const double *): cannot bind a list object"),
+    ("size-to-pointer", "f_d_pi", SUM, lambda: (nt.size(np.zeros(2)), 2), TypeError,
+     "argument 1 (x: const double *): size(), shape() and stride() bind integer parameters only"),
+    ("size-to-double", "f_d_d", "double (double a)", lambda: (nt.size(np.zeros(2)),), TypeError,
+     "argument 1 (a: double): size(), shape() and stride() bind integer parameters only"),
+    ("too-few-arguments", "f_d_pi", SUM, lambda: (np.zeros(2),), TypeError,
+     "takes 2 arguments, got 1"),
+    ("too-many-arguments", "f_d_pi", SUM, lambda: (np.zeros(2), 2, 3), TypeError,
+     "takes 2 arguments, got 3"),
+    ("buffer-to-double-pointer", "f_p_p", "void *(double **p)", lambda: (np.zeros(2),), TypeError,
+     "argument 1 (p: double **): a buffer can be bound to a single-level pointer"),
+]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r[0] for r in ROWS])
+def test_bad_input(cfn, row):
+    _id, name, sig, args, exc, text = row
+    fn = cfn(name, sig)
+    with pytest.raises(exc) as info:
+        nt.bind(fn, *args())
+    assert text in str(info.value)
+
+
+def test_unparsable_signature(cfn):
+    with pytest.raises(ValueError, match="unknown type name 'dubble'"):
+        cfn("f_d_d", "dubble (double)")
+
+
+def test_varargs_signature():
+    with pytest.raises(ValueError, match="variadic"):
+        nt.Function(0x1000, "int (const char *, ...)")
+
+
+def test_null_address():
+    with pytest.raises(ValueError, match="NULL"):
+        nt.Function(0, "double (double)")
+    with pytest.raises(ValueError, match="NULL"):
+        nt.bind(0, 1.0, signature="double (double)")
+
+
+def test_int_target_without_signature():
+    with pytest.raises(TypeError, match="needs its C signature"):
+        nt.bind(0x1000, 1.0)
+
+
+def test_unsupported_target():
+    with pytest.raises(TypeError, match="cannot use a 'str' object as a target"):
+        nt.bind("f_d_d", 1.0)
+
+
+def test_ctypes_function_without_argtypes(lib):
+    f = ctypes.CDLL(None).abs
+    with pytest.raises(TypeError, match="argtypes"):
+        nt.bind(f, 1)
+
+
+def test_forwarded_values_are_checked_on_call(cfn):
+    t = nt.bind(cfn("f_d_pi", SUM), nt.ARG, nt.ARG)
+    with pytest.raises(OverflowError, match="argument 2 \\(n: int\\)"):
+        t(np.zeros(2), 2**40)
+    with pytest.raises(TypeError, match="argument 1"):
+        t(np.zeros(2, dtype=np.int32), 2)
+    with pytest.raises(TypeError, match="takes 2 arguments, got 1"):
+        t(np.zeros(2))
+
+
+def test_whole_table_in_a_subprocess_does_not_crash(fixture_path):
+    """If any row crashed the interpreter the in-process tests would abort
+    the run; here a crash is a clean failure with the row in its output."""
+    code = f"""
+import ctypes, numpy as np, numthunk as nt, sys
+sys.path.insert(0, {str(__file__.rsplit('/', 1)[0])!r})
+import test_bad_inputs as T
+lib = ctypes.CDLL({fixture_path!r})
+for _id, name, sig, args, exc, text in T.ROWS:
+    fn = nt.Function(ctypes.cast(getattr(lib, name), ctypes.c_void_p).value, sig, owner=lib)
+    try:
+        nt.bind(fn, *args())
+    except exc:
+        pass
+    else:
+        raise SystemExit('no error for ' + _id)
+print('ok', len(T.ROWS))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"ok {len(ROWS)}"

@@ -1,0 +1,134 @@
+"""Reference safety: bound objects live as long as the thunk, buffers are
+released exactly once, released thunks trap instead of running garbage."""
+
+import ctypes
+import gc
+import subprocess
+import sys
+import threading
+import weakref
+
+import numpy as np
+import pytest
+
+import numthunk as nt
+
+SUM = "double (const double *x, int n)"
+
+
+def test_bound_array_kept_alive(cfn):
+    a = np.array([1.0, 2.0, 3.0])
+    ref = weakref.ref(a)
+    t = nt.bind(cfn("f_d_pi", SUM), a, nt.size(a))
+    del a
+    gc.collect()
+    assert ref() is not None
+    assert t() == 6.0
+    del t
+    gc.collect()
+    assert ref() is None
+
+
+@pytest.mark.parametrize("how", ["release", "del", "context"])
+def test_refcount_restored_and_resize_works(cfn, how):
+    # NumPy's resize(refcheck=False) skips every check, exported buffers
+    # included (a memoryview is no safer): only the default path is pinned.
+    a = np.zeros(4)
+    before = sys.getrefcount(a)
+    fn = cfn("f_d_pi", SUM)
+    if how == "context":
+        with nt.bind(fn, a, nt.size(a)) as t:
+            assert sys.getrefcount(a) > before
+            with pytest.raises((ValueError, BufferError)):
+                a.resize(10)      # pinned: the held buffer holds a reference
+    else:
+        t = nt.bind(fn, a, nt.size(a))
+        assert sys.getrefcount(a) > before
+        with pytest.raises((ValueError, BufferError)):
+            a.resize(10)
+        if how == "release":
+            t.release()
+        else:
+            del t
+            gc.collect()
+    assert sys.getrefcount(a) == before
+    a.resize(10)
+    assert a.shape == (10,)
+
+
+def test_rebind_keeps_old_buffers_until_reclaim(cfn):
+    a, b = np.ones(3), np.ones(5)
+    before_a = sys.getrefcount(a)
+    t = nt.bind(cfn("f_d_pi", SUM), a, nt.size(a))
+    t.rebind(0, b)
+    assert t() == 5.0
+    assert sys.getrefcount(a) > before_a        # a caller may still read the old context
+    t.reclaim()
+    assert sys.getrefcount(a) == before_a
+    t.release()
+
+
+def test_target_owner_kept_alive(lib, fixture_path):
+    f = ctypes.CDLL(fixture_path).f_d_d
+    f.restype = ctypes.c_double
+    f.argtypes = [ctypes.c_double]
+    proto = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double)
+    cb = proto(lambda x: x * 3)
+    ref = weakref.ref(cb)
+    t = nt.bind(cb, 2.0)
+    del cb
+    gc.collect()
+    assert ref() is not None and t() == 6.0
+    del t
+    gc.collect()
+    assert ref() is None
+
+
+def test_ctypes_view_keeps_thunk_alive(cfn):
+    t = nt.bind(cfn("f_d_d", "double (double)"), 4.0)
+    ref = weakref.ref(t)
+    fn = t.ctypes
+    del t
+    gc.collect()
+    assert ref() is not None
+    assert fn() == 4.0
+
+
+def test_release_waits_for_calls_from_other_threads(cfn):
+    """release() from one thread while another is inside __call__ (GIL
+    released around a nogil target) must wait, then make further calls fail."""
+    spin = cfn("f_d_pi", SUM)
+    big = np.ones(20_000_000)
+    t = nt.bind(spin, big, nt.size(big))
+    results = []
+
+    def worker():
+        results.append(t())
+
+    th = threading.Thread(target=worker)
+    th.start()
+    t.release()
+    th.join()
+    assert results == [20_000_000.0] or results == []  # the call either ran fully or never started
+    with pytest.raises(ValueError, match="released"):
+        t()
+
+
+def test_released_thunk_traps(fixture_path):
+    code = f"""
+import ctypes, numthunk as nt
+lib = ctypes.CDLL({fixture_path!r})
+fn = nt.Function(ctypes.cast(lib.f_d_d, ctypes.c_void_p).value, "double (double)")
+t = nt.bind(fn, 1.0)
+call = ctypes.CFUNCTYPE(ctypes.c_double)(t.address)
+assert call() == 1.0
+t.release()
+call()
+print("survived")
+"""
+    for backend in ("native", "ffi"):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             env={**__import__("os").environ, "NUMTHUNK_BACKEND": backend})
+        assert out.returncode != 0, backend
+        assert "numthunk: called a released thunk" in out.stderr, (backend, out.stderr)
+        assert "survived" not in out.stdout
