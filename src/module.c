@@ -14,9 +14,14 @@
 
 nt_module_state nt_state;
 
-const nt_backend *nt_choose_backend(const nt_plan *plan, nt_error *err)
+const nt_backend *nt_choose_backend(const nt_plan *plan, const nt_backend *wanted,
+                                    nt_error *err)
 {
-    if (nt_state.forced != &nt_backend_ffi && nt_backend_native != NULL
+    if (wanted == NULL)
+        wanted = nt_state.forced;
+    /* Plans the native backend cannot run (struct or complex values) go to
+       libffi even when native is asked for. */
+    if (wanted != &nt_backend_ffi && nt_backend_native != NULL
         && nt_backend_native->supports(plan) == NT_OK)
         return nt_backend_native;
     if (nt_backend_ffi.supports(plan) == NT_OK)
@@ -150,7 +155,11 @@ static PyObject *mod_capsule_pointer(PyObject *module, PyObject *capsule)
     return Py_BuildValue("(Nz)", PyLong_FromVoidPtr(p), name);
 }
 
+PyObject *nt_kernel_addresses(PyObject *module, PyObject *unused);
+
 static PyMethodDef module_methods[] = {
+    { "_kernels", nt_kernel_addresses, METH_NOARGS,
+      "addresses of the reference kernels (demo and benchmarks)" },
     { "_capsule", mod_capsule, METH_VARARGS, "a signature-named capsule keeping owner alive" },
     { "_capsule_pointer", mod_capsule_pointer, METH_O, "the pointer and name of a capsule" },
     { "_setup", (PyCFunction)(void (*)(void))mod_setup, METH_VARARGS | METH_KEYWORDS,

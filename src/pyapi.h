@@ -99,7 +99,9 @@ PyObject *nt_to_python(const nt_type *t, const void *ret);
 
 extern PyTypeObject nt_ThunkType;
 
-/* The backend a plan runs on: the forced one, else native if it can. */
-const nt_backend *nt_choose_backend(const nt_plan *plan, nt_error *err);
+/* The backend a plan runs on: wanted (or NUMTHUNK_BACKEND) if it can run
+   the plan, else native if it can, else libffi. */
+const nt_backend *nt_choose_backend(const nt_plan *plan, const nt_backend *wanted,
+                                    nt_error *err);
 
 #endif /* NUMTHUNK_PYAPI_H */

@@ -185,13 +185,28 @@ static const nt_mvspec *mvspec_of(ThunkObject *self, int i)
 static PyObject *thunk_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = { "signature", "address", "args", "owner", "nogil",
-                              "memviews", NULL };
+                              "memviews", "engine", NULL };
     PyObject *sigobj, *address, *values, *owner = Py_None, *memviews = Py_None;
+    const char *engine = NULL;
     int nogil = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!OO!|OpO:Thunk", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!OO!|OpOz:Thunk", kwlist,
                                      &nt_SignatureType, &sigobj, &address,
-                                     &PyTuple_Type, &values, &owner, &nogil, &memviews))
+                                     &PyTuple_Type, &values, &owner, &nogil, &memviews,
+                                     &engine))
         return NULL;
+    const nt_backend *wanted = NULL;
+    if (engine != NULL && strcmp(engine, "ffi") == 0) {
+        wanted = &nt_backend_ffi;
+    } else if (engine != NULL && strcmp(engine, "native") == 0) {
+        if (nt_backend_native == NULL) {
+            PyErr_SetString(PyExc_ValueError, "engine='native': this platform has no native backend");
+            return NULL;
+        }
+        wanted = nt_backend_native;
+    } else if (engine != NULL && strcmp(engine, "auto") != 0) {
+        PyErr_Format(PyExc_ValueError, "engine must be 'native', 'ffi' or 'auto', not '%s'", engine);
+        return NULL;
+    }
     const nt_sig *sig = ((nt_SignatureObject *)sigobj)->sig;
     if (!PyLong_Check(address)) {
         PyErr_Format(PyExc_TypeError, "target address must be an int, got %.100s",
@@ -251,7 +266,7 @@ static PyObject *thunk_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     if (nt_plan_finish(self->plan, &err) != NT_OK)
         goto error_nt;
-    const nt_backend *backend = nt_choose_backend(self->plan, &err);
+    const nt_backend *backend = nt_choose_backend(self->plan, wanted, &err);
     if (backend == NULL)
         goto error_nt;
     self->plan->backend = backend;
