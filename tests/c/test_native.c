@@ -725,6 +725,169 @@ test_random(int count, uint64_t seed)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Permuted forwarding: the thunk's parameters in another order than the     */
+/* target's. plan.c keeps the order, but the backend takes any permutation;  */
+/* permutations make move cycles (registers and stack slots), which          */
+/* order-keeping plans never do.                                             */
+
+static uint64_t prec[16];
+
+#define L long
+#define D double
+NOIPA void
+f_v_l16(L a0, L a1, L a2, L a3, L a4, L a5, L a6, L a7, L a8, L a9, L a10,
+        L a11, L a12, L a13, L a14, L a15)
+{
+    L a[16] = { a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13,
+                a14, a15 };
+    memcpy(prec, a, sizeof(a));
+}
+
+NOIPA void
+f_v_d16(D a0, D a1, D a2, D a3, D a4, D a5, D a6, D a7, D a8, D a9, D a10,
+        D a11, D a12, D a13, D a14, D a15)
+{
+    D a[16] = { a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13,
+                a14, a15 };
+    memcpy(prec, a, sizeof(a));
+}
+
+/* ints and doubles interleaved: l d l d ...; only the ints overflow */
+NOIPA void
+f_v_ld8(L a0, D a1, L a2, D a3, L a4, D a5, L a6, D a7, L a8, D a9, L a10,
+        D a11, L a12, D a13, L a14, D a15)
+{
+    uint64_t u[16];
+    L l[8] = { a0, a2, a4, a6, a8, a10, a12, a14 };
+    D d[8] = { a1, a3, a5, a7, a9, a11, a13, a15 };
+    for (int i = 0; i < 8; i++) {
+        memcpy(&u[2 * i], &l[i], 8);
+        memcpy(&u[2 * i + 1], &d[i], 8);
+    }
+    memcpy(prec, u, sizeof(u));
+}
+
+typedef void (*call_l16)(L, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L);
+typedef void (*call_d16)(D, D, D, D, D, D, D, D, D, D, D, D, D, D, D, D);
+typedef void (*call_l8d8)(L, L, L, L, L, L, L, L, D, D, D, D, D, D, D, D);
+#undef L
+#undef D
+
+static void
+test_permutations(int count, uint64_t seed)
+{
+    rng_state = seed;
+    int bad = 0, cycles = 0;
+    for (int it = 0; it < count && bad < 10; it++) {
+        int which = it % 3;
+        int kinds[16];
+        for (int i = 0; i < 16; i++)
+            kinds[i] = which == 0 ? NT_I64 : which == 1 ? NT_F64
+                       : (i & 1) ? NT_F64 : NT_I64;
+        void *target = which == 0 ? (void *)f_v_l16
+                       : which == 1 ? (void *)f_v_d16 : (void *)f_v_ld8;
+        int bound[16];
+        uint64_t cells[16];
+        int pbound = (int)(rng() % 4);   /* 0: none bound ... */
+        for (int i = 0; i < 16; i++) {
+            bound[i] = (int)(rng() % 4) < pbound;
+            cells[i] = kinds[i] == NT_F64 ? dbits((double)(100 + i))
+                                          : (uint64_t)(100 + i);
+        }
+        nt_sig *sig = make_sig(NT_VOID, kinds, 16);
+        nt_error err = { NT_OK, -1, "" };
+        thunk t;
+        memset(&t, 0, sizeof(t));
+        t.plan = nt_plan_new(sig, &err);
+        for (int i = 0; i < 16; i++) {
+            if (bound[i])
+                nt_plan_set_bound(t.plan, i);
+            else
+                nt_plan_set_arg(t.plan, i);
+        }
+        nt_plan_finish(t.plan, &err);
+        /* shuffle: the t-th forwarded target param takes thunk param p[t] */
+        int nf = t.plan->nfwd, p[16];
+        for (int i = 0; i < nf; i++)
+            p[i] = i;
+        for (int i = nf - 1; i > 0; i--) {
+            int j = (int)(rng() % (uint64_t)(i + 1));
+            int x = p[i];
+            p[i] = p[j];
+            p[j] = x;
+        }
+        for (int i = 0, k = 0; i < 16; i++) {
+            if (bound[i])
+                continue;
+            t.plan->slots[i].fwd = (uint16_t)p[k];
+            t.plan->fwd_index[p[k]] = i;
+            cycles += p[k] != k;
+            k++;
+        }
+        t.plan->backend = be;
+        if (be->supports(t.plan) != NT_OK
+            || be->prepare(t.plan, &err) != NT_OK) {
+            CHECK(0, "permutation %d: %s", it, err.msg);
+            bad++;
+            nt_plan_free(t.plan);
+            free_sig(sig);
+            continue;
+        }
+        t.ctx = nt_ctx_new(t.plan, target, &err);
+        t.ctx->handler = t.plan->handler;
+        set_values(t.plan, t.ctx, cells);
+        be->entry_new(t.plan, t.ctx, &t.entry, &t.address, &err);
+
+        /* thunk param k carries the value 1000 + k (as long or double);
+           the caller passes ints and doubles each in thunk order */
+        long li[16];
+        double di[16];
+        int ni = 0, nd = 0;
+        uint64_t thunk_val[16];
+        for (int k = 0; k < nf; k++) {
+            if (kinds[t.plan->fwd_index[k]] == NT_F64) {
+                di[nd] = 1000.0 + k;
+                thunk_val[k] = dbits(di[nd++]);
+            } else {
+                li[ni] = 1000 + k;
+                thunk_val[k] = (uint64_t)li[ni++];
+            }
+        }
+        for (int k = ni; k < 16; k++)
+            li[k] = -1;
+        for (int k = nd; k < 16; k++)
+            di[k] = -1;
+        memset(prec, 0, sizeof(prec));
+        if (which == 0)
+            ((call_l16)t.address)(li[0], li[1], li[2], li[3], li[4], li[5],
+                                  li[6], li[7], li[8], li[9], li[10], li[11],
+                                  li[12], li[13], li[14], li[15]);
+        else if (which == 1)
+            ((call_d16)t.address)(di[0], di[1], di[2], di[3], di[4], di[5],
+                                  di[6], di[7], di[8], di[9], di[10], di[11],
+                                  di[12], di[13], di[14], di[15]);
+        else
+            ((call_l8d8)t.address)(li[0], li[1], li[2], li[3], li[4], li[5],
+                                   li[6], li[7], di[0], di[1], di[2], di[3],
+                                   di[4], di[5], di[6], di[7]);
+        for (int i = 0; i < 16; i++) {
+            uint64_t want = bound[i] ? cells[i]
+                                     : thunk_val[t.plan->slots[i].fwd];
+            if (prec[i] != want) {
+                CHECK(0, "permutation %d (fixture %d) arg %d: got %#llx "
+                      "want %#llx", it, which, i,
+                      (unsigned long long)prec[i], (unsigned long long)want);
+                bad++;
+            }
+        }
+        drop_thunk(&t);
+        free_sig(sig);
+    }
+    fprintf(stderr, "  permutations: %d permuted plans (%d params moved "
+            "out of order)\n", count, cycles);
+}
+
+/* ------------------------------------------------------------------------ */
 /* W^X: no mapping both writable and executable                              */
 
 static void
@@ -1156,6 +1319,35 @@ bench(void)
            (rss1 - rss0) * 1024.0 / NCREATE, NCREATE,
            sizeof(nt_ctx) + bt.sum.plan->values_size);
     printf("memory policy: %s\n", be->memory_policy());
+
+    /* handler generation: prepare() for shapes not seen before (14 int64
+       params, every bound/forwarded pattern of the last 12) */
+    enum { NSHAPES = 4096 };
+    int k14[14], b14[14];
+    for (int i = 0; i < 14; i++)
+        k14[i] = NT_I64;
+    nt_sig *s14 = make_sig(NT_I64, k14, 14);
+    double t_gen = 0;
+    for (int salt = 0; salt < NSHAPES; salt++) {
+        nt_plan *pl = nt_plan_new(s14, &err);
+        for (int i = 0; i < 14; i++) {
+            b14[i] = i < 2 || ((salt >> (i - 2)) & 1);
+            if (b14[i])
+                nt_plan_set_bound(pl, i);
+            else
+                nt_plan_set_arg(pl, i);
+        }
+        nt_plan_finish(pl, &err);
+        pl->backend = be;
+        t0 = now_ns();
+        if (be->prepare(pl, &err) != NT_OK)
+            failures++;
+        t_gen += now_ns() - t0;
+        nt_plan_free(pl);
+    }
+    printf("handler generation (new shape) %.0f ns each over %d shapes\n",
+           t_gen / NSHAPES, NSHAPES);
+    free_sig(s14);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1194,6 +1386,7 @@ main(int argc, char **argv)
             be->memory_policy());
     test_handwritten();
     test_random(count, seed);
+    test_permutations(3000, seed);
     test_no_wx();
     test_release_trap();
     test_fork();
