@@ -262,7 +262,7 @@ static int convert_complex(const nt_type *t, PyObject *value, void *cell, const 
 /* ---- derived values: size(arr), shape(arr, i), stride(arr, i) ---- */
 
 static int convert_derived(const nt_type *t, PyObject *marker, void *cell,
-                           nt_held **held, const char *what)
+                           const char *what)
 {
     if (!NT_IS_INT(t->kind) || t->kind == NT_BOOL) {
         PyErr_Format(PyExc_TypeError,
@@ -273,10 +273,10 @@ static int convert_derived(const nt_type *t, PyObject *marker, void *cell,
     PyObject *kind = NULL, *obj = NULL, *axis_obj = NULL, *elements_obj = NULL, *num = NULL;
     nt_held *h = NULL;
     int result = -1;
-    kind = PyObject_GetAttrString(marker, "kind");
-    obj = PyObject_GetAttrString(marker, "obj");
-    axis_obj = PyObject_GetAttrString(marker, "axis");
-    elements_obj = PyObject_GetAttrString(marker, "elements");
+    kind = PyObject_GetAttr(marker, nt_state.s_kind);
+    obj = PyObject_GetAttr(marker, nt_state.s_obj);
+    axis_obj = PyObject_GetAttr(marker, nt_state.s_axis);
+    elements_obj = PyObject_GetAttr(marker, nt_state.s_elements);
     if (kind == NULL || obj == NULL || axis_obj == NULL || elements_obj == NULL)
         goto done;
     h = nt_held_get(obj, what);
@@ -284,7 +284,7 @@ static int convert_derived(const nt_type *t, PyObject *marker, void *cell,
         goto done;
     const Py_buffer *v = &h->view;
     Py_ssize_t value;
-    if (PyUnicode_CompareWithASCIIString(kind, "size") == 0) {
+    if (kind == nt_state.s_size || PyUnicode_CompareWithASCIIString(kind, "size") == 0) {
         value = 1;
         for (int d = 0; d < v->ndim; d++)
             value *= v->shape[d];
@@ -299,7 +299,7 @@ static int convert_derived(const nt_type *t, PyObject *marker, void *cell,
                          what, kind, axis, axis, v->ndim, v->ndim == 1 ? "" : "s");
             goto done;
         }
-        if (PyUnicode_CompareWithASCIIString(kind, "shape") == 0) {
+        if (kind == nt_state.s_shape || PyUnicode_CompareWithASCIIString(kind, "shape") == 0) {
             value = v->shape[ax];
         } else {
             Py_ssize_t stride = v->itemsize;
@@ -324,12 +324,12 @@ static int convert_derived(const nt_type *t, PyObject *marker, void *cell,
             value = stride;
         }
     }
+    /* The value is copied into the context; the buffer need not stay held.
+       The marker bound with the thunk keeps a reference to the array, which
+       is what stops NumPy's resize() from changing the shape under it. */
     num = PyLong_FromSsize_t(value);
     if (num == NULL || convert_int(t, num, cell, what) < 0)
         goto done;
-    h->next = *held;
-    *held = h;
-    h = NULL;
     result = 0;
 done:
     nt_held_release(h);
@@ -541,7 +541,7 @@ static int convert_pointer(const nt_sig *sig, int i, PyObject *value, void *cell
     }
     if (nt_state.address_type != NULL
         && PyObject_TypeCheck(value, (PyTypeObject *)nt_state.address_type)) {
-        PyObject *num = PyObject_GetAttrString(value, "value");
+        PyObject *num = PyObject_GetAttr(value, nt_state.s_value);
         if (num == NULL)
             return -1;
         void *p = PyLong_AsVoidPtr(num);
@@ -566,7 +566,7 @@ static int convert_pointer(const nt_sig *sig, int i, PyObject *value, void *cell
     }
     if (nt_state.strided_type != NULL
         && PyObject_TypeCheck(value, (PyTypeObject *)nt_state.strided_type)) {
-        PyObject *inner = PyObject_GetAttrString(value, "obj");
+        PyObject *inner = PyObject_GetAttr(value, nt_state.s_obj);
         if (inner == NULL)
             return -1;
         int r = convert_buffer(t, inner, 1, cell, held, what);
@@ -626,7 +626,7 @@ int nt_convert(const nt_sig *sig, int i, PyObject *value, void *cell,
     if (t->kind != NT_PTR && t->kind != NT_FNPTR && t->kind != NT_MEMVIEW
         && nt_state.derived_type != NULL
         && PyObject_TypeCheck(value, (PyTypeObject *)nt_state.derived_type))
-        return convert_derived(t, value, cell, held, what);
+        return convert_derived(t, value, cell, what);
     switch (t->kind) {
     case NT_BOOL: case NT_I8: case NT_U8: case NT_I16: case NT_U16:
     case NT_I32: case NT_U32: case NT_I64: case NT_U64:

@@ -204,6 +204,14 @@ PyMODINIT_FUNC PyInit__core(void)
     import_array();
     if (choose_forced() < 0)
         return NULL;
+    if ((nt_state.s_kind = PyUnicode_InternFromString("kind")) == NULL
+        || (nt_state.s_obj = PyUnicode_InternFromString("obj")) == NULL
+        || (nt_state.s_axis = PyUnicode_InternFromString("axis")) == NULL
+        || (nt_state.s_elements = PyUnicode_InternFromString("elements")) == NULL
+        || (nt_state.s_value = PyUnicode_InternFromString("value")) == NULL
+        || (nt_state.s_size = PyUnicode_InternFromString("size")) == NULL
+        || (nt_state.s_shape = PyUnicode_InternFromString("shape")) == NULL)
+        return NULL;
     if (PyType_Ready(&nt_SignatureType) < 0 || PyType_Ready(&nt_ThunkType) < 0)
         return NULL;
     nt_state.signature_type = &nt_SignatureType;

@@ -26,17 +26,38 @@ typedef struct {
     PyObject *address_type;   /* address(n): an explicit pointer value */
     PyObject *adapt;          /* adapt(obj, sig, index) -> replacement */
     const nt_backend *forced; /* NUMTHUNK_BACKEND, or NULL for automatic */
+    /* interned attribute names of the markers */
+    PyObject *s_kind, *s_obj, *s_axis, *s_elements, *s_value, *s_size, *s_shape;
 } nt_module_state;
 
 extern nt_module_state nt_state;
 
 /* ---- Signature ---- */
 
+/* Plans are cached on the target's Signature object and shared by every
+   thunk with the same binding pattern and engine request: a thunk then
+   owns only its context and entry. */
+#define NT_PLAN_CACHE 8
+
+typedef struct {
+    nt_plan *plan;
+    const nt_backend *wanted;   /* the engine request the plan was made for */
+    uint8_t *pattern;           /* nargs bytes: 1 where forwarded */
+} nt_plan_slot;
+
 typedef struct {
     PyObject_HEAD
     nt_sig *sig;
     Py_hash_t hash;           /* -1 until computed */
+    int nplans;
+    nt_plan_slot plans[NT_PLAN_CACHE];
 } nt_SignatureObject;
+
+/* The plan for this signature with pattern[i] = 1 where parameter i is
+   forwarded. *owned is set when the cache was full and the caller must
+   free the plan. NULL with err filled on failure. */
+nt_plan *nt_signature_plan(nt_SignatureObject *self, const uint8_t *pattern,
+                           const nt_backend *wanted, int *owned, nt_error *err);
 
 extern PyTypeObject nt_SignatureType;
 

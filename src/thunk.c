@@ -36,6 +36,7 @@ typedef struct {
     ffi_type **call_types;
     int nogil;
     int released;
+    int plan_owned;            /* 1: not from the Signature's cache */
     atomic_long inflight;      /* __call__s in progress */
     PyObject *weakreflist;
 } ThunkObject;
@@ -84,7 +85,8 @@ static void thunk_teardown(ThunkObject *self)
     if (self->bound != NULL)
         for (int i = 0; i < n; i++)
             Py_CLEAR(self->bound[i]);
-    nt_plan_free(self->plan);
+    if (self->plan_owned)
+        nt_plan_free(self->plan);
     self->plan = NULL;
 }
 
@@ -255,23 +257,21 @@ static PyObject *thunk_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         goto error;
 
     nt_error err = { NT_OK, -1, "" };
-    self->plan = nt_plan_new(sig, &err);
+    uint8_t small[64];
+    uint8_t *pattern = sig->nargs <= 64 ? small : PyMem_Malloc((size_t)sig->nargs);
+    if (pattern == NULL) {
+        PyErr_NoMemory();
+        goto error;
+    }
+    for (int i = 0; i < sig->nargs; i++)
+        pattern[i] = PyTuple_GET_ITEM(values, i) == nt_state.arg;
+    self->plan = nt_signature_plan((nt_SignatureObject *)sigobj, pattern, wanted,
+                                   &self->plan_owned, &err);
+    if (pattern != small)
+        PyMem_Free(pattern);
     if (self->plan == NULL)
         goto error_nt;
-    for (int i = 0; i < sig->nargs; i++) {
-        if (PyTuple_GET_ITEM(values, i) == nt_state.arg)
-            nt_plan_set_arg(self->plan, i);
-        else
-            nt_plan_set_bound(self->plan, i);
-    }
-    if (nt_plan_finish(self->plan, &err) != NT_OK)
-        goto error_nt;
-    const nt_backend *backend = nt_choose_backend(self->plan, wanted, &err);
-    if (backend == NULL)
-        goto error_nt;
-    self->plan->backend = backend;
-    if (backend->prepare(self->plan, &err) != NT_OK)
-        goto error_nt;
+    const nt_backend *backend = self->plan->backend;
     self->ctx = nt_ctx_new(self->plan, target, &err);
     if (self->ctx == NULL)
         goto error_nt;
