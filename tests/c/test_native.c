@@ -1232,6 +1232,28 @@ run_loop(const char *kind, long n, bench_thunks *bt)
                   bt->many.address;
         for (long i = 0; i < n; i++)
             acc += fp(15, 16, 17, 18, 19);
+    } else if (strcmp(kind, "create") == 0) {
+        /* context + entry for an existing plan, then release */
+        nt_error err = { NT_OK, -1, "" };
+        nt_entry **es = malloc((size_t)n * sizeof(*es));
+        nt_ctx **cs = malloc((size_t)n * sizeof(*cs));
+        void *addr;
+        for (long i = 0; i < n; i++) {
+            cs[i] = nt_ctx_new(bt->sum.plan, (void *)f_d_pi, &err);
+            memcpy(cs[i]->values, bt->sum.ctx->values,
+                   bt->sum.plan->values_size);
+            if (be->entry_new(bt->sum.plan, cs[i], &es[i], &addr, &err)
+                != NT_OK)
+                exit(1);
+        }
+        acc = (now_ns() - t0) / (double)n;
+        for (long i = 0; i < n; i++) {
+            be->entry_free(es[i]);
+            nt_ctx_free_chain(cs[i]);
+        }
+        free(es);
+        free(cs);
+        return acc;
     } else {
         fprintf(stderr, "unknown loop %s\n", kind);
         exit(2);
