@@ -15,6 +15,7 @@ from ._api import (
     ARG, Address, Function, Ref, Thunk, address, bind, ref, shape, size, stride, strided,
 )
 from ._signature import Signature
+from ._cython import unpack
 
 backend_info = _core.backend_info
 
@@ -22,7 +23,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ARG", "Address", "Function", "Ref", "Signature", "Thunk", "address", "backend_info",
-    "bind", "cython", "ref", "shape", "size", "stride", "strided",
+    "bind", "cython", "ref", "shape", "size", "stride", "strided", "unpack",
 ]
 
 

@@ -1,0 +1,672 @@
+"""Cython adapter: ``cdef api`` and ``cpdef`` functions from ``__pyx_capi__``.
+
+A Cython module exports its C functions as capsules in the module dict
+``__pyx_capi__``; each capsule's name is the function's C signature in
+Cython's spelling, where a module's private typedefs appear mangled
+(``__pyx_t_5numpy_float64_t``: ``__pyx_t_``, then ``<len><part>_`` for each
+part of the module's dotted name, then the typedef's own name). This module
+reads the pointer from the capsule, resolves those names to C types and
+returns a :class:`numthunk.Function` ready for :func:`numthunk.bind`.
+
+Typedef resolution order: the user's ``typedefs=`` (short or mangled name),
+NumPy's standard Cython typedefs, then the ``ctypedef`` lines of the ``.pxd``
+(or ``.pyx``) of the module named inside the mangled name, found next to
+that installed module, following ``cimport`` and chains of typedefs.
+
+Needs neither Cython nor a compiler: only the installed module (and, for
+its own typedefs, its ``.pxd``/``.pyx``).
+"""
+
+import importlib
+import importlib.util
+import os
+import re
+import sys
+
+from . import _core
+from ._api import Function, Strided, parse_memview, shape, stride
+from ._signature import Signature
+
+__all__ = ["cython_function", "unpack"]
+
+
+# NumPy's numpy/__init__.pxd typedefs as C types the parser knows. int_t,
+# long_t, uint_t and ulong_t are NumPy 1.x's (npy_long); a module compiled
+# against NumPy 1 keeps those names in its capsules.
+NUMPY_TYPEDEFS = {
+    "int8_t": "int8_t", "int16_t": "int16_t", "int32_t": "int32_t", "int64_t": "int64_t",
+    "uint8_t": "uint8_t", "uint16_t": "uint16_t", "uint32_t": "uint32_t",
+    "uint64_t": "uint64_t",
+    "float32_t": "float", "float64_t": "double",
+    "complex64_t": "__pyx_t_float_complex", "complex128_t": "__pyx_t_double_complex",
+    "cfloat_t": "__pyx_t_float_complex", "cdouble_t": "__pyx_t_double_complex",
+    "complex_t": "__pyx_t_double_complex",
+    "longlong_t": "long long", "ulonglong_t": "unsigned long long",
+    "intp_t": "npy_intp", "uintp_t": "npy_uintp",
+    "float_t": "double", "double_t": "double",
+    "int_t": "long", "long_t": "long", "uint_t": "unsigned long", "ulong_t": "unsigned long",
+    "npy_intp": "npy_intp", "npy_uintp": "npy_uintp",
+}
+
+# Cython spellings of C types that the C parser spells differently.
+_CYTHON_SPELLINGS = {
+    "long double": None, "long double complex": None,
+    "float complex": "__pyx_t_float_complex", "double complex": "__pyx_t_double_complex",
+}
+
+_MANGLED_RE = re.compile(r"__pyx_t_(?=\d)\w+")
+_IDENT_RE = re.compile(r"[A-Za-z_]\w*")
+_FUSE_RE = re.compile(r"^__pyx_fuse_(\d+(?:_\d+)*)(.+)$")
+# Words of C declarators that are not type names.
+_C_WORDS = {"const", "volatile", "struct", "union", "enum", "signed", "unsigned", "short",
+            "long", "int", "char", "float", "double", "void", "_Complex", "complex"}
+
+
+class CythonError(TypeError):
+    pass
+
+
+def _demangle(name):
+    """'__pyx_t_6ntk_cy_5types_REAL' -> ('ntk_cy.types', 'REAL'), or None."""
+    if not name.startswith("__pyx_t_"):
+        return None
+    rest = name[len("__pyx_t_"):]
+    parts = []
+    while rest[:1].isdigit():
+        m = re.match(r"(\d+)", rest)
+        n = int(m.group(1))
+        body = rest[m.end():m.end() + n]
+        if len(body) != n or rest[m.end() + n:m.end() + n + 1] != "_":
+            return None
+        parts.append(body.replace("_dot_", "."))
+        rest = rest[m.end() + n + 1:]
+    if not parts or not rest:
+        return None
+    return ".".join(parts), rest
+
+
+_builtin_cache = {}
+
+
+def _is_builtin(text):
+    """Whether the C parser knows ``text`` as a type without typedefs."""
+    r = _builtin_cache.get(text)
+    if r is None:
+        try:
+            Signature(f"void ({text})")
+            r = True
+        except (ValueError, TypeError):
+            r = False
+        _builtin_cache[text] = r
+    return r
+
+
+# ------------------------------------------------------------ .pxd reading
+
+
+class _Source:
+    """The ctypedefs and cimports of one module's .pxd/.pyx files."""
+
+    def __init__(self, modname, files):
+        self.modname = modname
+        self.files = files
+        self.typedefs = {}      # name -> raw Cython type text
+        self.fnptrs = {}        # name -> (ret text, [arg texts])
+        self.aliases = {}       # 'cnp' -> 'numpy' (cimport X as Y, cimport X)
+        self.names = {}         # 'REAL' -> ('ntk_cy.types', 'REAL') (from X cimport)
+        for path in files:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                self._read(f.read())
+
+    def _absolute(self, mod):
+        if not mod.startswith("."):
+            return mod
+        level = len(mod) - len(mod.lstrip("."))
+        base = self.modname.split(".")[:-level]
+        rest = mod[level:]
+        return ".".join(base + ([rest] if rest else []))
+
+    def _read(self, text):
+        # Join parenthesised continuation lines of cimport statements.
+        text = re.sub(r"\(\s*([^()]*?)\s*\)", lambda m: "(" + " ".join(m.group(1).split()) + ")",
+                      text)
+        for raw in text.splitlines():
+            line = raw.split("#", 1)[0].strip()
+            if not line:
+                continue
+            m = re.match(r"^cimport\s+(.+)$", line)
+            if m:
+                for item in m.group(1).split(","):
+                    w = item.split()
+                    if len(w) == 3 and w[1] == "as":
+                        self.aliases[w[2]] = w[0]
+                    elif len(w) == 1:
+                        self.aliases[w[0]] = w[0]
+                        self.aliases[w[0].split(".")[0]] = w[0].split(".")[0]
+                continue
+            m = re.match(r"^from\s+(\S+)\s+cimport\s+\(?(.+?)\)?$", line)
+            if m:
+                mod = self._absolute(m.group(1))
+                for item in m.group(2).split(","):
+                    w = item.split()
+                    if len(w) == 3 and w[1] == "as":
+                        self.names[w[2]] = (mod, w[0])
+                    elif len(w) == 1:
+                        self.names[w[0]] = (mod, w[0])
+                        # from pkg cimport submodule
+                        self.aliases.setdefault(w[0], f"{mod}.{w[0]}")
+                continue
+            if not line.startswith("ctypedef "):
+                continue
+            body = line[len("ctypedef "):].rstrip(":").strip()
+            first = body.split()[0] if body.split() else ""
+            if first in ("struct", "union", "enum", "fused", "class", "packed", "cppclass",
+                         "public", "readonly"):
+                continue
+            m = re.match(r"^(.+?)\(\s*\*\s*(\w+)(?:\s+\"[^\"]*\")?\s*\)\s*\((.*)\)", body)
+            if m:
+                args = [a.strip() for a in _split_args(m.group(3)) if a.strip()]
+                self.fnptrs[m.group(2)] = (m.group(1).strip(), args)
+                continue
+            m = re.match(r"^(.+?)\s+(\w+)\s*(?:\"([^\"]*)\")?$", body)
+            if m:
+                self.typedefs[m.group(2)] = m.group(1).strip()
+                if m.group(3):
+                    self.typedefs[m.group(3)] = m.group(1).strip()
+
+
+def _split_args(text):
+    depth, cur, out = 0, "", []
+    for ch in text:
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    out.append(cur)
+    return out
+
+
+def _source_files(modname, hint=None):
+    """The .pxd and .pyx of ``modname`` next to where it is installed."""
+    parts = modname.split(".")
+    last = parts[-1]
+    dirs, pkg_dirs = [], []
+    if hint is not None and getattr(hint, "__name__", None) == modname:
+        f = getattr(hint, "__file__", None)
+        if f:
+            dirs.append(os.path.dirname(os.path.abspath(f)))
+        pkg_dirs.extend(getattr(hint, "__path__", None) or [])
+    try:
+        spec = importlib.util.find_spec(modname)
+    except (ImportError, ValueError, AttributeError):
+        spec = None
+    if spec is not None:
+        if spec.origin and os.path.isfile(spec.origin):
+            dirs.append(os.path.dirname(spec.origin))
+        pkg_dirs.extend(spec.submodule_search_locations or [])
+    if len(parts) > 1:
+        # A .pxd-only module has no spec: look in its package.
+        try:
+            pspec = importlib.util.find_spec(".".join(parts[:-1]))
+        except (ImportError, ValueError, AttributeError):
+            pspec = None
+        if pspec is not None:
+            dirs.extend(pspec.submodule_search_locations or [])
+    else:
+        dirs.extend(p or os.getcwd() for p in sys.path if isinstance(p, str))
+    found = []
+    for d in pkg_dirs:
+        for ext in (".pyx", ".pxd"):
+            p = os.path.join(d, "__init__" + ext)
+            if os.path.isfile(p) and p not in found:
+                found.append(p)
+    for d in dirs:
+        for ext in (".pyx", ".pxd"):
+            p = os.path.join(d, last + ext)
+            if os.path.isfile(p) and p not in found:
+                found.append(p)
+        if found:
+            break
+    return found
+
+
+def _declared_memviews(files, name):
+    """{index: 'FLOAT64[:, ::1]'} as the function's definition in the
+    module's source declares its memoryview parameters (for error messages)."""
+    pat = re.compile(rf"\b(?:cdef|cpdef)\b[^\n(]*?\b{re.escape(name)}\s*\(")
+    for path in files:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        m = pat.search(text)
+        if m is None:
+            continue
+        depth, i = 1, m.end()
+        while i < len(text) and depth:
+            depth += {"(": 1, ")": -1}.get(text[i], 0)
+            i += 1
+        params = re.sub(r"#[^\n]*", "", text[m.end():i - 1])
+        out = {}
+        for k, arg in enumerate(_split_args(params)):
+            arg = " ".join(arg.split())
+            if "[" in arg and "]" in arg:
+                out[k] = arg[:arg.rindex("]") + 1].replace(" [", "[")
+        return path, out
+    return None, {}
+
+
+# ------------------------------------------------------------ resolution
+
+
+class _Resolver:
+    """Maps Cython type names (mangled or short) to C text the parser knows."""
+
+    def __init__(self, module, user, where):
+        self.module = module
+        self.modname = module.__name__
+        self.where = where
+        self.user = {}
+        for k, v in (user or {}).items():
+            if not isinstance(k, str) or not isinstance(v, str):
+                raise TypeError("typedefs must map names (str) to C types (str), e.g. "
+                                "typedefs={'FLOAT64': 'double'}")
+            self.user[k] = v
+        self.sources = {}
+
+    def source(self, modname):
+        src = self.sources.get(modname)
+        if src is None:
+            hint = self.module if modname == self.modname else sys.modules.get(modname)
+            src = _Source(modname, _source_files(modname, hint))
+            self.sources[modname] = src
+        return src
+
+    def _fail(self, name, detail):
+        short = name
+        d = _demangle(name)
+        if d is not None:
+            short = d[1]
+        raise CythonError(
+            f"{self.where}: unknown typedef '{name}'{detail}; pass its C type as "
+            f"typedefs={{'{short}': '<C type>'}} (keyed by the short or the full mangled "
+            "name), e.g. 'double', 'int64_t', 'npy_intp'")
+
+    # -- entry points
+
+    def mangled(self, name):
+        """C text for a name from a capsule signature, or None if unknown."""
+        if name in self.user:
+            return self.text(self.user[name], None, {name})
+        d = _demangle(name)
+        if d is None:
+            # An extern typedef keeps its C name: the module's own source
+            # may declare it ('ctypedef double real_c "ntk_real_t"').
+            src = self.source(self.modname)
+            if name in src.typedefs:
+                return self.text(src.typedefs[name], self.modname, {name})
+            return None
+        modname, short = d
+        if short in self.user:
+            return self.text(self.user[short], None, {name})
+        return self.lookup(modname, short, {name}, name)
+
+    def fnptr(self, name):
+        """For a mangled function-pointer typedef: its C text, or None."""
+        d = _demangle(name)
+        if d is None or name in self.user or d[1] in self.user:
+            return None
+        src = self.source(d[0])
+        fp = src.fnptrs.get(d[1])
+        if fp is None:
+            return None
+        ret = self.text(fp[0], d[0], {name})
+        args = []
+        for a in fp[1]:
+            a = re.sub(r"\b(noexcept|nogil)\b", "", a).strip()
+            args.append(self.text(_drop_param_name(a), d[0], {name}))
+        return f"{ret} (*)({', '.join(args) or 'void'})"
+
+    def short(self, text):
+        """C text for a type the user wrote (a memoryview dtype, a fused choice):
+        a builtin, a NumPy name, or a typedef of the module or the user."""
+        return self.text(text, self.modname, set())
+
+    # -- recursion
+
+    def lookup(self, modname, short, seen, orig):
+        if short in self.user and short not in seen:
+            return self.text(self.user[short], None, seen | {short})
+        if modname == "numpy":
+            if short in NUMPY_TYPEDEFS:
+                return NUMPY_TYPEDEFS[short]
+            if short in ("longdouble_t", "clongdouble_t", "float96_t", "float128_t"):
+                raise CythonError(f"{self.where}: '{orig}' is a long double type, which "
+                                  "numthunk does not support")
+            if _is_builtin(short):
+                return short
+        src = self.source(modname)
+        if short in src.typedefs:
+            return self.text(src.typedefs[short], modname, seen | {f"{modname}.{short}"})
+        if short in src.fnptrs:
+            raise CythonError(f"{self.where}: '{orig}' is a function pointer typedef; it "
+                              "is supported as a parameter of its own, not inside another "
+                              "type")
+        if short in src.names:
+            mod2, short2 = src.names[short]
+            key = f"{mod2}.{short2}"
+            if key not in seen:
+                return self.lookup(mod2, short2, seen | {key}, orig)
+        if modname != "numpy" and _is_builtin(short):
+            return short
+        if src.files:
+            where = ", ".join(src.files)
+            self._fail(orig, f" ('{short}' of module {modname}): no ctypedef of it in {where}")
+        self._fail(orig, f" ('{short}' of module {modname}): no .pxd or .pyx of {modname} "
+                   "was found next to the installed module")
+
+    def text(self, text, modname, seen):
+        """Resolve Cython type text (maybe 'const', '*', 'np.float64_t')."""
+        text = " ".join(text.split())
+        m = re.match(r"^(.*?)\s*((?:\*\s*(?:const\s*)?)*)$", text)
+        base, stars = m.group(1), m.group(2).replace(" ", "")
+        const = ""
+        if base.startswith("const "):
+            const, base = "const ", base[len("const "):]
+        if base.endswith(" const"):
+            const, base = "const ", base[:-len(" const")]
+        stars = " " + stars.replace("*const", "*const ").strip() if stars else ""
+        if base in _CYTHON_SPELLINGS:
+            if _CYTHON_SPELLINGS[base] is None:
+                raise CythonError(f"{self.where}: C type '{base}' is not supported by numthunk")
+            return f"{const}{_CYTHON_SPELLINGS[base]}{stars}"
+        local = self.source(modname) if modname else None
+        if "." in base:
+            prefix, short = base.rsplit(".", 1)
+            target = (local.aliases.get(prefix, prefix) if local else prefix)
+            if local and prefix.split(".")[0] in local.aliases and prefix not in local.aliases:
+                head, _, tail = prefix.partition(".")
+                target = local.aliases[head] + "." + tail
+            return f"{const}{self.lookup(target, short, seen, base)}{stars}"
+        if local is not None and base in local.typedefs:
+            key = f"{modname}.{base}"
+            if key not in seen:
+                return f"{const}{self.text(local.typedefs[base], modname, seen | {key})}{stars}"
+        if local is not None and base in local.names:
+            mod2, short2 = local.names[base]
+            key = f"{mod2}.{short2}"
+            if key not in seen:
+                return f"{const}{self.lookup(mod2, short2, seen | {key}, base)}{stars}"
+        if base in self.user and base not in seen:
+            return f"{const}{self.text(self.user[base], None, seen | {base})}{stars}"
+        if base in NUMPY_TYPEDEFS and not _is_builtin(base):
+            return f"{const}{NUMPY_TYPEDEFS[base]}{stars}"
+        if _is_builtin(base):
+            return f"{const}{base}{stars}"
+        d = _demangle(base)
+        if d is not None:
+            return f"{const}{self.lookup(d[0], d[1], seen | {base}, base)}{stars}"
+        where = f" in module {modname}" if modname else ""
+        self._fail(base, where)
+
+
+def _drop_param_name(arg):
+    """'double x' -> 'double', 'const double *x' -> 'const double *'."""
+    arg = arg.strip()
+    m = re.match(r"^(.*?[\s\*])(\w+)$", arg)
+    if m and m.group(2) not in _C_WORDS and m.group(1).strip() not in ("", "const", "unsigned",
+                                                                          "signed"):
+        return m.group(1).strip()
+    return arg
+
+
+# ------------------------------------------------------------ the adapter
+
+
+def _module(module):
+    if isinstance(module, str):
+        return importlib.import_module(module)
+    if not hasattr(module, "__dict__") or not hasattr(module, "__name__"):
+        raise TypeError(f"numthunk.cython(): expected a module or a module name, got "
+                        f"{type(module).__name__}")
+    return module
+
+
+def _specialisations(capi, name):
+    out = {}
+    for key in capi:
+        m = _FUSE_RE.match(key)
+        if m and m.group(2) == name:
+            out[tuple(int(i) for i in m.group(1).split("_"))] = key
+    return dict(sorted(out.items()))
+
+
+def _parse(capsule, resolver, where):
+    address, text = _core._capsule_pointer(capsule)
+    if not text:
+        raise CythonError(f"{where}: the capsule has no name (Cython names it by the "
+                          "function's C signature)")
+    if "__pyx_optional_args" in text or "__pyx_opt_args" in text:
+        raise CythonError(
+            f"{where}: the function has optional arguments ('{text}'); Cython passes "
+            "them through a struct pointer that numthunk does not build. Export a "
+            "wrapper without default values")
+    typedefs = {}
+    for tok in dict.fromkeys(_IDENT_RE.findall(text)):
+        if tok in _C_WORDS or tok == "__pyx_skip_dispatch" or _is_builtin(tok):
+            continue
+        fp = resolver.fnptr(tok)
+        if fp is not None:
+            # The parser has no function-pointer typedefs: a capsule names a
+            # parameter's type alone, so the text can stand in its place.
+            new = re.sub(rf"\b{tok}\b(?=\s*[,)])", fp, text)
+            if _IDENT_RE.search(new) and tok in new:
+                raise CythonError(f"{where}: function pointer typedef '{tok}' is "
+                                  "supported only as a parameter type of its own")
+            text = new
+            continue
+        value = resolver.mangled(tok)
+        if value is None:
+            resolver._fail(tok, " (not a Cython-mangled name, nor a C type numthunk knows)")
+        typedefs[tok] = value
+    try:
+        sig = Signature(text, typedefs=typedefs or None)
+    except ValueError as exc:
+        raise CythonError(f"{where}: cannot parse the capsule signature: {exc}") from None
+    return address, text, sig
+
+
+def _visible(sig):
+    """The parameter descriptions callers bind (without skip_dispatch)."""
+    ret, args = sig._describe()
+    names = sig.names
+    if args and names[-1] == "__pyx_skip_dispatch":
+        args = args[:-1]
+    return ret, args
+
+
+def _choose_fused(capi, name, fused, resolver, where, modname):
+    specs = _specialisations(capi, name)
+    if not specs:
+        if fused is not None:
+            raise CythonError(f"{where}: fused= was given, but {modname} exports no fused "
+                              f"specialisation of '{name}'")
+        return None
+
+    def listing():
+        lines = []
+        for idx, key in specs.items():
+            try:
+                sig = _parse(capi[key], resolver, where)[2]
+                shown = _shown(sig)
+            except CythonError:
+                shown = _core._capsule_pointer(capi[key])[1]
+            lines.append(f"  fused={idx[0] if len(idx) == 1 else idx!r}: {shown}")
+        return "\n".join(lines)
+
+    if fused is None:
+        raise CythonError(f"{where}: '{name}' is a fused function; choose a "
+                          f"specialisation by index or by its parameter types:\n{listing()}")
+    if isinstance(fused, int) and not isinstance(fused, bool):
+        fused = (fused,)
+    if isinstance(fused, tuple) and fused and all(isinstance(i, int) for i in fused):
+        key = specs.get(tuple(fused))
+        if key is None:
+            raise CythonError(f"{where}: no specialisation fused={fused!r} of '{name}':\n"
+                              f"{listing()}")
+        return key
+    # By types: a whole signature, or the parameter types in order.
+    if isinstance(fused, str) and "(" in fused:
+        want = Signature(_resolve_sig_text(fused, resolver))
+        want_ret, want_args = want._describe()
+    else:
+        types = (fused,) if isinstance(fused, str) else tuple(fused)
+        if not all(isinstance(t, str) for t in types):
+            raise TypeError("fused= takes an index, a tuple of indexes, a C signature or a "
+                            "tuple of parameter types")
+        text = ", ".join(resolver.short(t) for t in types) or "void"
+        want_ret, want_args = None, Signature(f"void ({text})")._describe()[1]
+    # Same C types first; among those, the same spellings (long and
+    # Py_ssize_t are one type on LP64, yet distinct specialisations).
+    hits, exact = [], []
+    for idx, key in specs.items():
+        ret, args = _visible(_parse(capi[key], resolver, where)[2])
+        if [a[:3] for a in args] == [a[:3] for a in want_args] and (
+                want_ret is None or ret[:3] == want_ret[:3]):
+            hits.append(key)
+            if [a[4] for a in args] == [a[4] for a in want_args] and (
+                    want_ret is None or ret[4] == want_ret[4]):
+                exact.append(key)
+    if len(hits) > 1 and len(exact) == 1:
+        hits = exact
+    if len(hits) != 1:
+        what = "no" if not hits else "more than one"
+        raise CythonError(f"{where}: {what} specialisation of '{name}' matches "
+                          f"fused={fused!r}:\n{listing()}")
+    return hits[0]
+
+
+def _resolve_sig_text(text, resolver):
+    """Replace typedef names the user wrote in a signature with C text."""
+    def sub(m):
+        tok = m.group(0)
+        if tok in _C_WORDS or _is_builtin(tok):
+            return tok
+        return resolver.short(tok)
+    return re.sub(r"[A-Za-z_][\w.]*", sub, text)
+
+
+def _shown(sig):
+    ret, args = sig._describe()
+    text = str(sig)
+    if sig.names and sig.names[-1] == "__pyx_skip_dispatch":
+        head, _, tail = text.rpartition(", ")
+        text = (head + ")") if head else text.replace("(int)", "(void)")
+    return text
+
+
+def cython_function(module, name, typedefs=None, memoryviews=None, nogil=False, fused=None):
+    """A :class:`numthunk.Function` for ``module.__pyx_capi__[name]``.
+
+    ``module``: a Cython extension module (or its dotted name). ``name``: a
+    ``cdef api`` function or a function declared in the module's ``.pxd``.
+    ``typedefs``: ``{name: C type}`` for typedef names numthunk cannot find
+    (short names such as ``'FLOAT64'`` or mangled ones). ``memoryviews``:
+    ``{index: 'const double[:, ::1]'}`` for each typed-memoryview parameter,
+    keyed by the 0-based parameter index (the capsule does not carry their
+    dtype or ndim). ``nogil=True`` only for functions declared ``nogil``:
+    otherwise calls from Python hold the GIL and re-raise an exception the
+    function left set. ``fused``: for a fused function, the specialisation's
+    index (``1`` or ``(2, 0)``) or its parameter types (``('double',)``, or a
+    whole signature ``'double (double)'``).
+
+    A ``cpdef`` function's hidden ``int __pyx_skip_dispatch`` parameter is
+    bound to 0 and does not appear in bind().
+    """
+    mod = _module(module)
+    modname = mod.__name__
+    where = f"numthunk.cython({modname}, {name!r})"
+    capi = getattr(mod, "__pyx_capi__", None)
+    if not isinstance(capi, dict):
+        raise CythonError(f"{where}: module {modname} has no __pyx_capi__: it is not a "
+                          "Cython module, or it exports no C functions (declare them "
+                          "'cdef api', or in the module's .pxd)")
+    if not isinstance(name, str):
+        raise TypeError(f"{where}: the function name must be a str")
+    resolver = _Resolver(mod, typedefs, where)
+    if fused is not None or name not in capi:
+        key = _choose_fused(capi, name, fused, resolver, where, modname)
+        if key is None:
+            close = sorted(k for k in capi if name.lower() in k.lower())[:8]
+            hint = f" (similar: {', '.join(close)})" if close else ""
+            raise CythonError(f"{where}: {modname}.__pyx_capi__ has no function "
+                              f"'{name}'{hint}; it exports {len(capi)} function(s)")
+    else:
+        key = name
+    capsule = capi[key]
+    address, text, sig = _parse(capsule, resolver, where)
+
+    fixed = {}
+    if sig.nargs and sig.names[-1] == "__pyx_skip_dispatch":
+        fixed[sig.nargs - 1] = 0
+
+    described = sig._describe()[1]
+    mv_params = [i for i, d in enumerate(described) if d[0] == "memoryview slice"]
+    mvs = {}
+    for k, decl in (memoryviews or {}).items():
+        if isinstance(k, bool) or not isinstance(k, int):
+            raise TypeError(f"{where}: memoryviews keys are 0-based parameter indexes, "
+                            f"got {k!r}")
+        if k not in mv_params:
+            raise CythonError(
+                f"{where}: memoryviews={{{k}: ...}}: parameter {k} of '{text}' is not a "
+                f"typed memoryview (those are parameters {mv_params or 'none'})")
+        spec = parse_memview(decl)
+        try:
+            dtype = resolver.short(spec[0])
+        except CythonError as exc:
+            raise CythonError(f"{exc} (memoryview {k}: {decl!r})") from None
+        if "*" in dtype:
+            raise CythonError(f"{where}: memoryview {k} ({decl!r}): dtype {spec[0]!r} is a "
+                              "pointer type")
+        mvs[k] = (dtype,) + tuple(spec[1:])
+    missing = [i for i in mv_params if i not in mvs]
+    if missing:
+        src = resolver.source(modname)
+        path, found = _declared_memviews(src.files, name)
+        if found and all(i in found for i in missing):
+            hint = (f"; {os.path.basename(path)} declares them: memoryviews={{"
+                    + ", ".join(f"{i}: {found[i]!r}" for i in missing) + "}")
+        else:
+            hint = (", e.g. memoryviews={" + ", ".join(f"{i}: 'double[:, ::1]'"
+                                                        for i in missing[:2]) + "}")
+        raise CythonError(
+            f"{where}: parameter(s) {', '.join(map(str, missing))} of '{text}' are typed "
+            "memoryviews (__Pyx_memviewslice), whose dtype and dimensions the capsule "
+            "does not carry; declare each one by its 0-based index" + hint)
+    return Function(address, sig, nogil=nogil, owner=(mod, capsule),
+                    name=f"{modname}.{key}", memoryviews=mvs or None, fixed=fixed or None)
+
+
+def unpack(arr, *, strides=False, elements=False):
+    """One array for a kernel that takes it as a pointer followed by its dims
+    (the ``T* ptr, Py_ssize_t dim0, Py_ssize_t dim1`` wrapper pattern):
+    ``bind(k, *unpack(x), ...)`` is ``bind(k, x, shape(x, 0), shape(x, 1), ...)``.
+    ``strides=True`` appends each axis's stride (in bytes; in elements with
+    ``elements=True``) and admits a non-contiguous array."""
+    from ._api import _numpy_ctypes_array
+    base = arr.obj if isinstance(arr, Strided) else arr
+    inner = _numpy_ctypes_array(base)
+    if inner is not None:
+        base = inner
+    ndim = getattr(base, "ndim", None)
+    if ndim is None:
+        ndim = memoryview(base).ndim
+    out = [Strided(base) if strides else arr]
+    out += [shape(base, k) for k in range(ndim)]
+    if strides:
+        out += [stride(base, k, elements=elements) for k in range(ndim)]
+    return tuple(out)
