@@ -1,0 +1,1 @@
+"""Test kernels for numthunk.cython, compiled by tests/test_cython.py."""
