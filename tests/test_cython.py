@@ -1,0 +1,744 @@
+"""numthunk.cython: functions from Cython modules' __pyx_capi__.
+
+The kernels in tests/cython/ are compiled once per session (Cython from
+PyPI, see tests/cython/build_kernels.py); SciPy's cython_blas,
+cython_lapack and cython_special are the third-party modules. Each kernel is
+called through a thunk from Python and from an @njit loop, and compared
+with NumPy. Run under NUMTHUNK_BACKEND=native and =ffi.
+"""
+
+import ctypes
+import importlib.util
+import math
+import os
+import sys
+import time
+
+import numba
+import numpy as np
+import pytest
+
+import numthunk as nt
+from numthunk import _cython
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _load_builder():
+    spec = importlib.util.spec_from_file_location(
+        "ntk_build_kernels", os.path.join(HERE, "cython", "build_kernels.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="session")
+def kernels():
+    """The compiled test kernels: an object with the modules as attributes."""
+    start = time.perf_counter()
+    path, compiled = _load_builder().build()
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    import ntk_cy.mview
+    import ntk_cy.ptr
+    import ntk_cy.scalar
+    import ntk_seed
+
+    class K:
+        scalar = ntk_cy.scalar
+        ptr = ntk_cy.ptr
+        mview = ntk_cy.mview
+        seed = ntk_seed
+        build_dir = path
+        seconds = time.perf_counter() - start
+        compile_seconds = compiled
+
+    sys.stderr.write(f"\n[cython kernels: {'compiled in %.1f s' % compiled if compiled else 'reused'}"
+                     f" at {path}]\n")
+    return K
+
+
+@pytest.fixture(scope="module")
+def S(kernels):
+    return kernels.scalar
+
+
+@pytest.fixture(scope="module")
+def P(kernels):
+    return kernels.ptr
+
+
+@pytest.fixture(scope="module")
+def M(kernels):
+    return kernels.mview
+
+
+def test_kernel_build_is_cached(kernels):
+    path, seconds = _load_builder().build()
+    assert path == kernels.build_dir and seconds == 0.0
+    assert os.path.exists(os.path.join(path, "ntk_cy", "types.pxd"))
+
+
+# ------------------------------------------------------------ scalars
+
+
+def test_scalar_signatures(S):
+    expect = {
+        "add": "double (double, double)",
+        "mul_ll": "long long (long long, long long)",
+        "umax": "unsigned long long (unsigned long long, unsigned long long)",
+        "is_pos": "int (double)",
+        "bump": "void (void)",
+        "bumps": "int (void)",
+        "sum_const": "double (const double *, int)",
+        "fill": "void (double *const, Py_ssize_t, double)",
+        "cmul": "double complex (double complex, double complex)",
+        "cscale_f": "float complex (float complex, float)",
+        "apply_twice": "double (double (*)(double), double)",
+        "apply_t": "double (double (*)(double), double)",
+        "half": "double (double)",
+    }
+    for name, text in expect.items():
+        fn = nt.cython(S, name)
+        assert isinstance(fn, nt.Function)
+        assert fn.csig == nt.Signature(text), name
+        assert fn.nogil is False and fn.name == f"ntk_cy.scalar.{name}"
+
+
+def test_module_by_name(S):
+    fn = nt.cython("ntk_cy.scalar", "add", nogil=True)
+    assert fn.nogil is True and fn(1.25, 2.0) == 3.25
+
+
+def test_scalar_calls(S):
+    add = nt.cython(S, "add")
+    assert add(1.5, 2.25) == 3.75
+    assert nt.bind(add, nt.ARG, 10.0)(0.5) == 10.5
+    mul = nt.cython(S, "mul_ll")
+    assert mul(3_000_000_000, 3) == 9_000_000_000
+    umax = nt.cython(S, "umax")
+    assert umax(2**64 - 1, 5) == 2**64 - 1
+    with pytest.raises(OverflowError):
+        umax(-1, 5)
+    is_pos = nt.cython(S, "is_pos")
+    assert is_pos(2.0) == 1 and is_pos(-2.0) == 0
+    bump, bumps = nt.cython(S, "bump"), nt.cython(S, "bumps")
+    before = bumps()
+    t = nt.bind(bump)
+    t()
+    t()
+    assert bumps() == before + 2
+    assert nt.cython(S, "half")(3.0) == 1.5
+
+
+def test_pointer_const_forms(S):
+    x = np.arange(6.0)
+    sc = nt.cython(S, "sum_const")
+    assert nt.bind(sc, x, nt.size(x))() == x.sum()
+    ro = x.copy()
+    ro.flags.writeable = False
+    assert nt.bind(sc, ro, 6)() == x.sum()
+    fill = nt.cython(S, "fill")
+    out = np.zeros(4)
+    nt.bind(fill, out, nt.size(out), nt.ARG)(2.5)
+    assert (out == 2.5).all()
+    with pytest.raises(ValueError, match="read-only"):
+        nt.bind(fill, ro, 6, 1.0)
+
+
+def test_complex(S, P):
+    cmul = nt.cython(S, "cmul")
+    assert cmul(1 + 2j, 3 - 1j) == (1 + 2j) * (3 - 1j)
+    t = nt.bind(cmul, nt.ARG, 2j)
+    assert t(1.5 - 1j) == (1.5 - 1j) * 2j
+    cs = nt.cython(S, "cscale_f")
+    assert cs(1 + 2j, 3.0) == 3 + 6j
+    z = (np.arange(5) + 1j * np.arange(5)[::-1]).astype(np.complex128)
+    csum = nt.cython(P, "csum")
+    assert csum.csig == nt.Signature("double complex (const double complex *, npy_intp)")
+    assert nt.bind(csum, z, nt.size(z))() == z.sum()
+
+
+# ------------------------------------------------------------ typedefs
+
+
+def test_numpy_and_package_typedefs(P):
+    dot = nt.cython(P, "dot")
+    assert dot.csig == nt.Signature("double (const double *, const double *, npy_intp)")
+    x, y = np.linspace(0, 1, 7), np.arange(7.0)
+    assert nt.bind(dot, x, y, nt.size(x))() == pytest.approx(x @ y)
+    # REAL -> real_t -> cnp.float64_t and weight_t -> cnp.int32_t live in
+    # ntk_cy/types.pxd, a module with no .so of its own.
+    wsum = nt.cython(P, "wsum")
+    assert wsum.csig == nt.Signature("double (const double *, const int32_t *, long long)")
+    w = np.array([1, -2, 3, 0, 5, 1, 1], dtype=np.int32)
+    assert nt.bind(wsum, x, w, nt.size(x))() == pytest.approx(x @ w)
+    with pytest.raises(TypeError):
+        nt.bind(wsum, x, w.astype(np.int64), 7)
+    # COUNT -> SIZE -> cnp.intp_t: a chain inside ptr.pyx itself.
+    ca = nt.cython(P, "count_above")
+    assert ca.csig == nt.Signature("npy_intp (const float *, npy_intp, float)")
+    f = np.array([0.5, 2, 3, -1, 7], dtype=np.float32)
+    assert nt.bind(ca, f, nt.size(f), nt.ARG)(1.0) == (f > 1).sum()
+
+
+def test_user_typedefs_win(P):
+    # By the full mangled name and by the short name.
+    dot = nt.cython(P, "dot", typedefs={"__pyx_t_5numpy_intp_t": "int64_t"})
+    assert dot.csig == nt.Signature("double (const double *, const double *, int64_t)")
+    dot = nt.cython(P, "dot", typedefs={"intp_t": "long"})
+    assert dot.csig == nt.Signature("double (const double *, const double *, long)")
+    # A chain through the user's own names.
+    wsum = nt.cython(P, "wsum", typedefs={"REAL": "MYREAL", "MYREAL": "double"})
+    assert str(wsum.csig).startswith("double (const double *")
+
+
+def test_unknown_typedef_without_sources(P, monkeypatch):
+    """A wheel that ships no .pxd: the error names the typedef and how to
+    supply it; supplying it works."""
+    monkeypatch.setattr(_cython, "_source_files", lambda *a, **k: [])
+    with pytest.raises(TypeError) as exc:
+        nt.cython(P, "wsum")
+    msg = str(exc.value)
+    assert "__pyx_t_6ntk_cy_5types_" in msg and "typedefs={'" in msg
+    assert "no .pxd or .pyx of ntk_cy.types" in msg
+    wsum = nt.cython(P, "wsum", typedefs={"REAL": "double", "weight_t": "int32_t",
+                                          "__pyx_t_6ntk_cy_5types_index_t": "long long"})
+    assert wsum.csig == nt.Signature("double (const double *, const int32_t *, long long)")
+    # NumPy's typedefs are built in: no source needed.
+    assert nt.cython(P, "dot").csig.nargs == 3
+
+
+def test_unknown_typedef_in_source(P, tmp_path, monkeypatch):
+    pxd = tmp_path / "types.pxd"
+    pxd.write_text("ctypedef double REAL\n")
+    monkeypatch.setattr(_cython, "_source_files",
+                        lambda modname, hint=None: [str(pxd)] if modname == "ntk_cy.types" else [])
+    with pytest.raises(TypeError, match=r"unknown typedef '__pyx_t_6ntk_cy_5types_weight_t'.*"
+                                        r"no ctypedef of it in .*types.pxd"):
+        nt.cython(P, "wsum")
+
+
+def test_demangle():
+    assert _cython._demangle("__pyx_t_5numpy_float64_t") == ("numpy", "float64_t")
+    assert _cython._demangle("__pyx_t_5scipy_6linalg_11cython_blas_d") == (
+        "scipy.linalg.cython_blas", "d")
+    assert _cython._demangle("__pyx_t_double_complex") is None
+    assert _cython._demangle("__pyx_t_9short") is None
+
+
+# ------------------------------------------------------------ cpdef, fused, optional
+
+
+def test_cpdef_skip_dispatch_hidden(S):
+    h = nt.cython(S, "hypot2")
+    assert h.signature.nargs == 3 and h.fixed == {2: 0}
+    assert h.csig == nt.Signature("double (double, double)")
+    assert h(3.0, 4.0) == 25.0
+    t = nt.bind(h, nt.ARG, 2.0)
+    assert t.csig == nt.Signature("double (double)") and t(1.0) == 5.0
+    with pytest.raises(TypeError, match="takes 2 argument"):
+        nt.bind(h, 1.0, 2.0, 0)
+
+
+def test_fused(S):
+    with pytest.raises(TypeError, match=r"fused function.*\n.*fused=0: float \(float\)"
+                                        r"\n.*fused=1: double \(double\)"):
+        nt.cython(S, "twice")
+    f0 = nt.cython(S, "twice", fused=0)
+    assert f0.csig == nt.Signature("float (float)") and f0(1.25) == 2.5
+    assert nt.cython(S, "twice", fused=("double",)).csig == nt.Signature("double (double)")
+    assert nt.cython(S, "twice", fused="double").name == "ntk_cy.scalar.__pyx_fuse_1twice"
+    assert nt.cython(S, "twice", fused="float (float)").csig == nt.Signature("float (float)")
+    # Cython 3.3 also exports 'twice[double]'; the key works as a name.
+    assert nt.cython(S, "twice[double]")(4.0) == 8.0
+    with pytest.raises(TypeError, match="no specialisation fused=.5"):
+        nt.cython(S, "twice", fused=5)
+    with pytest.raises(TypeError, match="no specialisation of 'twice' matches"):
+        nt.cython(S, "twice", fused=("int",))
+    with pytest.raises(TypeError, match="exports no fused specialisation of 'add'"):
+        nt.cython(S, "add", fused=0)
+
+
+def test_optional_args_refused(S):
+    with pytest.raises(TypeError, match="optional arguments.*struct __pyx_opt_args"):
+        nt.cython(S, "with_default")
+
+
+# ------------------------------------------------------------ GIL, exceptions
+
+
+def test_exception_reaches_python_caller(S):
+    cs = nt.cython(S, "checked_sqrt")
+    assert cs.nogil is False
+    assert cs(6.25) == 2.5
+    with pytest.raises(ValueError, match="negative input -1.0"):
+        cs(-1.0)
+    t = nt.bind(cs, -4.0)
+    assert t.nogil is False
+    with pytest.raises(ValueError, match="negative input -4.0"):
+        t()
+    # The error does not stick: the next call is clean.
+    assert nt.bind(cs, 9.0)() == 3.0
+
+
+# ------------------------------------------------------------ function pointers
+
+
+def test_function_pointer_parameters_compose(S):
+    apply_twice, square, add = (nt.cython(S, n) for n in ("apply_twice", "square", "add"))
+    assert nt.bind(apply_twice, square, nt.ARG)(3.0) == 81.0
+    plus1 = nt.bind(add, nt.ARG, 1.0)                   # a thunk double(double)
+    assert nt.bind(apply_twice, plus1, 5.0)() == 7.0
+    # thunks all the way down: apply_twice(apply_twice(square, .)) is double(double)
+    inner = nt.bind(apply_twice, square, nt.ARG)
+    assert nt.bind(apply_twice, inner, nt.ARG)(2.0) == 2.0 ** 16
+    apply_t = nt.cython(S, "apply_t")                   # through a fn-pointer typedef
+    assert nt.bind(apply_t, plus1, nt.ARG)(1.0) == 3.0
+    with pytest.raises(TypeError, match=r"expected a function 'double \(double\)'"):
+        nt.bind(apply_twice, add, 1.0)
+
+
+# ------------------------------------------------------------ by reference
+
+
+def test_fortran_style_by_reference(P):
+    axpy = nt.cython(P, "axpy_f")
+    assert axpy.csig == nt.Signature(
+        "void (char *, int *, double *, double *, int *, double *, int *, int *)")
+    x = np.arange(8.0)
+    y = np.ones(8)
+    trans, n, alpha, info = (nt.ref(ord("N"), "char"), nt.ref(4, "int"),
+                             nt.ref(2.0, "double"), nt.ref(99, "int"))
+    t = nt.bind(axpy, trans, n, alpha, x, nt.ref(2, "int"), y, nt.ref(1, "int"), info)
+    t()
+    expect = np.ones(8)
+    expect[:4] += 2.0 * x[::2]
+    assert info.value == 0
+    np.testing.assert_array_equal(y, expect)
+    # The cells are live: change them between calls.
+    trans.value = ord("M")
+    alpha.value = 0.5
+    t()
+    expect[:4] -= 0.5 * x[::2]
+    np.testing.assert_array_equal(y, expect)
+    trans.value = ord("X")
+    t()
+    assert info.value == -1
+    trans.value = ord("N")
+    n.value = -3
+    t()
+    assert info.value == -2
+
+
+# ------------------------------------------------------------ memoryviews
+
+
+def test_memoryview_1d(M):
+    s = nt.cython(M, "sum1d", memoryviews={0: "double[:]"})
+    x = np.arange(30.0)
+    assert nt.bind(s, x)() == x.sum()
+    assert nt.bind(s, x[::3])() == x[::3].sum()          # strided 1-D
+    assert nt.bind(s, x[::-2])() == x[::-2].sum()        # negative stride
+    sc = nt.cython(M, "sum1d_c", memoryviews={0: "const double[::1]"})
+    ro = x.copy()
+    ro.flags.writeable = False
+    assert nt.bind(sc, ro)() == x.sum()
+    with pytest.raises(ValueError, match="C-contiguous"):
+        nt.bind(sc, x[::2])
+    # forwarded: the slice is built per call from the array given
+    t = nt.bind(sc, nt.ARG)
+    assert t(np.ones(5)) == 5.0
+
+
+def test_memoryview_2d_contiguous_rows(M):
+    rs = nt.cython(M, "rowsums", memoryviews={0: "const double[:, ::1]", 1: "double[::1]"})
+    a = np.arange(20.0).reshape(4, 5)
+    out = np.zeros(4)
+    t = nt.bind(rs, a, out)
+    t()
+    np.testing.assert_array_equal(out, a.sum(axis=1))
+    a *= 2                                               # live binding
+    t()
+    np.testing.assert_array_equal(out, a.sum(axis=1))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        nt.bind(rs, np.asfortranarray(a), out)
+
+
+def test_memoryview_2d_strided_typedef_dtype(M):
+    rs = nt.cython(M, "rowsums_strided", memoryviews={0: "REAL[:, :]", 1: "REAL[:]"})
+    big = np.arange(60.0).reshape(6, 10)
+    a = big[1::2, ::3]
+    out = np.zeros(6)[::2]
+    t = nt.bind(rs, a, out, nt.ARG)
+    t(0.5)
+    np.testing.assert_array_equal(out, 0.5 * a.sum(axis=1))
+    ft = np.asfortranarray(big)                          # F order is just strides here
+    out2 = np.zeros(6)
+    nt.bind(rs, ft, out2, 1.0)()
+    np.testing.assert_array_equal(out2, big.sum(axis=1))
+
+
+def test_memoryview_slicing_numpy_typedef(M):
+    cp = nt.cython(M, "count_pos", memoryviews={0: "const cnp.int64_t[:]"})
+    assert cp.csig == nt.Signature("int64_t (__Pyx_memviewslice, Py_ssize_t)")
+    v = np.array([1, -1, 2, 3, -5, 8], dtype=np.int64)
+    t = nt.bind(cp, v, nt.ARG)
+    assert [t(k) for k in range(6)] == [(v[k:] > 0).sum() for k in range(6)]
+    # the same declaration through other spellings
+    for decl in ("const np.int64_t[:]", "const int64_t[:]", "const long[:]",
+                 ("int64", 1, None, True)):
+        assert nt.bind(nt.cython(M, "count_pos", memoryviews={0: decl}), v, 0)() == 4
+
+
+def test_memoryview_bad_inputs(M):
+    s = nt.cython(M, "sum1d", memoryviews={0: "double[:]"})
+    with pytest.raises(TypeError, match=r"declared float64.*float32|declared double.*float"):
+        nt.bind(s, np.ones(3, dtype=np.float32))
+    with pytest.raises(ValueError, match="declared 1-dimensional.*2 dimensions"):
+        nt.bind(s, np.ones((2, 2)))
+    ro = np.ones(3)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        nt.bind(s, ro)
+    with pytest.raises(TypeError) as exc:
+        nt.cython(M, "rowsums")
+    msg = str(exc.value)
+    assert "parameter(s) 0, 1" in msg and "typed memoryviews" in msg
+    assert "memoryviews={0: 'const double[:, ::1]', 1: 'double[::1]'}" in msg
+    with pytest.raises(TypeError, match=r"parameter\(s\) 1 "):
+        nt.cython(M, "rowsums", memoryviews={0: "const double[:, ::1]"})
+    with pytest.raises(TypeError, match="parameter 1 .* is not a typed memoryview"):
+        nt.cython(M, "count_pos", memoryviews={0: "int64_t[:]", 1: "int64_t[:]"})
+    with pytest.raises(TypeError, match="unknown typedef 'NOPE'"):
+        nt.cython(M, "sum1d", memoryviews={0: "NOPE[:]"})
+    with pytest.raises(ValueError, match="each axis must be"):
+        nt.cython(M, "sum1d", memoryviews={0: "double[2]"})
+    with pytest.raises(TypeError, match="0-based parameter indexes"):
+        nt.cython(M, "sum1d", memoryviews={"x": "double[:]"})
+
+
+def test_bad_modules_and_names(S):
+    import json
+
+    with pytest.raises(TypeError, match="has no __pyx_capi__"):
+        nt.cython(json, "dumps")
+    with pytest.raises(TypeError, match="has no __pyx_capi__"):
+        nt.cython("numthunk", "bind")
+    with pytest.raises(TypeError, match=r"has no function 'ad'.*similar: add"):
+        nt.cython(S, "ad")
+    with pytest.raises(TypeError, match="has no function 'nope'"):
+        nt.cython(S, "nope")
+    with pytest.raises(ModuleNotFoundError):
+        nt.cython("no_such_module_xyz", "f")
+    with pytest.raises(TypeError, match="expected a module"):
+        nt.cython(3, "f")
+
+
+# ------------------------------------------------------------ the seed's kernel
+
+
+def _options_reference(y_error, x, x_pads, x_active, indexes, i_start, i_start_by_x,
+                       i_stop_by_x, error, delta):
+    n = x.shape[0]
+    new_error = np.empty((n, 2))
+    new_sign = np.zeros((n, 2), dtype=np.int8)
+    t = np.concatenate([np.arange(a, b) for a, b in indexes])
+    tt = t - i_start
+    for i in range(n):
+        if not x_active[i]:
+            new_error[i] = -1
+            continue
+        inside = (tt >= i_start_by_x[i]) & (tt < i_stop_by_x[i])
+        d = np.where(inside, delta * x[i, np.clip(tt, 0, x.shape[1] - 1)] * x_pads[i], 0.0)
+        yp, yn = y_error[t] - d, y_error[t] + d
+        if error == 1:
+            new_error[i] = np.abs(yp).sum(), np.abs(yn).sum()
+        else:
+            new_error[i] = (yp ** 2).sum(), (yn ** 2).sum()
+        new_sign[i] = 1, -1
+    return new_error, new_sign
+
+
+@pytest.fixture
+def options_data():
+    rng = np.random.default_rng(2)
+    n_stims, n_times, i_start = 5, 40, 3
+    return dict(
+        y_error=rng.normal(size=n_times + i_start),
+        x=rng.normal(size=(n_stims, n_times)),
+        x_pads=rng.uniform(0.5, 1.5, n_stims),
+        x_active=np.array([1, 0, 1, 1, 1], dtype=np.int8),
+        indexes=np.array([[3, 15], [20, 43]], dtype=np.int64),
+        i_start=i_start,
+        i_start_by_x=np.array([0, 0, 5, 2, 10], dtype=np.int64),
+        i_stop_by_x=np.array([40, 40, 30, 38, 20], dtype=np.int64),
+    )
+
+
+SEED_MEMVIEWS = {0: "FLOAT64[:]", 1: "FLOAT64[:,:]", 2: "FLOAT64[:]", 3: "INT8[:]",
+                 4: "INT64[:,:]", 6: "INT64[:]", 7: "INT64[:]", 10: "FLOAT64[:,:]",
+                 11: "INT8[:,:]"}
+
+
+def _seed_args(d, error, delta):
+    return (d["y_error"], d["x"], d["x_pads"], d["x_active"], d["indexes"], d["i_start"],
+            d["i_start_by_x"], d["i_stop_by_x"], error, delta)
+
+
+def test_seed_memoryview_core(kernels, options_data):
+    core = nt.cython(kernels.seed, "_generate_options", memoryviews=SEED_MEMVIEWS)
+    d = options_data
+    new_error = np.zeros((5, 2))
+    new_sign = np.zeros((5, 2), dtype=np.int8)
+    t = nt.bind(core, d["y_error"], d["x"], d["x_pads"], d["x_active"], d["indexes"],
+                d["i_start"], d["i_start_by_x"], d["i_stop_by_x"], nt.ARG, nt.ARG,
+                new_error, new_sign)
+    assert t.csig == nt.Signature("void (int, double)")
+    for error, delta in ((1, 0.1), (2, 0.25)):
+        t(error, delta)
+        ref_e, ref_s = _options_reference(*_seed_args(d, error, delta))
+        np.testing.assert_allclose(new_error, ref_e, rtol=1e-12)
+        np.testing.assert_array_equal(new_sign, ref_s)
+
+
+def test_seed_pointer_wrapper(kernels, options_data):
+    wrap = nt.cython(kernels.seed, "generate_options")
+    assert wrap.csig.nargs == 25
+    d = options_data
+    new_error = np.zeros((5, 2))
+    new_sign = np.zeros((5, 2), dtype=np.int8)
+    arrays = (d["y_error"], d["x"], d["x_pads"], d["x_active"], d["indexes"],
+              d["i_start_by_x"], d["i_stop_by_x"], new_error, new_sign)
+    dims = [dim for a in arrays for dim in nt.unpack(a)[1:]]
+    t = nt.bind(wrap, d["y_error"], d["x"], d["x_pads"], d["x_active"], d["indexes"],
+                d["i_start"], d["i_start_by_x"], d["i_stop_by_x"], nt.ARG, nt.ARG,
+                new_error, new_sign, *dims)
+    assert t.csig == nt.Signature("void (int, double)")
+    t(2, 0.3)
+    ref_e, ref_s = _options_reference(*_seed_args(d, 2, 0.3))
+    np.testing.assert_allclose(new_error, ref_e, rtol=1e-12)
+    np.testing.assert_array_equal(new_sign, ref_s)
+    # a wrong dtype is refused at bind time (the seed's ctypes route would not notice)
+    with pytest.raises(TypeError, match="argument 4"):
+        nt.bind(wrap, d["y_error"], d["x"], d["x_pads"], d["x_active"].astype(np.int64),
+                d["indexes"], 0, d["i_start_by_x"], d["i_stop_by_x"], 1, 0.1,
+                new_error, new_sign, *dims)
+
+
+def test_unpack():
+    a = np.zeros((3, 4))
+    p, d0, d1 = nt.unpack(a)
+    assert p is a and repr(d0) == "shape(array[float64, 3x4], 0)" and repr(d1).endswith(", 1)")
+    p, d0, s0 = nt.unpack(np.zeros(7)[::2], strides=True, elements=True)
+    assert repr(p).startswith("strided(") and repr(s0).endswith("0, elements=True)")
+    assert len(nt.unpack(np.zeros((2, 2, 2)), strides=True)) == 7
+    assert nt.unpack(a.ctypes)[1].obj is a
+    assert "unpack" in nt.__all__
+
+
+# ------------------------------------------------------------ from @njit
+
+
+@numba.njit
+def _call_n(f, n):
+    for _ in range(n):
+        f()
+
+
+@numba.njit
+def _sum_over(f, xs):
+    s = 0.0
+    for x in xs:
+        s += f(x)
+    return s
+
+
+@numba.njit
+def _each(f, xs):
+    for x in xs:
+        f(x)
+
+
+@numba.njit
+def _seed_loop(t, errors, deltas, out, new_error):
+    for k in range(errors.shape[0]):
+        t(errors[k], deltas[k])
+        out[k] = new_error.sum()
+
+
+def test_njit_scalars_and_cpdef(S):
+    add = nt.bind(nt.cython(S, "add"), nt.ARG, 1.5)
+    xs = np.arange(10.0)
+    assert _sum_over(add, xs) == (xs + 1.5).sum()
+    h = nt.bind(nt.cython(S, "hypot2"), nt.ARG, 2.0)     # cpdef: skip_dispatch hidden
+    assert _sum_over(h, xs) == (xs ** 2 + 4).sum()
+    sq = nt.cython(S, "square")                          # a Function, not only thunks
+    assert _sum_over(sq, xs) == (xs ** 2).sum()
+
+
+def test_njit_pointer_and_by_reference(P):
+    x, y = np.arange(6.0), np.linspace(1, 2, 6)
+    dot = nt.bind(nt.cython(P, "dot"), x, y, nt.size(x))
+
+    @numba.njit
+    def twice(f):
+        return f() + f()
+
+    assert twice(dot) == pytest.approx(2 * (x @ y))
+    yy = np.zeros(6)
+    info = nt.ref(7, "int")
+    axpy = nt.bind(nt.cython(P, "axpy_f"), nt.ref(ord("N"), "char"), nt.ref(6, "int"),
+                   nt.ref(0.5, "double"), x, nt.ref(1, "int"), yy, nt.ref(1, "int"), info)
+    _call_n(axpy, 4)
+    np.testing.assert_allclose(yy, 4 * 0.5 * x)
+    assert info.value == 0
+
+
+def test_njit_memoryviews(M):
+    a = np.arange(12.0).reshape(3, 4)
+    out = np.zeros(3)
+    rs = nt.bind(nt.cython(M, "rowsums", memoryviews={0: "const double[:, ::1]",
+                                                       1: "double[::1]"}), a, out)
+    _call_n(rs, 3)
+    np.testing.assert_array_equal(out, a.sum(axis=1))
+    big = np.arange(40.0).reshape(4, 10)
+    out2 = np.zeros(4)
+    rss = nt.bind(nt.cython(M, "rowsums_strided", memoryviews={0: "REAL[:, :]",
+                                                                1: "REAL[:]"}),
+                  big[:, ::2], out2, nt.ARG)
+    _each(rss, np.array([1.0, 2.0]))
+    np.testing.assert_array_equal(out2, 2.0 * big[:, ::2].sum(axis=1))
+    s1 = nt.bind(nt.cython(M, "sum1d", memoryviews={0: "double[:]"}), big[1, ::3])
+
+    @numba.njit
+    def call(f):
+        return f()
+
+    assert call(s1) == big[1, ::3].sum()
+
+
+def test_njit_seed_both_ways(kernels, options_data):
+    d = options_data
+    errors = np.array([1, 2, 1], dtype=np.intc)
+    deltas = np.array([0.1, 0.2, 0.3])
+    expect = np.array([_options_reference(*_seed_args(d, e, dl))[0].sum()
+                       for e, dl in zip(errors, deltas)])
+    for name in ("_generate_options", "generate_options"):
+        new_error = np.zeros((5, 2))
+        new_sign = np.zeros((5, 2), dtype=np.int8)
+        head = (d["y_error"], d["x"], d["x_pads"], d["x_active"], d["indexes"], d["i_start"],
+                d["i_start_by_x"], d["i_stop_by_x"], nt.ARG, nt.ARG, new_error, new_sign)
+        if name == "_generate_options":
+            fn = nt.cython(kernels.seed, name, memoryviews=SEED_MEMVIEWS)
+            t = nt.bind(fn, *head)
+        else:
+            fn = nt.cython(kernels.seed, name)
+            arrays = [a for a in head if isinstance(a, np.ndarray)]
+            t = nt.bind(fn, *head, *[dim for a in arrays for dim in nt.unpack(a)[1:]])
+        out = np.zeros(3)
+        _seed_loop(t, errors, deltas, out, new_error)
+        np.testing.assert_allclose(out, expect, rtol=1e-12)
+
+
+def test_njit_through_ctypes_global(S, P):
+    """The other route into nopython code: the thunk's ctypes function as a
+    global (Numba's ExternalFunctionPointer)."""
+    x = np.arange(5.0)
+    dot_c = nt.bind(nt.cython(P, "dot"), x, x, nt.size(x)).ctypes
+    add_c = nt.bind(nt.cython(S, "hypot2"), nt.ARG, 1.0).ctypes
+
+    @numba.njit
+    def run(n):
+        s = 0.0
+        for i in range(n):
+            s += dot_c() + add_c(float(i))
+        return s
+
+    assert run(3) == 3 * (x @ x) + sum(i * i + 1 for i in range(3))
+
+
+# ------------------------------------------------------------ SciPy's Cython modules
+
+
+def test_scipy_cython_blas():
+    from scipy.linalg import cython_blas
+
+    ddot = nt.cython(cython_blas, "ddot")
+    assert ddot.csig == nt.Signature("double (int *, double *, int *, double *, int *)")
+    x, y = np.linspace(-1, 1, 9), np.arange(9.0)
+    one = nt.ref(1, "int")
+    t = nt.bind(ddot, nt.ref(9, "int"), x, one, y, one)
+    assert t() == pytest.approx(x @ y)
+    t2 = nt.bind(ddot, nt.ref(5, "int"), x, nt.ref(2, "int"), y, nt.ref(2, "int"))
+    assert t2() == pytest.approx(x[::2] @ y[::2])
+    assert _call_twice_njit(t) == pytest.approx(2 * (x @ y))
+
+    daxpy = nt.cython("scipy.linalg.cython_blas", "daxpy")
+    yy = y.copy()
+    alpha = nt.ref(0.5, "double")
+    ta = nt.bind(daxpy, nt.ref(9, "int"), alpha, x, one, yy, one)
+    ta()
+    np.testing.assert_allclose(yy, y + 0.5 * x)
+    alpha.value = -1.0
+    _call_n(ta, 2)
+    np.testing.assert_allclose(yy, y + 0.5 * x - 2 * x)
+
+    zdotc = nt.cython(cython_blas, "zdotc")
+    z = np.array([1 + 2j, 3 - 1j, -2j])
+    w = np.array([2 - 1j, 1j, 4 + 0j])
+    tz = nt.bind(zdotc, nt.ref(3, "int"), z, one, w, one)
+    assert tz() == pytest.approx(np.vdot(z, w))
+
+
+@numba.njit
+def _call_twice_njit(f):
+    return f() + f()
+
+
+def test_scipy_cython_lapack_info_readback():
+    from scipy.linalg import cython_lapack
+
+    dgesv = nt.cython(cython_lapack, "dgesv")
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(4, 4)) + 4 * np.eye(4)
+    b = rng.normal(size=4)
+    af, bf = np.asfortranarray(a), b.copy()
+    ipiv = np.zeros(4, dtype=np.intc)
+    info = nt.ref(-99, "int")
+    n = nt.ref(4, "int")
+    t = nt.bind(dgesv, n, nt.ref(1, "int"), nt.strided(af), n, ipiv, bf, n, info)
+    t()
+    assert info.value == 0
+    np.testing.assert_allclose(bf, np.linalg.solve(a, b))
+    # singular: LAPACK reports it through info
+    sing = np.asfortranarray(np.ones((4, 4)))
+    bf2 = b.copy()
+    nt.bind(dgesv, n, nt.ref(1, "int"), nt.strided(sing), n, ipiv, bf2, n, info)()
+    assert info.value > 0
+    dlamch = nt.cython(cython_lapack, "dlamch")
+    assert nt.bind(dlamch, nt.ref(ord("E"), "char"))() == np.finfo(float).eps / 2
+
+
+def test_scipy_cython_special():
+    import scipy.special as sc
+    from scipy.special import cython_special
+
+    gammainc = nt.cython(cython_special, "gammainc")         # cpdef
+    assert gammainc.csig == nt.Signature("double (double, double)")
+    assert gammainc(2.0, 1.5) == pytest.approx(sc.gammainc(2.0, 1.5))
+    g = nt.cython(cython_special, "gamma", fused=("double",))
+    assert g(4.5) == pytest.approx(sc.gamma(4.5))
+    gz = nt.cython(cython_special, "gamma", fused="double complex")
+    assert gz(1 + 1j) == pytest.approx(sc.gamma(1 + 1j))
+    cheb = nt.cython(cython_special, "eval_chebyc", fused=("long", "double"))
+    assert cheb.name.endswith("__pyx_fuse_1_1eval_chebyc")
+    assert cheb(3, 0.5) == pytest.approx(sc.eval_chebyc(3, 0.5))
+    assert nt.cython(cython_special, "eval_chebyc", fused=(2, 1)).csig == nt.Signature(
+        "double (Py_ssize_t, double)")
+    xs = np.linspace(0.5, 3, 6)
+    assert _sum_over(nt.bind(g, nt.ARG), xs) == pytest.approx(sc.gamma(xs).sum())
+    with pytest.raises(TypeError, match="optional arguments"):
+        nt.cython(cython_special, "spherical_jn", fused=1)
+    with pytest.raises(TypeError, match=r"fused function.*\n.*fused=\(0, 0\)"):
+        nt.cython(cython_special, "eval_chebyc")
