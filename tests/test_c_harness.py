@@ -1,0 +1,74 @@
+"""The C-level harnesses, built with the system compilers and run here so
+the one test command covers them:
+
+- tests/c/test_sig.c: parser and formatter round trips, error columns
+  (built with ASan and UBSan);
+- tests/c/fuzz_sig.c: the parser fuzz target driven by its standalone
+  random driver (ASan and UBSan);
+- tests/c/test_native.c: the native backend's differential test over
+  thousands of random signatures, with fixtures compiled by gcc and by
+  clang, plus W^X, release trap, fork, threads and quarantine.
+"""
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+import numthunk as nt
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+SRC = os.path.join(ROOT, "src")
+BUILD = os.path.join(HERE, "_build")
+WARN = ["-Wall", "-Wextra", "-Werror", "-std=c11", "-D_GNU_SOURCE"]
+SAN = ["-g", "-O1", "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
+       "-fno-omit-frame-pointer"]
+
+
+def build(name, sources, flags, libs=()):
+    os.makedirs(BUILD, exist_ok=True)
+    out = os.path.join(BUILD, name)
+    cmd = ["gcc", *WARN, *flags, f"-I{SRC}", *sources, "-o", out, *libs]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def run(exe, *args, env=None, timeout=900):
+    proc = subprocess.run([exe, *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {}),
+                               "ASAN_OPTIONS": "detect_leaks=1",
+                               "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"},
+                          cwd=BUILD)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return proc.stdout
+
+
+def test_signature_parser_c_tests():
+    exe = build("test_sig", [f"{SRC}/types.c", f"{SRC}/sig.c", f"{HERE}/c/test_sig.c"], SAN)
+    run(exe)
+
+
+def test_signature_parser_fuzz_standalone():
+    exe = build("fuzz_sig", [f"{SRC}/types.c", f"{SRC}/sig.c", f"{HERE}/c/fuzz_sig.c"],
+                SAN + ["-DNT_FUZZ_STANDALONE"])
+    run(exe, "200000", "20261129")
+
+
+NATIVE_SOURCES = ["backend.c", "backend_x86_64.c", "mem_memfd.c", "mem_mprotect.c",
+                  "types.c", "sig.c", "plan.c"]
+
+
+@pytest.mark.skipif(not nt.backend_info()["native_available"],
+                    reason="the native backend exists on x86-64 Linux only")
+@pytest.mark.parametrize("fixture_cc", ["gcc", "clang"])
+def test_native_backend_harness(fixture_cc):
+    if shutil.which(fixture_cc) is None:
+        pytest.fail(f"{fixture_cc} is needed: the differential test builds its fixtures with "
+                    "both gcc and clang (apt-get install clang)")
+    exe = build("test_native", [f"{SRC}/{s}" for s in NATIVE_SOURCES] + [f"{HERE}/c/test_native.c"],
+                ["-O2"], ["-ldl", "-lpthread"])
+    out = run(exe, env={"NT_FIXTURE_CC": fixture_cc})
+    assert "all native backend tests passed" in out
