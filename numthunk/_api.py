@@ -61,7 +61,8 @@ class _Derived:
 def _unwrap_array(obj):
     if isinstance(obj, Strided):
         return obj.obj
-    return _numpy_ctypes_array(obj) or obj
+    arr = _numpy_ctypes_array(obj)
+    return obj if arr is None else arr
 
 
 def size(arr):
@@ -86,7 +87,8 @@ class Strided:
     __slots__ = ("obj",)
 
     def __init__(self, obj):
-        self.obj = _numpy_ctypes_array(obj) or obj
+        arr = _numpy_ctypes_array(obj)
+        self.obj = obj if arr is None else arr
 
     def __repr__(self):
         return f"strided({_short(self.obj)})"
