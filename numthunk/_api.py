@@ -8,10 +8,11 @@ libraries only when an object of theirs shows up.
 
 import ctypes
 import re
+import weakref
 
 import numpy as np
 
-from . import _core
+from . import _core, _numba
 from ._signature import Signature, ctypes_prototype, ctypes_type_text
 
 __all__ = [
@@ -203,8 +204,8 @@ class Function:
     ({index: 'double[:, ::1]'}); ``fixed`` binds parameters for good
     ({index: value}), hiding them from bind()."""
 
-    __slots__ = ("address", "signature", "nogil", "owner", "name", "memoryviews",
-                 "fixed", "_user_params", "_call_thunk", "__weakref__")
+    __slots__ = ("address", "_signature", "nogil", "owner", "name", "memoryviews",
+                 "fixed", "_user_params", "_call_thunk", "_protocol_sig", "__weakref__")
 
     def __init__(self, address, signature, *, nogil=True, owner=None, name=None,
                  memoryviews=None, fixed=None):
@@ -215,7 +216,8 @@ class Function:
             raise ValueError("Function address is 0 (NULL)")
         sig = signature if isinstance(signature, Signature) else Signature(signature)
         self.address = address
-        self.signature = sig
+        self._signature = sig
+        self._protocol_sig = None
         self.nogil = bool(nogil)
         self.owner = owner
         self.name = name
@@ -228,11 +230,34 @@ class Function:
         self._call_thunk = None
 
     @property
+    def signature(self):
+        """The target's C signature. Called, ``signature()`` is the Numba
+        signature of this function as a Numba function value (see
+        :meth:`Thunk.signature`)."""
+        if self._protocol_sig is None:
+            self._protocol_sig = _ProtocolSignature(self._signature, self)
+        return self._protocol_sig
+
+    @property
     def csig(self):
         """The signature callers see (without fixed parameters)."""
         if not self.fixed:
-            return self.signature
+            return self._signature
         return self._thunk().csig
+
+    # Numba's Wrapper Address Protocol (see Thunk). A Function with fixed
+    # parameters or memoryviews is called through its call thunk.
+    def __wrapper_address__(self):
+        if self.fixed or self.memoryviews:
+            return self._thunk().address
+        return self.address
+
+    _wrapper_address_ = property(__wrapper_address__)
+
+    @property
+    def _numba_type_(self):
+        csig = self.csig
+        return _NUMBA_TYPES.get(csig) or _numba.function_type(csig)
 
     def _thunk(self):
         if self._call_thunk is None:
@@ -244,7 +269,7 @@ class Function:
 
     def __repr__(self):
         name = f"{self.name} " if self.name else ""
-        return f"<numthunk.Function {name}{self.signature} at {self.address:#x}>"
+        return f"<numthunk.Function {name}{self._signature} at {self.address:#x}>"
 
 
 def _capsule_target(capsule, nogil):
@@ -320,13 +345,13 @@ def bind(target, *args, signature=None, nogil=None):
         if len(args) != len(fn._user_params):
             raise TypeError(f"the target '{fn.csig}' takes {len(fn._user_params)} "
                             f"argument(s), got {len(args)}")
-        full = [None] * fn.signature.nargs
+        full = [None] * fn._signature.nargs
         for i, v in fn.fixed.items():
             full[i] = v
         for i, v in zip(fn._user_params, args):
             full[i] = v
         args = full
-    return Thunk(fn.signature, fn.address, tuple(args), owner=fn, nogil=fn.nogil,
+    return Thunk(fn._signature, fn.address, tuple(args), owner=fn, nogil=fn.nogil,
                  memviews=fn.memoryviews or None)
 
 
@@ -347,6 +372,29 @@ class Thunk(_core.Thunk):
         fn._numthunk_owner = self
         return fn
 
+    # Numba's Wrapper Address Protocol: a thunk is a function value in
+    # nopython code (argument, global, closure variable, tuple item).
+    # numthunk._numba registers the class with Numba when a thunk first
+    # meets it; the type is cached per signature.
+    def __wrapper_address__(self):
+        return self.address
+
+    @property
+    def signature(self):
+        """The thunk's C signature, like ``csig``. Called, ``signature()``
+        is its Numba signature: Numba's Wrapper Address Protocol calls
+        ``obj.signature()``."""
+        return _ProtocolSignature(self.csig, self)
+
+    @property
+    def _numba_type_(self):
+        # Numba reads this twice per argument on every call: keep it short.
+        csig = self.csig
+        return _NUMBA_TYPES.get(csig) or _numba.function_type(csig)
+
+    # What Numba's unboxing reads (the address getter itself, no call).
+    _wrapper_address_ = _core.Thunk.address
+
     def lowlevelcallable(self, signature=None, user_data=None):
         """A ``scipy.LowLevelCallable`` for this thunk. Its signature string
         is the thunk's C signature unless given (SciPy compares it exactly)."""
@@ -366,6 +414,24 @@ class Thunk(_core.Thunk):
         name = getattr(self.target, "name", None) or f"{self.target_address:#x}"
         return (f"<numthunk.Thunk {self.csig} -> {name}({', '.join(parts)}) "
                 f"at {self.address:#x} [{self.backend}]>")
+
+
+class _ProtocolSignature(Signature):
+    """``fn.signature``: a C Signature that, called, gives the Numba
+    signature of ``fn`` as a function value."""
+
+    __slots__ = ("_of",)
+
+    def __new__(cls, sig, of):
+        self = super().__new__(cls, sig)
+        self._of = weakref.ref(of)
+        return self
+
+    def __call__(self):
+        of = self._of()
+        if of is None:
+            raise ReferenceError("the function this signature belongs to no longer exists")
+        return _numba.function_type(of.csig).signature
 
 
 def _bound_repr(v):
@@ -412,8 +478,8 @@ def _adapt(obj, what, ctype_text, fnsig):
             fn = as_function(obj)
             if fn.fixed:
                 fn = as_function(fn._thunk())
-            if fn.signature != fnsig:
-                raise TypeError(f"{what}: expected a function '{fnsig}', got '{fn.signature}'")
+            if fn._signature != fnsig:
+                raise TypeError(f"{what}: expected a function '{fnsig}', got '{fn._signature}'")
             return Address(fn.address, owner=obj)
         return NotImplemented
     if isinstance(obj, (ctypes._Pointer, ctypes.c_void_p, ctypes.c_char_p)):
@@ -433,5 +499,7 @@ def _adapt(obj, what, ctype_text, fnsig):
         return Address(addr, owner=obj)
     return NotImplemented
 
+
+_NUMBA_TYPES = _numba.function_types
 
 _core._setup(arg=ARG, derived=_Derived, strided=Strided, address=Address, adapt=_adapt)

@@ -1,24 +1,46 @@
-"""Numba adapter: signatures both ways and @cfunc targets.
+"""Numba adapter: signatures both ways, @cfunc targets, and thunks as
+first-class functions in nopython code.
 
-Imported only when a Numba object shows up, so ``import numthunk`` never
+A Thunk or a Function is a Numba function value through Numba's Wrapper
+Address Protocol (``__wrapper_address__()``, ``signature()``). Two things
+make that fast and robust:
+
+- ``_numba_type_`` returns a ``FunctionType`` cached per C signature, so
+  passing a thunk into an ``@njit`` function does not rebuild its type on
+  every call (Numba reads ``_numba_type_`` before anything else);
+- the first time a thunk meets Numba, :func:`register` imports
+  ``numba.experimental.function_type`` (the data model, unboxing and
+  constant lowering of function values, which Numba itself only loads on
+  first use) and registers the classes, so a thunk may be the very first
+  thing Numba compiles.
+
+This module imports Numba only inside functions: ``import numthunk`` never
 imports Numba.
 """
 
+import re
+import threading
+
+__all__ = ["type_to_c", "signature_to_c", "string_to_c", "cfunc_signature",
+           "type_from_desc", "signature_from_c", "function_type", "register"]
+
 _SCALAR_C = {
-    "boolean": "bool", "bool": "bool",
+    "bool": "bool",
     "int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t", "uint16": "uint16_t",
     "int32": "int", "uint32": "unsigned int", "int64": "int64_t", "uint64": "uint64_t",
     "float32": "float", "float64": "double",
     "complex64": "float complex", "complex128": "double complex",
-    "none": "void", "void": "void",
+    "none": "void",
 }
 
 _KIND_NUMBA = {
     "bool": "boolean", "int8": "int8", "uint8": "uint8", "int16": "int16", "uint16": "uint16",
     "int32": "int32", "uint32": "uint32", "int64": "int64", "uint64": "uint64",
-    "float32": "float32", "float64": "float64", "complex64": "complex64",
-    "complex128": "complex128",
+    "float32": "float32", "float64": "float64", "complex128": "complex128",
 }
+
+
+# ---------------------------------------------------------------- Numba -> C
 
 
 def type_to_c(t, where="type"):
@@ -27,35 +49,144 @@ def type_to_c(t, where="type"):
 
     if isinstance(t, types.CPointer):
         return type_to_c(t.dtype, where) + " *"
-    if isinstance(t, types.RawPointer) or t == types.voidptr:
+    if isinstance(t, types.RawPointer):
         return "void *"
     if isinstance(t, types.FunctionType):
         sig = t.signature
         args = ", ".join(type_to_c(a, where) for a in sig.args) or "void"
         return f"{type_to_c(sig.return_type, where)} (*)({args})"
-    name = str(t)
-    if name in _SCALAR_C:
-        return _SCALAR_C[name]
-    raise TypeError(f"{where}: Numba type {name!r} has no C equivalent numthunk supports "
-                    "(arrays cross as CPointer(dtype) plus their sizes)")
+    if isinstance(t, types.NoneType):
+        return "void"
+    if isinstance(t, (types.Boolean, types.Integer, types.Float, types.Complex)):
+        text = _SCALAR_C.get(str(t))
+        if text is not None:
+            return text
+    if isinstance(t, types.Array):
+        raise TypeError(f"{where}: Numba type {str(t)!r} is an array; in a C signature an "
+                        "array is CPointer(dtype) plus its sizes (bind the array itself: "
+                        "numthunk checks its dtype)")
+    raise TypeError(f"{where}: Numba type {str(t)!r} has no C equivalent numthunk supports")
 
 
 def signature_to_c(sig):
     """C text for a Numba ``Signature`` such as ``float64(CPointer(float64), intc)``."""
+    if sig.return_type is None:
+        raise ValueError(f"Numba signature {sig} has no return type: a C signature needs one "
+                         "(write e.g. float64(float64) or void(float64))")
     ret = type_to_c(sig.return_type, "return type")
     args = [type_to_c(a, f"argument {i + 1}") for i, a in enumerate(sig.args)]
     return f"{ret} ({', '.join(args) or 'void'})"
 
 
-def string_to_c(text):
-    """C text for Numba's string form of a signature ('float64(CPointer(float64), intc)'
-    or '(float64*, int32) -> float64'); raises if Numba cannot read it."""
-    from numba.core import sigutils
+# Numba's two written forms of a signature: the call form it accepts in
+# @cfunc("float64(CPointer(float64), intc)") and the form str() gives,
+# "(float64*, int32) -> float64". Parsed here, without eval().
+_TOKEN = re.compile(r"\s*(?:(->)|([A-Za-z_][A-Za-z0-9_]*)|(.))")
 
-    sig = sigutils._parse_signature_string(text)
-    if isinstance(sig, tuple):
-        raise ValueError(f"{text!r} has no return type")
-    return signature_to_c(sig)
+
+class _SigParser:
+    def __init__(self, text):
+        self.text = text
+        self.tokens = []
+        pos = 0
+        text = text.rstrip()
+        while pos < len(text):
+            m = _TOKEN.match(text, pos)
+            self.tokens.append((m.group(1) or m.group(2) or m.group(3), m.start(m.lastindex)))
+            pos = m.end()
+        self.i = 0
+
+    def peek(self):
+        return self.tokens[self.i][0] if self.i < len(self.tokens) else None
+
+    def take(self, want=None):
+        tok = self.peek()
+        if tok is None or (want is not None and tok != want):
+            self.fail(f"expected {want!r}" if want else "unexpected end")
+        self.i += 1
+        return tok
+
+    def fail(self, what):
+        col = self.tokens[self.i][1] if self.i < len(self.tokens) else len(self.text)
+        raise ValueError(f"Numba signature {self.text!r}: {what} at column {col + 1}")
+
+    def signature(self):
+        from numba.core import typing
+
+        if self.peek() == "(":                        # (args) -> ret
+            args = self.arglist()
+            self.take("->")
+            ret = self.type()
+        else:                                         # ret(args)
+            ret = self.type(call_suffix=False)
+            if self.peek() != "(":
+                self.fail("expected '(' and the argument types")
+            args = self.arglist()
+        if self.peek() is not None:
+            self.fail(f"unexpected {self.peek()!r}")
+        return typing.signature(ret, *args)
+
+    def arglist(self):
+        self.take("(")
+        args = []
+        if self.peek() == ")":
+            self.i += 1
+            return args
+        while True:
+            args.append(self.type())
+            tok = self.take()
+            if tok == ")":
+                return args
+            if tok != ",":
+                self.i -= 1
+                self.fail("expected ',' or ')'")
+
+    def type(self, call_suffix=True):
+        from numba.core import types
+
+        name = self.take()
+        if not name[0].isalpha() and name[0] != "_":
+            self.i -= 1
+            self.fail("expected a type name")
+        if name == "CPointer":
+            self.take("(")
+            t = types.CPointer(self.type())
+            self.take(")")
+        elif name == "FunctionType":
+            self.take("[")
+            t = types.FunctionType(self.signature_inside("]"))
+        else:
+            t = getattr(types, name, None)
+            if not isinstance(t, types.Type):
+                self.i -= 1
+                self.fail(f"{name!r} is not a Numba type")
+            if call_suffix and self.peek() == "(":      # float64(float64) as a type
+                t = types.FunctionType(t(*self.arglist()))
+        while self.peek() == "*":
+            self.i += 1
+            t = types.CPointer(t)
+        if self.peek() == "[":
+            self.fail("arrays have no C equivalent (use CPointer(dtype) plus the sizes)")
+        return t
+
+    def signature_inside(self, close):
+        from numba.core import typing
+
+        ret = self.type(call_suffix=False)
+        args = self.arglist()
+        self.take(close)
+        return typing.signature(ret, *args)
+
+
+def parse_numba_signature(text):
+    """A Numba signature from its text, in either of Numba's forms."""
+    return _SigParser(text).signature()
+
+
+def string_to_c(text):
+    """C text for a Numba signature string ('float64(CPointer(float64), intc)'
+    or '(float64*, int32) -> float64'); raises ValueError if it is not one."""
+    return signature_to_c(parse_numba_signature(text))
 
 
 def cfunc_signature(cfunc):
@@ -65,10 +196,18 @@ def cfunc_signature(cfunc):
     return Signature(signature_to_c(cfunc._sig))
 
 
-def type_from_desc(desc):
+# ---------------------------------------------------------------- C -> Numba
+
+
+def type_from_desc(desc, where="type"):
+    """The Numba type of one entry of ``Signature._describe()``.
+
+    C function pointers become ``voidptr``: a Numba ``FunctionType`` value is
+    a three-pointer struct, not a C function pointer, so declaring one where
+    C takes a pointer would shift every later argument."""
     from numba.core import types
 
-    kind, base, depth, _const, _spelling, fn = desc
+    kind, base, depth, _const, spelling, _fn = desc
     if kind == "void":
         return types.void
     if kind in _KIND_NUMBA:
@@ -77,14 +216,21 @@ def type_from_desc(desc):
         if base == "void":
             t = types.voidptr
             depth -= 1
+        elif base in _KIND_NUMBA or base == "complex64":
+            t = types.complex64 if base == "complex64" else getattr(types, _KIND_NUMBA[base])
         else:
-            t = getattr(types, _KIND_NUMBA[base])
+            return types.voidptr
         for _ in range(depth):
             t = types.CPointer(t)
         return t
     if kind == "function pointer":
-        return types.FunctionType(signature_from_c(fn)) if fn is not None else types.voidptr
-    raise TypeError(f"C type {kind!r} has no Numba equivalent")
+        return types.voidptr
+    if kind == "complex64":
+        raise TypeError(f"{where} ({spelling}): Numba passes a complex64 as two separate "
+                        "floats, C passes 'float complex' packed in one register; bind it, "
+                        "or use a pointer")
+    raise TypeError(f"{where} ({spelling}): a C {kind} has no Numba equivalent; bind it so "
+                    "that the thunk takes only scalars and pointers")
 
 
 def signature_from_c(sig):
@@ -92,4 +238,69 @@ def signature_from_c(sig):
     from numba.core import typing
 
     ret, args = sig._describe()
-    return typing.signature(type_from_desc(ret), *[type_from_desc(a) for a in args])
+    names = sig.names
+    return typing.signature(
+        type_from_desc(ret, "return type"),
+        *[type_from_desc(a, _param_where(i, names[i])) for i, a in enumerate(args)])
+
+
+def _param_where(i, name):
+    return f"parameter {i + 1}" + (f" ({name})" if name else "")
+
+
+# ---------------------------------------------------------------- function values
+
+
+function_types = {}         # numthunk Signature -> ThunkFunctionType
+_lock = threading.Lock()
+_registered = False
+
+
+def function_type(csig):
+    """The Numba ``FunctionType`` of a function with C signature ``csig``,
+    cached per signature (this is what ``_numba_type_`` returns)."""
+    ft = function_types.get(csig)
+    if ft is not None:
+        return ft
+    register()
+    from ._numba_ext import ThunkFunctionType
+
+    try:
+        nbsig = signature_from_c(csig)
+    except TypeError as exc:
+        raise TypeError(f"a function '{csig}' cannot be a Numba function value: {exc}") \
+            from None
+    ft = ThunkFunctionType(nbsig)
+    with _lock:
+        return function_types.setdefault(csig, ft)
+
+
+def _typeof_numthunk(val, c):
+    return val._numba_type_
+
+
+def register():
+    """Make Thunk and Function Numba function values (done once, lazily)."""
+    global _registered
+    if _registered:
+        return
+    with _lock:
+        if _registered:
+            return
+        # Data model, boxing and constant lowering of FunctionType live in
+        # numba.experimental.function_type, which Numba loads only on first
+        # use of a function value (numba issues 8282, 9680: "non-precise
+        # type pyobject"); _numba_ext imports it and adds our type.
+        from . import _numba_ext  # noqa: F401
+        from numba.core.types import WrapperAddressProtocol
+        from numba.core.typing.typeof import typeof_impl
+
+        from ._api import Function, Thunk
+
+        for cls in (Thunk, Function):
+            # Lowering a global or closure value needs isinstance(WAP).
+            WrapperAddressProtocol.register(cls)
+            # More specific than the WAP entry, which would rebuild the
+            # FunctionType from signature() on every call.
+            typeof_impl.register(cls)(_typeof_numthunk)
+        _registered = True

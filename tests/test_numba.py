@@ -1,0 +1,559 @@
+"""Numba: thunks and Functions as first-class function values in nopython
+code, signatures both ways, @cfunc targets, and the seeds' idioms.
+
+Run under both engines (NUMTHUNK_BACKEND=native / ffi); every result is
+compared with the fixture function called directly or with NumPy."""
+
+import ctypes
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from numba import carray, cfunc, njit, prange, types
+from numba.core import typing
+
+import numthunk as nt
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(nt.__file__)))
+
+
+@cfunc(types.float64(types.CPointer(types.float64), types.intc))
+def c_sum(ptr, n):
+    return np.sum(carray(ptr, n))
+
+
+@njit
+def call0(fn):
+    return fn()
+
+
+@njit
+def call1(fn, x):
+    return fn(x)
+
+
+@pytest.fixture
+def f_sum(cfn):
+    return cfn("f_d_pi", "double (const double *, int)")
+
+
+def run_python(code, env=None, cwd=None):
+    """Run code in a fresh interpreter; return its stdout (fails on error)."""
+    full_env = dict(os.environ)
+    full_env["PYTHONPATH"] = os.pathsep.join(
+        [ROOT] + ([full_env["PYTHONPATH"]] if full_env.get("PYTHONPATH") else []))
+    full_env.update(env or {})
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full_env,
+                          cwd=cwd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    return proc.stdout
+
+
+# ---------------------------------------------------------------- as an argument
+
+
+def test_thunk_argument_called_in_njit(f_sum):
+    vec = np.array([1.0, 2.0, 3.0, 4.0])
+    t = nt.bind(f_sum, vec, nt.size(vec))
+    assert call0(t) == 10.0
+    vec[0] = 100.0                       # live: the thunk reads the array at call time
+    assert call0(t) == 109.0
+
+
+def test_fresh_thunks_share_one_specialisation(f_sum):
+    @njit
+    def consumer(fn, k):
+        s = 0.0
+        for _ in range(k):
+            s += fn()
+        return s
+
+    for n in range(1, 30):
+        arr = np.arange(float(n))
+        t = nt.bind(f_sum, arr, nt.size(arr))
+        assert consumer(t, 3) == 3 * arr.sum()
+    assert len(consumer.signatures) == 1
+    (sig,) = consumer.signatures
+    assert isinstance(sig[0], types.FunctionType)
+    assert sig[0].signature == typing.signature(types.float64)
+
+
+def test_forwarded_arguments_and_ctypes_pointer(cfn):
+    f = cfn("f_d_dpi", "double (double, const double *, int)")
+    p = np.array([1.0, 2.0, 3.0])
+    t = nt.bind(f, nt.ARG, p, nt.size(p))             # double (double)
+    xs = np.linspace(-1, 1, 7)
+
+    @njit
+    def evaluate(fn, xs):
+        out = np.empty_like(xs)
+        for i in range(xs.size):
+            out[i] = fn(xs[i])
+        return out
+
+    np.testing.assert_allclose(evaluate(t, xs), 1 + 2 * xs + 3 * xs**2)
+
+    # The target itself, a pointer parameter given arr.ctypes from @njit.
+    @njit
+    def direct(fn, x, p):
+        return fn(x, p.ctypes, np.intc(p.size))
+
+    assert direct(f, 2.0, p) == 1 + 4 + 12
+
+
+def test_function_is_a_numba_value(f_sum):
+    vec = np.arange(6.0)
+
+    @njit
+    def use(fn, x):
+        return fn(x.ctypes, np.intc(x.size))
+
+    assert use(f_sum, vec) == 15.0
+    assert f_sum.__wrapper_address__() == f_sum.address
+    assert f_sum.signature() == typing.signature(
+        types.float64, types.CPointer(types.float64), types.int32)
+    assert str(f_sum.signature) == "double (const double *, int)"   # still the C signature
+
+
+def test_function_with_fixed_parameters_is_called_through_its_thunk(lib, fixture_path):
+    addr = ctypes.cast(lib.f_d_pi, ctypes.c_void_p).value
+    f = nt.Function(addr, "double (const double *, int)", fixed={1: 3}, owner=lib)
+    assert str(f.csig) == "double (const double *)"
+    assert f.signature() == typing.signature(types.float64, types.CPointer(types.float64))
+    assert f.__wrapper_address__() != addr
+
+    @njit
+    def use(fn, x):
+        return fn(x.ctypes)
+
+    assert use(f, np.arange(5.0)) == 3.0
+
+
+def test_signature_protocol_of_thunk(f_sum):
+    vec = np.ones(3)
+    t = nt.bind(f_sum, vec, 3)
+    assert t.__wrapper_address__() == t.address
+    assert t.signature() == typing.signature(types.float64)
+    assert t.signature == t.csig
+    assert t._numba_type_ is nt.bind(f_sum, vec, 2)._numba_type_     # cached per signature
+
+
+def test_tuple_argument(f_sum, cfn):
+    a, b = np.arange(3.0), np.arange(5.0)
+    ta, tb = nt.bind(f_sum, a, nt.size(a)), nt.bind(f_sum, b, nt.size(b))
+    square = nt.bind(cfn("f_d_dpi", "double (double, const double *, int)"), nt.ARG,
+                     np.array([0.0, 0.0, 1.0]), 3)
+
+    @njit
+    def total(fns):
+        s = 0.0
+        for f in fns:                    # homogeneous: a UniTuple
+            s += f()
+        return s
+
+    @njit
+    def mixed(pair, x):
+        return pair[0]() + pair[1](x)
+
+    assert total((ta, tb)) == 3.0 + 10.0
+    assert total((ta, tb, ta)) == 16.0
+    assert mixed((tb, square), 3.0) == 10.0 + 9.0
+
+
+def test_thunk_returned_from_njit_is_the_same_object(f_sum):
+    t = nt.bind(f_sum, np.ones(2), 2)
+
+    @njit
+    def ident(fn):
+        return fn
+
+    assert ident(t) is t
+
+
+def test_thunk_and_cfunc_unify(f_sum):
+    @cfunc(types.float64())
+    def seven():
+        return 7.0
+
+    t = nt.bind(f_sum, np.arange(4.0), 4)
+
+    @njit
+    def choose(flag, x, y):
+        g = x if flag else y
+        return g()
+
+    assert choose(True, t, seven) == 6.0
+    assert choose(False, t, seven) == 7.0
+
+
+# ---------------------------------------------------------------- global, closure
+
+
+GLOBAL_THUNK = None
+
+
+@njit
+def _use_global():
+    return GLOBAL_THUNK()
+
+
+def test_global(f_sum):
+    global GLOBAL_THUNK
+    vec = np.arange(4.0)
+    GLOBAL_THUNK = nt.bind(f_sum, vec, nt.size(vec))
+    try:
+        assert _use_global() == 6.0
+        vec[:] = 1.0                     # the address is baked in, the data is live
+        assert _use_global() == 4.0
+    finally:
+        GLOBAL_THUNK = None              # compiled code keeps its own reference
+
+
+def test_closure(f_sum, cfn):
+    def make(fn):
+        @njit
+        def run(k):
+            s = 0.0
+            for _ in range(k):
+                s += fn()
+            return s
+        return run
+
+    vec = np.arange(5.0)
+    t = nt.bind(f_sum, vec, nt.size(vec))
+    run = make(t)
+    assert run(2) == 20.0
+    vec[0] = 10.0
+    assert run(2) == 40.0
+    # a Function as a closure value, called with a pointer from nopython code
+    f = cfn("f_d_pi", "double (const double *, int)")
+
+    @njit
+    def direct(x):
+        return f(x.ctypes, np.intc(x.size))
+
+    assert direct(np.arange(4.0)) == 6.0
+
+
+# ---------------------------------------------------------------- parallel
+
+
+def test_parallel_prange(f_sum, cfn):
+    vec = np.arange(10.0)
+    t = nt.bind(f_sum, vec, nt.size(vec))
+    poly = nt.bind(cfn("f_d_dpi", "double (double, const double *, int)"), nt.ARG,
+                   np.array([1.0, -1.0, 0.5]), 3)
+
+    @njit(parallel=True)
+    def fill(fn, g, xs):
+        out = np.empty(xs.size)
+        for i in prange(xs.size):
+            out[i] = fn() + g(xs[i])
+        return out
+
+    xs = np.linspace(0, 1, 20_001)
+    got = fill(t, poly, xs)
+    np.testing.assert_allclose(got, 45.0 + 1 - xs + 0.5 * xs**2)
+    assert fill.parallel_diagnostics is not None
+
+
+# ---------------------------------------------------------------- fresh processes
+
+
+FRESH_SETUP = """
+    import ctypes, sys
+    import numpy as np
+    import numthunk as nt
+    assert "numba" not in sys.modules, "import numthunk imported numba"
+    lib = ctypes.CDLL({path!r})
+    f = nt.Function(ctypes.cast(lib.f_d_pi, ctypes.c_void_p).value,
+                    "double (const double *, int)", owner=lib)
+    vec = np.arange({n}.0)
+    t = nt.bind(f, vec, nt.size(vec))
+    _ = t.address, t.csig, t()
+    assert "numba" not in sys.modules, "making and calling a thunk imported numba"
+"""
+
+
+def test_first_thing_numba_compiles_takes_a_thunk(fixture_path):
+    out = run_python(FRESH_SETUP.format(path=fixture_path, n=4) + """
+    from numba import njit
+
+    @njit
+    def first(fn):
+        return fn()
+
+    print(first(t))
+    """)
+    assert out.split() == ["6.0"]
+
+
+def test_first_thing_numba_compiles_uses_a_global_thunk(fixture_path):
+    out = run_python(FRESH_SETUP.format(path=fixture_path, n=4) + """
+    from numba import njit
+    G = t
+
+    @njit
+    def first():
+        return G() + 1.0
+
+    print(first())
+    """)
+    assert out.split() == ["7.0"]
+
+
+def test_cache_reused_in_a_second_process(fixture_path, tmp_path):
+    (tmp_path / "consumer.py").write_text(textwrap.dedent("""
+        from numba import njit
+
+        @njit(cache=True)
+        def run(fn, k):
+            s = 0.0
+            for _ in range(k):
+                s += fn()
+            return s
+    """))
+    use = f"""
+    sys.path.insert(0, {str(tmp_path)!r})
+    import consumer
+    print(consumer.run(t, 2), sum(consumer.run.stats.cache_hits.values()),
+          sum(consumer.run.stats.cache_misses.values()))
+    """
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    first = run_python(FRESH_SETUP.format(path=fixture_path, n=4) + use, env=env).split()
+    assert first == ["12.0", "0", "1"]                 # compiled and saved
+    # Another process, another thunk (another address, another array).
+    second = run_python(FRESH_SETUP.format(path=fixture_path, n=5) + use, env=env).split()
+    assert second == ["20.0", "1", "0"]                # loaded from the cache
+
+
+# ---------------------------------------------------------------- signatures
+
+
+NUMBA_SIG = types.float64(types.CPointer(types.float64), types.intc)
+
+
+@pytest.mark.parametrize("spec", [
+    NUMBA_SIG,
+    "float64(CPointer(float64), intc)",
+    "(float64*, int32) -> float64",
+    str(NUMBA_SIG),
+])
+def test_numba_signatures_accepted(spec, f_sum):
+    sig = nt.Signature(spec)
+    assert sig == nt.Signature("double (double *, int)")
+    assert sig.to_numba() == NUMBA_SIG
+    # wherever a signature is taken
+    fn = nt.Function(f_sum.address, spec)
+    vec = np.arange(4.0)
+    assert nt.bind(fn, vec, nt.size(vec))() == 6.0
+    assert nt.bind(f_sum.address, vec, nt.size(vec), signature=spec)() == 6.0
+
+
+@pytest.mark.parametrize("text, c", [
+    ("void(voidptr, intp, uintp, boolean, int8, uint16)",
+     "void (void *, int64_t, uint64_t, bool, int8_t, uint16_t)"),
+    ("float32(CPointer(CPointer(int64)))", "float (int64_t **)"),
+    ("(int32, float64) -> none", "void (int, double)"),
+    ("float64(FunctionType[float64(float64)], float64)", "double (double (*)(double), double)"),
+    ("complex128(complex128)", "double complex (double complex)"),
+])
+def test_numba_string_forms(text, c):
+    from numthunk import _numba
+    assert nt.Signature(_numba.string_to_c(text)) == nt.Signature(c)
+    assert nt.Signature(text) == nt.Signature(c)
+
+
+@pytest.mark.parametrize("c, numba_sig", [
+    ("double (double)", types.float64(types.float64)),
+    ("void (void)", types.void()),
+    ("int64_t (const int *, size_t, char, bool)",
+     types.int64(types.CPointer(types.int32), types.uint64, types.int8, types.boolean)),
+    ("void (void *, void **)", types.void(types.voidptr, types.CPointer(types.voidptr))),
+    # a C function pointer is a pointer at the ABI level, not Numba's
+    # three-pointer function-value struct
+    ("double (double (*)(double), double)", types.float64(types.voidptr, types.float64)),
+    ("double complex (double complex *)",
+     types.complex128(types.CPointer(types.complex128))),
+])
+def test_to_numba(c, numba_sig):
+    assert nt.Signature(c).to_numba() == numba_sig
+
+
+def test_to_ctypes():
+    proto = nt.Signature("float64(CPointer(float64), intc)").to_ctypes()
+    assert proto._restype_ is ctypes.c_double
+    assert proto._argtypes_ == (ctypes.POINTER(ctypes.c_double), ctypes.c_int32)
+
+
+def test_signature_errors_name_the_problem():
+    from numthunk import _numba
+    with pytest.raises(ValueError, match="arrays"):
+        _numba.string_to_c("float64(float64[:], intc)")
+    with pytest.raises(ValueError, match="'foo' is not a Numba type.*column 28"):
+        _numba.string_to_c("float64(CPointer(float64), foo)")
+    with pytest.raises(ValueError, match="no return type"):
+        _numba.signature_to_c(typing.signature(None, types.float64))
+    with pytest.raises(TypeError, match="argument 1: Numba type 'array\\(float64, 1d, C\\)' "
+                                        "is an array"):
+        nt.Signature(typing.signature(types.float64, types.float64[::1]))
+    with pytest.raises(TypeError, match="float complex.*packed"):
+        nt.Signature("double (float complex)").to_numba()
+
+
+def test_unsupported_signature_cannot_be_a_numba_value(lib):
+    addr = ctypes.cast(lib.f_d_pi, ctypes.c_void_p).value
+    f = nt.Function(addr, "double (__Pyx_memviewslice, int)",
+                    memoryviews={0: "double[::1]"})
+    with pytest.raises(TypeError, match="cannot be a Numba function value.*"
+                                        "__Pyx_memviewslice.*bind it"):
+        f._numba_type_
+
+
+def test_released_thunk_is_refused_not_called(f_sum):
+    t = nt.bind(f_sum, np.ones(3), 3)
+    assert call0(t) == 3.0
+    t.release()
+    with pytest.raises(Exception, match="released"):
+        call0(t)
+
+
+# ---------------------------------------------------------------- @cfunc targets
+
+
+def test_cfunc_target_signature_read_from_it():
+    vec = np.array([1.0, 2.0, 3.0, 4.0])
+    t = nt.bind(c_sum, vec, nt.size(vec))
+    assert t.target_signature == nt.Signature("double (double *, int)")
+    assert t() == 10.0
+    assert call0(t) == 10.0
+
+
+def test_cfunc_forwarding_from_njit():
+    @cfunc(types.float64(types.float64, types.CPointer(types.float64), types.intc))
+    def poly(x, p, n):
+        c = carray(p, n)
+        s = 0.0
+        for i in range(n - 1, -1, -1):
+            s = s * x + c[i]
+        return s
+
+    p = np.array([1.0, 0.0, 2.0])
+    t = nt.bind(poly, nt.ARG, p, nt.size(p))
+    assert t.csig == nt.Signature("double (double)")
+    assert call1(t, 3.0) == 19.0
+
+
+# ---------------------------------------------------------------- seeds' idioms
+
+
+def test_arr_ctypes_is_accepted_where_seeds_write_it():
+    vec = np.array([1.0, 2.0, 3.0, 4.0])
+    # compiled(arr.ctypes, np.intc(size)), as in the seeds' fixed factory
+    t = nt.bind(c_sum, vec.ctypes, np.intc(vec.size))
+    assert t() == 10.0
+    assert nt.bind(c_sum, vec.ctypes, nt.size(vec.ctypes))() == 10.0
+    vec[1] = 20.0
+    assert t() == 28.0 and call0(t) == 28.0     # the array behind arr.ctypes, live
+    with pytest.raises(TypeError, match="int32|float32|dtype"):
+        nt.bind(c_sum, np.ones(4, np.float32).ctypes, 4)
+
+
+def test_numba_cfunc_closure_is_stale_numthunk_is_live():
+    def make_sum_numba(arr):                    # the seeds' factory
+        size = np.intc(arr.size)
+        compiled = c_sum
+
+        @cfunc(types.float64())
+        def thunk():
+            return compiled(arr.ctypes, size)
+        return thunk
+
+    vec = np.array([1.0, 2.0, 3.0, 4.0])
+    nb = make_sum_numba(vec)
+    t = nt.bind(c_sum, vec, nt.size(vec))
+    proto = ctypes.CFUNCTYPE(ctypes.c_double)
+    assert proto(nb.address)() == proto(t.address)() == 10.0
+    vec[0] = 100.0
+    # Numba froze the array into the compiled code as a constant: what it
+    # does today (numba issue 7249). If this starts to fail, Numba changed.
+    assert proto(nb.address)() == 10.0
+    assert proto(t.address)() == 109.0
+    assert call0(t) == 109.0
+
+
+# ---------------------------------------------------------------- narrow integers
+
+
+def test_narrow_int_arguments_from_njit_are_extended(cfn):
+    """Numba's first-class calls pass i8/i16 without extending them to 32
+    bits; Clang-built callees read the whole register. The thunk re-extends
+    (native engine) or converts through libffi's types (ffi engine)."""
+    trusting8 = cfn("f_l_cl_trusting", "int64_t (int8_t, int64_t)")
+    trusting16 = cfn("f_l_Sl_trusting", "int64_t (uint16_t, int64_t)")
+
+    @njit
+    def via_thunk8(fn, n):
+        s = 0
+        for i in range(n):
+            s += fn(np.int8(i))
+        return s
+
+    @njit
+    def direct8(fn, n):
+        s = 0
+        for i in range(n):
+            s += fn(np.int8(i), 3)
+        return s
+
+    @njit
+    def via_thunk16(fn, n):
+        s = 0
+        for i in range(n):
+            s += fn(np.uint16(i * 37))
+        return s
+
+    n = 1000
+    expect8 = 3 * sum(int(np.int8(np.uint8(i % 256))) for i in range(n))
+    expect16 = 3 * sum((i * 37) % 65536 for i in range(n * 10))
+    t8 = nt.bind(trusting8, nt.ARG, 3)
+    t16 = nt.bind(trusting16, nt.ARG, 3)
+    assert via_thunk8(t8, n) == expect8
+    assert via_thunk16(t16, n * 10) == expect16
+    # The hazard is real: called directly, the callee sees the unextended
+    # register. If this starts to fail, Numba began extending narrow ints.
+    assert direct8(trusting8, n) != expect8
+
+
+def test_narrow_int_returns_and_bool(cfn):
+    t = nt.bind(cfn("f_l_cCsSB", "int64_t (int8_t, uint8_t, int16_t, uint16_t, bool)"),
+                nt.ARG, nt.ARG, nt.ARG, nt.ARG, nt.ARG)
+
+    @njit
+    def run(fn, n):
+        s = 0
+        for i in range(n):
+            s += fn(np.int8(i), np.uint8(i), np.int16(i * 300), np.uint16(i * 300),
+                    i % 3 == 0)
+        return s
+
+    def ref(i):
+        a, b = int(np.int8(np.uint8(i % 256))), i % 256
+        c, d = int(np.int16(np.uint16(i * 300 % 65536))), i * 300 % 65536
+        return a * 1000003 + b * 10007 + c * 101 + d * 3 + (i % 3 == 0)
+
+    assert run(t, 500) == sum(ref(i) for i in range(500))
+    back = nt.bind(cfn("f_c_c", "int8_t (int8_t)"), nt.ARG)
+    assert call1(back, np.int8(-5)) == -5
+
+
+def test_engine_under_test_is_the_requested_one(f_sum):
+    forced = os.environ.get("NUMTHUNK_BACKEND")
+    t = nt.bind(f_sum, np.ones(2), 2)
+    if forced == "ffi":
+        assert t.backend == "libffi"
+    elif forced == "native":
+        assert t.backend.startswith("native")
