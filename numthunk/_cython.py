@@ -17,6 +17,7 @@ Needs neither Cython nor a compiler: only the installed module (and, for
 its own typedefs, its ``.pxd``/``.pyx``).
 """
 
+import difflib
 import importlib
 import importlib.util
 import os
@@ -56,7 +57,7 @@ _CYTHON_SPELLINGS = {
 
 _MANGLED_RE = re.compile(r"__pyx_t_(?=\d)\w+")
 _IDENT_RE = re.compile(r"[A-Za-z_]\w*")
-_FUSE_RE = re.compile(r"^__pyx_fuse_(\d+(?:_\d+)*)(.+)$")
+_FUSE_INDEX_RE = re.compile(r"^\d+(?:_\d+)*$")
 # Words of C declarators that are not type names.
 _C_WORDS = {"const", "volatile", "struct", "union", "enum", "signed", "unsigned", "short",
             "long", "int", "char", "float", "double", "void", "_Complex", "complex"}
@@ -93,7 +94,8 @@ def _is_builtin(text):
     r = _builtin_cache.get(text)
     if r is None:
         try:
-            Signature(f"void ({text})")
+            # the C type itself: the subclass would fall back to asking Numba
+            _core.Signature(f"void ({text})")
             r = True
         except (ValueError, TypeError):
             r = False
@@ -127,13 +129,14 @@ class _Source:
         return ".".join(base + ([rest] if rest else []))
 
     def _read(self, text):
-        # Join parenthesised continuation lines of cimport statements.
-        text = re.sub(r"\(\s*([^()]*?)\s*\)", lambda m: "(" + " ".join(m.group(1).split()) + ")",
-                      text)
+        # 'from X cimport (a,\n b)' on one line.
+        text = re.sub(r"(\bcimport\s*)\(([^()]*)\)",
+                      lambda m: m.group(1) + " ".join(m.group(2).split()), text)
         for raw in text.splitlines():
-            line = raw.split("#", 1)[0].strip()
-            if not line:
+            line = raw.lstrip()
+            if not line.startswith(("ctypedef ", "cimport ", "from ")):
                 continue
+            line = line.split("#", 1)[0].strip()
             m = re.match(r"^cimport\s+(.+)$", line)
             if m:
                 for item in m.group(1).split(","):
@@ -144,7 +147,7 @@ class _Source:
                         self.aliases[w[0]] = w[0]
                         self.aliases[w[0].split(".")[0]] = w[0].split(".")[0]
                 continue
-            m = re.match(r"^from\s+(\S+)\s+cimport\s+\(?(.+?)\)?$", line)
+            m = re.match(r"^from\s+(\S+)\s+cimport\s+(.+)$", line)
             if m:
                 mod = self._absolute(m.group(1))
                 for item in m.group(2).split(","):
@@ -235,6 +238,23 @@ def _source_files(modname, hint=None):
     return found
 
 
+_source_cache = {}
+
+
+def _source(modname, files):
+    """A parsed _Source, reused while its files keep their size and mtime
+    (scipy's cython_lapack .pyx and .pxd are 900 kB: ~90 ms to parse)."""
+    key = [modname]
+    for path in files:
+        st = os.stat(path)
+        key.append((path, st.st_mtime_ns, st.st_size))
+    key = tuple(key)
+    src = _source_cache.get(key)
+    if src is None:
+        src = _source_cache[key] = _Source(modname, files)
+    return src
+
+
 def _declared_memviews(files, name):
     """{index: 'FLOAT64[:, ::1]'} as the function's definition in the
     module's source declares its memoryview parameters (for error messages)."""
@@ -281,7 +301,7 @@ class _Resolver:
         src = self.sources.get(modname)
         if src is None:
             hint = self.module if modname == self.modname else sys.modules.get(modname)
-            src = _Source(modname, _source_files(modname, hint))
+            src = _source(modname, _source_files(modname, hint))
             self.sources[modname] = src
         return src
 
@@ -317,7 +337,7 @@ class _Resolver:
     def fnptr(self, name):
         """For a mangled function-pointer typedef: its C text, or None."""
         d = _demangle(name)
-        if d is None or name in self.user or d[1] in self.user:
+        if d is None or d[0] == "numpy" or name in self.user or d[1] in self.user:
             return None
         src = self.source(d[0])
         fp = src.fnptrs.get(d[1])
@@ -436,11 +456,13 @@ def _module(module):
 
 
 def _specialisations(capi, name):
+    """{(i,) or (i, j, ...): capsule key} for '__pyx_fuse_<i>[_<j>...]<name>'."""
     out = {}
     for key in capi:
-        m = _FUSE_RE.match(key)
-        if m and m.group(2) == name:
-            out[tuple(int(i) for i in m.group(1).split("_"))] = key
+        if key.startswith("__pyx_fuse_") and key.endswith(name):
+            m = _FUSE_INDEX_RE.match(key[len("__pyx_fuse_"):len(key) - len(name)])
+            if m:
+                out[tuple(int(i) for i in m.group(0).split("_"))] = key
     return dict(sorted(out.items()))
 
 
@@ -463,7 +485,7 @@ def _parse(capsule, resolver, where):
             # The parser has no function-pointer typedefs: a capsule names a
             # parameter's type alone, so the text can stand in its place.
             new = re.sub(rf"\b{tok}\b(?=\s*[,)])", fp, text)
-            if _IDENT_RE.search(new) and tok in new:
+            if tok in new:
                 raise CythonError(f"{where}: function pointer typedef '{tok}' is "
                                   "supported only as a parameter type of its own")
             text = new
@@ -473,6 +495,7 @@ def _parse(capsule, resolver, where):
             resolver._fail(tok, " (not a Cython-mangled name, nor a C type numthunk knows)")
         typedefs[tok] = value
     try:
+        _core.Signature(text, typedefs or None)
         sig = Signature(text, typedefs=typedefs or None)
     except ValueError as exc:
         raise CythonError(f"{where}: cannot parse the capsule signature: {exc}") from None
@@ -560,7 +583,7 @@ def _resolve_sig_text(text, resolver):
 
 
 def _shown(sig):
-    ret, args = sig._describe()
+    """The signature without a cpdef's skip_dispatch, for listings."""
     text = str(sig)
     if sig.names and sig.names[-1] == "__pyx_skip_dispatch":
         head, _, tail = text.rpartition(", ")
@@ -600,7 +623,7 @@ def cython_function(module, name, typedefs=None, memoryviews=None, nogil=False, 
     if fused is not None or name not in capi:
         key = _choose_fused(capi, name, fused, resolver, where, modname)
         if key is None:
-            close = sorted(k for k in capi if name.lower() in k.lower())[:8]
+            close = difflib.get_close_matches(name, list(capi), n=6, cutoff=0.6)
             hint = f" (similar: {', '.join(close)})" if close else ""
             raise CythonError(f"{where}: {modname}.__pyx_capi__ has no function "
                               f"'{name}'{hint}; it exports {len(capi)} function(s)")

@@ -282,6 +282,22 @@ def test_exception_reaches_python_caller(S):
     assert nt.bind(cs, 9.0)() == 3.0
 
 
+def test_exception_from_njit_surfaces_late(S):
+    """docs/cython.md: Numba does not check for an exception after a call
+    through a function pointer; the error value flows on and Python reports
+    it when the @njit function returns."""
+    cs = nt.bind(nt.cython(S, "checked_sqrt"), nt.ARG)
+
+    @numba.njit
+    def plus_one(f, x):
+        return f(x) + 1.0
+
+    assert plus_one(cs, 4.0) == 3.0
+    with pytest.raises(SystemError, match="returned a result with an exception set") as exc:
+        plus_one(cs, -4.0)
+    assert isinstance(exc.value.__cause__, ValueError)
+
+
 # ------------------------------------------------------------ function pointers
 
 
@@ -389,6 +405,36 @@ def test_memoryview_slicing_numpy_typedef(M):
     for decl in ("const np.int64_t[:]", "const int64_t[:]", "const long[:]",
                  ("int64", 1, None, True)):
         assert nt.bind(nt.cython(M, "count_pos", memoryviews={0: decl}), v, 0)() == 4
+
+
+def test_memoryview_subslice_passed_on(M):
+    eo = nt.cython(M, "every_other", memoryviews={0: "const double[:]"})
+    x = np.arange(11.0)
+    assert nt.bind(eo, x)() == x[::2].sum()
+    assert nt.bind(eo, x[1::3])() == x[1::3][::2].sum()
+
+
+def test_memoryview_transpose_crashes_as_documented(kernels):
+    """docs/cython.md: transposing a slice built by numthunk dereferences its
+    NULL memview: the child process dies of a signal."""
+    import subprocess
+
+    code = (
+        "import sys, numpy as np, numthunk as nt\n"
+        f"sys.path.insert(0, {kernels.build_dir!r})\n"
+        "import ntk_cy.mview as M\n"
+        "fn = nt.cython(M, 'transposed_corner', memoryviews={0: 'double[:, :]'})\n"
+        "t = nt.bind(fn, np.arange(6.0).reshape(2, 3))\n"
+        "print('calling', flush=True)\n"
+        "t()\n"
+        "print('survived', flush=True)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [os.path.dirname(os.path.dirname(nt.__file__)), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert "calling" in proc.stdout and "survived" not in proc.stdout
+    assert proc.returncode < 0, (proc.returncode, proc.stderr[-2000:])
 
 
 def test_memoryview_bad_inputs(M):

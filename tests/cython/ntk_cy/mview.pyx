@@ -48,3 +48,20 @@ cdef api cnp.int64_t count_pos(const cnp.int64_t[:] x, Py_ssize_t start) noexcep
         if tail[i] > 0:
             c += 1
     return c
+
+cdef double _sum_strided(const double[:] x) noexcept nogil:
+    cdef double s = 0
+    cdef Py_ssize_t i
+    for i in range(x.shape[0]):
+        s += x[i]
+    return s
+
+cdef api double every_other(const double[:] x) noexcept nogil:
+    # a strided sub-slice, handed on to another cdef function
+    return _sum_strided(x[::2])
+
+cdef api double transposed_corner(double[:, :] a) noexcept nogil:
+    # .T reads the memview object, which a slice built by numthunk does not
+    # have: tests call this only in a child process, to show the crash.
+    cdef double[:, :] t = a.T
+    return t[0, t.shape[1] - 1]
