@@ -189,11 +189,18 @@ def string_to_c(text):
     return signature_to_c(parse_numba_signature(text))
 
 
+_cfunc_signatures = {}      # Numba signature -> numthunk Signature
+
+
 def cfunc_signature(cfunc):
     """The numthunk Signature of a Numba @cfunc object."""
-    from ._signature import Signature
+    nbsig = cfunc._sig
+    sig = _cfunc_signatures.get(nbsig)
+    if sig is None:
+        from ._signature import Signature
 
-    return Signature(signature_to_c(cfunc._sig))
+        sig = _cfunc_signatures.setdefault(nbsig, Signature(signature_to_c(nbsig)))
+    return sig
 
 
 # ---------------------------------------------------------------- C -> Numba
