@@ -621,6 +621,17 @@ def test_njit_scalars_and_cpdef(S):
     assert _sum_over(h, xs) == (xs ** 2 + 4).sum()
     sq = nt.cython(S, "square")                          # a Function, not only thunks
     assert _sum_over(sq, xs) == (xs ** 2).sum()
+    cm = nt.bind(nt.cython(S, "cmul"), nt.ARG, 2 - 1j)   # double complex in and out
+
+    @numba.njit
+    def csum(f, zs):
+        s = 0j
+        for z in zs:
+            s += f(z)
+        return s
+
+    zs = np.array([1 + 1j, 2 - 3j, -0.5j])
+    assert csum(cm, zs) == (zs * (2 - 1j)).sum()
 
 
 def test_njit_pointer_and_by_reference(P):
@@ -662,6 +673,17 @@ def test_njit_memoryviews(M):
         return f()
 
     assert call(s1) == big[1, ::3].sum()
+    v = np.array([1, -1, 2, 3, -5, 8], dtype=np.int64)
+    cp = nt.bind(nt.cython(M, "count_pos", memoryviews={0: "const cnp.int64_t[:]"}), v, nt.ARG)
+
+    @numba.njit
+    def tails(f, n):
+        out = np.empty(n, np.int64)
+        for k in range(n):
+            out[k] = f(k)
+        return out
+
+    np.testing.assert_array_equal(tails(cp, 6), [(v[k:] > 0).sum() for k in range(6)])
 
 
 def test_njit_seed_both_ways(kernels, options_data):
