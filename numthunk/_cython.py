@@ -171,7 +171,7 @@ class _Source:
                 args = [a.strip() for a in _split_args(m.group(3)) if a.strip()]
                 self.fnptrs[m.group(2)] = (m.group(1).strip(), args)
                 continue
-            m = re.match(r"^(.+?)\s+(\w+)\s*(?:\"([^\"]*)\")?$", body)
+            m = re.match(r"^(.+?[\s*])(\w+)\s*(?:\"([^\"]*)\")?$", body)
             if m:
                 self.typedefs[m.group(2)] = m.group(1).strip()
                 if m.group(3):
@@ -282,6 +282,20 @@ def _declared_memviews(files, name):
 # ------------------------------------------------------------ resolution
 
 
+def _np_dtype_name(obj):
+    """np.float64 or np.dtype('int32') -> 'float64' / 'int32' (names the
+    parser knows); TypeError for anything else."""
+    import numpy as np
+
+    try:
+        dt = np.dtype(obj)
+    except Exception:
+        raise TypeError(obj) from None
+    if dt.kind not in "biufc" or not dt.isnative:
+        raise TypeError(obj)
+    return "bool" if dt.kind == "b" else dt.name
+
+
 class _Resolver:
     """Maps Cython type names (mangled or short) to C text the parser knows."""
 
@@ -291,9 +305,15 @@ class _Resolver:
         self.where = where
         self.user = {}
         for k, v in (user or {}).items():
-            if not isinstance(k, str) or not isinstance(v, str):
-                raise TypeError("typedefs must map names (str) to C types (str), e.g. "
-                                "typedefs={'FLOAT64': 'double'}")
+            if not isinstance(v, str):
+                try:
+                    v = _np_dtype_name(v)
+                except TypeError:
+                    v = None
+            if not isinstance(k, str) or v is None:
+                raise TypeError("typedefs must map names (str) to C types (str) or NumPy "
+                                "dtypes, e.g. typedefs={'FLOAT64': 'double'}, got "
+                                f"{k!r}: {user[k]!r}")
             self.user[k] = v
         self.sources = {}
 
@@ -332,7 +352,7 @@ class _Resolver:
         modname, short = d
         if short in self.user:
             return self.text(self.user[short], None, {name})
-        return self.lookup(modname, short, {name}, name)
+        return self.lookup(modname, short, set(), name)
 
     def fnptr(self, name):
         """For a mangled function-pointer typedef: its C text, or None."""
@@ -358,6 +378,11 @@ class _Resolver:
     # -- recursion
 
     def lookup(self, modname, short, seen, orig):
+        key = f"{modname}.{short}"
+        if key in seen:
+            raise CythonError(f"{self.where}: typedef '{orig}' refers back to itself "
+                              f"through {', '.join(sorted(seen))}")
+        seen = seen | {key}
         if short in self.user and short not in seen:
             return self.text(self.user[short], None, seen | {short})
         if modname == "numpy":
@@ -370,16 +395,14 @@ class _Resolver:
                 return short
         src = self.source(modname)
         if short in src.typedefs:
-            return self.text(src.typedefs[short], modname, seen | {f"{modname}.{short}"})
+            return self.text(src.typedefs[short], modname, seen)
         if short in src.fnptrs:
             raise CythonError(f"{self.where}: '{orig}' is a function pointer typedef; it "
                               "is supported as a parameter of its own, not inside another "
                               "type")
         if short in src.names:
             mod2, short2 = src.names[short]
-            key = f"{mod2}.{short2}"
-            if key not in seen:
-                return self.lookup(mod2, short2, seen | {key}, orig)
+            return self.lookup(mod2, short2, seen, orig)
         if modname != "numpy" and _is_builtin(short):
             return short
         if src.files:
@@ -405,21 +428,22 @@ class _Resolver:
             return f"{const}{_CYTHON_SPELLINGS[base]}{stars}"
         local = self.source(modname) if modname else None
         if "." in base:
+            # 'cnp.float64_t' after 'cimport numpy as cnp'
             prefix, short = base.rsplit(".", 1)
-            target = (local.aliases.get(prefix, prefix) if local else prefix)
-            if local and prefix.split(".")[0] in local.aliases and prefix not in local.aliases:
-                head, _, tail = prefix.partition(".")
-                target = local.aliases[head] + "." + tail
+            head, _, tail = prefix.partition(".")
+            aliases = local.aliases if local is not None else {}
+            if prefix in aliases:
+                target = aliases[prefix]
+            elif head in aliases:
+                target = f"{aliases[head]}.{tail}"
+            else:
+                target = prefix
             return f"{const}{self.lookup(target, short, seen, base)}{stars}"
-        if local is not None and base in local.typedefs:
-            key = f"{modname}.{base}"
-            if key not in seen:
-                return f"{const}{self.text(local.typedefs[base], modname, seen | {key})}{stars}"
+        if local is not None and (base in local.typedefs or base in local.fnptrs):
+            return f"{const}{self.lookup(modname, base, seen, base)}{stars}"
         if local is not None and base in local.names:
             mod2, short2 = local.names[base]
-            key = f"{mod2}.{short2}"
-            if key not in seen:
-                return f"{const}{self.lookup(mod2, short2, seen | {key}, base)}{stars}"
+            return f"{const}{self.lookup(mod2, short2, seen, base)}{stars}"
         if base in self.user and base not in seen:
             return f"{const}{self.text(self.user[base], None, seen | {base})}{stars}"
         if base in NUMPY_TYPEDEFS and not _is_builtin(base):
@@ -428,7 +452,7 @@ class _Resolver:
             return f"{const}{base}{stars}"
         d = _demangle(base)
         if d is not None:
-            return f"{const}{self.lookup(d[0], d[1], seen | {base}, base)}{stars}"
+            return f"{const}{self.lookup(d[0], d[1], seen, base)}{stars}"
         where = f" in module {modname}" if modname else ""
         self._fail(base, where)
 

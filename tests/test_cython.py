@@ -227,6 +227,116 @@ def test_demangle():
     assert _cython._demangle("__pyx_t_9short") is None
 
 
+FAKE_DEFS = """\
+cimport numpy as cnp
+from numpy cimport (
+    float32_t as f4,
+    int16_t,
+)
+from libc.stdint cimport uint16_t
+ctypedef cnp.float64_t real          # a comment
+ctypedef real scalar
+ctypedef f4 single
+ctypedef int16_t short_t
+ctypedef uint16_t u16
+ctypedef double complex cplx
+ctypedef unsigned long long ull
+ctypedef double *dptr
+ctypedef struct point:
+    double x
+ctypedef fused anyreal:
+    float
+    double
+ctypedef double (*callback_t)(double x, void *data) noexcept nogil
+ctypedef loop_b loop_a
+ctypedef loop_a loop_b
+"""
+
+FAKE_MOD_PXD = """\
+from .defs cimport real as R
+from . cimport defs
+ctypedef R myreal
+ctypedef defs.single sgl
+cdef extern from "ext.h":
+    ctypedef double ext_real "ext_real_t"
+"""
+
+FAKE_MOD_PYX = """\
+cdef api void take(defs.real[:, ::1] a,
+                   int n,   # a comment
+                   const defs.single[:] b) noexcept nogil:
+    pass
+"""
+
+
+@pytest.fixture
+def fake_module(tmp_path, monkeypatch, S):
+    """A module object named fakepkg.mod whose .pxd/.pyx sit in a package on
+    sys.path, with capsules named by the signatures under test (the address
+    is a real function's; none of these is called)."""
+    import types
+
+    pkg = tmp_path / "fakepkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "defs.pxd").write_text(FAKE_DEFS)
+    (pkg / "mod.pxd").write_text(FAKE_MOD_PXD)
+    (pkg / "mod.pyx").write_text(FAKE_MOD_PYX)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    addr = nt.cython(S, "add").address
+
+    def make(**sigs):
+        mod = types.ModuleType("fakepkg.mod")
+        mod.__file__ = str(pkg / "mod.cpython-311-x86_64-linux-gnu.so")
+        mod.__pyx_capi__ = {k: nt._core._capsule(addr, v, None) for k, v in sigs.items()}
+        return mod
+
+    return make
+
+
+def test_typedef_resolution_from_sources(fake_module):
+    D = "__pyx_t_7fakepkg_4defs_"
+    M = "__pyx_t_7fakepkg_3mod_"
+    mod = fake_module(
+        a=f"{D}scalar ({D}single, {D}short_t, {D}u16)",
+        b=f"{D}cplx ({D}ull, {D}dptr, {D}dptr const *)",
+        c=f"void ({D}callback_t, void *)",
+        d=f"double ({M}myreal, {M}sgl)",
+        e="ext_real_t (ext_real_t)",
+        f=f"void ({D}loop_a)",
+        g=f"void ({D}point)",
+        h=f"void ({D}nothing_here)",
+        take="void (__Pyx_memviewslice, int, __Pyx_memviewslice)",
+    )
+    expect = {
+        "a": "double (float, int16_t, uint16_t)",
+        "b": "double complex (unsigned long long, double *, double *const *)",
+        "c": "void (double (*)(double, void *), void *)",
+        "d": "double (double, float)",
+        "e": "double (double)",
+    }
+    for name, text in expect.items():
+        assert nt.cython(mod, name).csig == nt.Signature(text), name
+    with pytest.raises(TypeError, match="refers back to itself"):
+        nt.cython(mod, "f")
+    with pytest.raises(TypeError, match=rf"unknown typedef '{D}point'.*no ctypedef of it in "
+                                        r".*defs.pxd"):
+        nt.cython(mod, "g")
+    with pytest.raises(TypeError, match=r"typedefs=\{'nothing_here': '<C type>'\}"):
+        nt.cython(mod, "h")
+    assert nt.cython(mod, "h", typedefs={"nothing_here": np.int16}).csig == nt.Signature(
+        "void (int16_t)")
+    with pytest.raises(TypeError, match="typedefs must map names"):
+        nt.cython(mod, "h", typedefs={"nothing_here": object()})
+    # memoryview dtypes through the module's cimports; the declarations in
+    # the error are copied from mod.pyx
+    with pytest.raises(TypeError, match=r"mod.pyx declares them: memoryviews=\{0: "
+                                        r"'defs.real\[:, ::1\]', 2: 'const defs.single\[:\]'\}"):
+        nt.cython(mod, "take")
+    fn = nt.cython(mod, "take", memoryviews={0: "defs.real[:, ::1]", 2: "const sgl[:]"})
+    assert fn.memoryviews == {0: ("double", 2, "C", False), 2: ("float", 1, None, True)}
+
+
 # ------------------------------------------------------------ cpdef, fused, optional
 
 
