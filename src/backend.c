@@ -66,6 +66,11 @@ nt_trap_released(void)
     abort();
 }
 
+/* The platform's files are part of this branch: nothing else builds them. */
+#include "backend_x86_64.c"
+#include "mem_memfd.c"
+#include "mem_mprotect.c"
+
 #else /* no native backend on this platform */
 
 #include <stdio.h>

@@ -52,6 +52,11 @@ extern const nt_execmem nt_execmem_mprotect;
  */
 const nt_execmem *nt_execmem_get(void);
 
+static inline size_t nt_round_up(size_t n, size_t to)
+{
+    return (n + to - 1) / to * to;
+}
+
 /* Instruction-cache maintenance after writing code; compiles to nothing on
    x86, whose instruction fetch snoops data writes. */
 #define NT_ICACHE_FLUSH(p, n) \

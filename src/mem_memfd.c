@@ -49,12 +49,6 @@ static unsigned char *chunk;     /* RX view of the open handler chunk */
 static off_t chunk_offset;       /* its offset in mfd */
 static size_t chunk_size, chunk_used;
 
-static size_t
-round_up(size_t n, size_t to)
-{
-    return (n + to - 1) / to * to;
-}
-
 static int
 open_file(void)
 {
@@ -164,7 +158,7 @@ memfd_place(const void *code, size_t n, size_t data_after, nt_error *err)
         return place_block(code, n, data_after, err);
 
     if (chunk == NULL || chunk_used + n > chunk_size) {
-        size_t size = round_up(n, CHUNK_SIZE);
+        size_t size = nt_round_up(n, CHUNK_SIZE);
         off_t offset;
         void *p = MAP_FAILED;
         if (grow(size, &offset) == 0)
@@ -188,7 +182,7 @@ memfd_place(const void *code, size_t n, size_t data_after, nt_error *err)
         return NULL;
     }
     unsigned char *at = chunk + chunk_used;
-    chunk_used = round_up(chunk_used + n, CODE_ALIGN);
+    chunk_used = nt_round_up(chunk_used + n, CODE_ALIGN);
     NT_ICACHE_FLUSH(at, n);
     return at;
 }

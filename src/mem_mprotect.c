@@ -19,12 +19,6 @@
 
 #include "execmem.h"
 
-static size_t
-round_up(size_t n, size_t to)
-{
-    return (n + to - 1) / to * to;
-}
-
 static int
 mprotect_init(void)
 {
@@ -40,7 +34,7 @@ mprotect_init(void)
 static void *
 mprotect_place(const void *code, size_t n, size_t data_after, nt_error *err)
 {
-    size_t code_size = round_up(n, NT_PAGE_SIZE);
+    size_t code_size = nt_round_up(n, NT_PAGE_SIZE);
     unsigned char *p = mmap(NULL, code_size + data_after,
                             PROT_READ | PROT_WRITE,
                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -3,8 +3,9 @@
  *
  * Build (with the real signature/plan code):
  *   gcc -O2 -Wall -Wextra -Werror -std=c11 -D_GNU_SOURCE -Isrc \
- *       src/backend.c src/backend_x86_64.c src/mem_memfd.c src/mem_mprotect.c \
- *       src/types.c src/sig.c src/plan.c tests/c/test_native.c -o test_native
+ *       src/backend.c src/types.c src/sig.c src/plan.c tests/c/test_native.c \
+ *       -o test_native -ldl -lpthread
+ * (backend.c includes backend_x86_64.c and mem_*.c in its platform branch)
  * or, on its own, with -DNT_STANDALONE_PLAN and without types.c sig.c plan.c.
  *
  * Run:
