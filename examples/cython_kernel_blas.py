@@ -32,8 +32,10 @@ def mean_of_calls(f, calls):
 
 
 print("ddot:", dot_xy(), "numpy:", x @ y)
+assert np.isclose(dot_xy(), x @ y)
 y[:] = np.sin(x)                 # bindings are live: the next call sees it
 print("after y = sin(x), from @njit:", mean_of_calls(dot_xy, 40), "numpy:", x @ y)
+assert np.isclose(mean_of_calls(dot_xy, 40), x @ y)
 
 # LAPACK: solve A z = b in place; info is read back after the call.
 rng = np.random.default_rng(1)
@@ -45,3 +47,4 @@ solve = nt.bind(nt.cython(cython_lapack, "dgesv"), n, nt.ref(1, "int"),
                 nt.strided(a.copy(order="F")), n, ipiv, z, n, info)
 solve()
 print("dgesv info:", info.value, "max error:", np.abs(z - np.linalg.solve(a, b)).max())
+assert info.value == 0 and np.allclose(z, np.linalg.solve(a, b))
