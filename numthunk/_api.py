@@ -336,10 +336,15 @@ def as_function(target, signature=None, nogil=None):
 # ---------------------------------------------------------------- binding
 
 
-def bind(target, *args, signature=None, nogil=None):
+def bind(target, *args, signature=None, nogil=None, engine=None):
     """Bind ``args`` (one per target parameter; :data:`ARG` forwards) to
     ``target`` and return a :class:`Thunk` whose ``.address`` is a C
-    function pointer with the forwarded parameters."""
+    function pointer with the forwarded parameters.
+
+    ``signature``: for targets that do not carry one (a bare address).
+    ``nogil``: override the target's GIL policy. ``engine``: 'native',
+    'ffi' or 'auto' (default: NUMTHUNK_BACKEND, else native where the
+    platform and the signature allow, else libffi)."""
     fn = as_function(target, signature, nogil)
     if fn.fixed:
         if len(args) != len(fn._user_params):
@@ -400,7 +405,12 @@ class Thunk(_core.Thunk):
         is the thunk's C signature unless given (SciPy compares it exactly)."""
         from scipy import LowLevelCallable
 
-        text = str(self.csig) if signature is None else str(signature)
+        if signature is None:
+            text = str(self.csig)
+        else:
+            # C text is kept as written (SciPy compares it); a Numba, ctypes
+            # or cffi signature becomes C text first.
+            text = signature if isinstance(signature, str) else str(Signature(signature))
         if signature is not None and Signature(text) != self.csig:
             raise ValueError(f"signature {text!r} does not match the thunk's {self.csig}")
         return LowLevelCallable(_core._capsule(self.address, text, self), user_data)

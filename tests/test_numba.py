@@ -209,7 +209,7 @@ def test_global(f_sum):
         vec[:] = 1.0                     # the address is baked in, the data is live
         assert _use_global() == 4.0
     finally:
-        GLOBAL_THUNK = None              # compiled code keeps its own reference
+        GLOBAL_THUNK = None              # Numba's IR of _use_global still refers to it
 
 
 def test_closure(f_sum, cfn):
@@ -381,6 +381,16 @@ def test_numba_string_forms(text, c):
 ])
 def test_to_numba(c, numba_sig):
     assert nt.Signature(c).to_numba() == numba_sig
+
+
+def test_lowlevelcallable_takes_a_numba_signature(cfn):
+    from scipy import integrate
+
+    t = nt.bind(cfn("f_d_dpi", "double (double, const double *, int)"), nt.ARG,
+                np.array([1.0, 0.0, 3.0]), 3)
+    llc = t.lowlevelcallable(types.float64(types.float64))
+    assert llc.signature == "double (double)"          # what SciPy compares
+    assert integrate.quad(llc, 0.0, 1.0)[0] == pytest.approx(2.0)
 
 
 def test_to_ctypes():
