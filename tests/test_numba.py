@@ -208,6 +208,8 @@ def test_global(f_sum):
         assert _use_global() == 6.0
         vec[:] = 1.0                     # the address is baked in, the data is live
         assert _use_global() == 4.0
+        GLOBAL_THUNK.rebind(0, np.full(10, 2.0))    # so is a rebinding (size follows)
+        assert _use_global() == 20.0
     finally:
         GLOBAL_THUNK = None              # Numba's IR of _use_global still refers to it
 
