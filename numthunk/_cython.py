@@ -500,6 +500,7 @@ def _parse(capsule, resolver, where):
             f"{where}: the function has optional arguments ('{text}'); Cython passes "
             "them through a struct pointer that numthunk does not build. Export a "
             "wrapper without default values")
+    _refuse_unsupported(text, where)
     typedefs = {}
     for tok in dict.fromkeys(_IDENT_RE.findall(text)):
         if tok in _C_WORDS or tok == "__pyx_skip_dispatch" or _is_builtin(tok):
@@ -524,6 +525,26 @@ def _parse(capsule, resolver, where):
     except ValueError as exc:
         raise CythonError(f"{where}: cannot parse the capsule signature: {exc}") from None
     return address, text, sig
+
+
+# What Cython writes for types no thunk can carry.
+_UNSUPPORTED = [
+    (re.compile(r"\bPyObject\b"), "Python objects (PyObject *)",
+     ": a thunk never touches Python objects; export a function on C types"),
+    (re.compile(r"\b__pyx_ctuple_\w+"), "a C tuple (Cython's ctuple, a struct)", ""),
+    (re.compile(r"\bstruct\s+\w+"), "a struct or extension type ('{0}')",
+     ": parameters may be scalars, pointers to scalars, function pointers and typed "
+     "memoryviews"),
+    (re.compile(r"\blong\s+double\b"), "long double", ""),
+]
+
+
+def _refuse_unsupported(text, where):
+    for pattern, what, hint in _UNSUPPORTED:
+        m = pattern.search(text)
+        if m:
+            raise CythonError(f"{where}: '{text}' uses {what.format(m.group(0))}, which "
+                              f"numthunk does not support{hint}")
 
 
 def _visible(sig):

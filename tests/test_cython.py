@@ -337,6 +337,20 @@ def test_typedef_resolution_from_sources(fake_module):
     assert fn.memoryviews == {0: ("double", 2, "C", False), 2: ("float", 1, None, True)}
 
 
+def test_unsupported_types_refused(fake_module):
+    # capsule names as Cython 3.3 writes them
+    mod = fake_module(obj="PyObject *(PyObject *, PyObject *)",
+                      ctuple="__pyx_ctuple_double__and_int (double)",
+                      ext="double (struct BoxObject *)",
+                      st="double (struct pt, struct pt *)",
+                      ld="long double (long double)")
+    for name, what in (("obj", "Python objects"), ("ctuple", "C tuple"),
+                       ("ext", r"struct or extension type \('struct BoxObject'\)"),
+                       ("st", "struct pt"), ("ld", "long double")):
+        with pytest.raises(TypeError, match=f"{what}.*numthunk does not support"):
+            nt.cython(mod, name)
+
+
 # ------------------------------------------------------------ cpdef, fused, optional
 
 
