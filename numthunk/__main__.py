@@ -77,6 +77,25 @@ def main(out=sys.stdout):
         p(f"  from an @njit loop (3 calls):          {loop(thunk, 3)}")
     vec[0] = 100.0
     p(f"  after vec[0] = 100 (live binding):     {call()}")
+    if numba is not None:
+        from numba import cfunc
+        from numba.types import float64
+
+        def make_closure(arr):     # what users write today (the seeds' fix)
+            size = np.intc(arr.size)
+
+            @cfunc(float64())
+            def thunk_closure():
+                return target(arr.ctypes, size)
+
+            return thunk_closure
+
+        closure = make_closure(vec)
+        before = closure.ctypes()
+        vec[1] = 50.0
+        after = closure.ctypes()
+        p(f"  after vec[1] = 50: numthunk thunk {thunk()}, the Numba closure {after}"
+          f"{'  <- STALE: Numba froze the array at compile time' if after == before else ''}")
     try:
         nt.bind(target, vec.astype(np.float32), 3_000_000_000)
     except (TypeError, OverflowError) as exc:
@@ -94,31 +113,8 @@ def main(out=sys.stdout):
     rows.append(("make a thunk: numthunk.bind", make))
 
     if numba is not None:
-        from numba import cfunc
-        from numba.types import float64
-
-        compiled = target
-
-        def make_closure(arr):
-            size = np.intc(arr.size)
-
-            @cfunc(float64())
-            def thunk_closure():
-                return compiled(arr.ctypes, size)
-
-            return thunk_closure
-
-        t0 = time.perf_counter()
-        closures = [make_closure(vec) for _ in range(3)]
         rows.append(("make a thunk: Numba cfunc closure (compile)",
-                     (time.perf_counter() - t0) / 3))
-        closure = closures[0]
-        before = closure.ctypes()
-        vec[1] = 50.0
-        stale = closure.ctypes() == before
-        p(f"  Numba closure after vec[1] = 50: {closure.ctypes()} "
-          f"({'STALE: frozen at compile time' if stale else 'live'}); "
-          f"numthunk thunk: {thunk()}")
+                     _median_time(lambda: make_closure(vec), repeat=3)))
 
     def py_callback_make():
         arr = vec

@@ -288,6 +288,13 @@ def _is_numba_cfunc(obj):
 
 def as_function(target, signature=None, nogil=None):
     """The :class:`Function` behind any supported target."""
+    if signature is None and nogil is None:
+        # fast paths: a Function, or a target that already resolved (cfunc)
+        if type(target) is Function:
+            return target
+        cached = getattr(target, "_numthunk_function", None)
+        if cached is not None:
+            return cached
     if isinstance(target, Function):
         if signature is not None or nogil is not None:
             raise TypeError("signature= and nogil= are for targets that do not carry "
@@ -317,8 +324,16 @@ def as_function(target, signature=None, nogil=None):
     if _is_numba_cfunc(target):
         from . import _numba
         sig = Signature(signature) if signature is not None else _numba.cfunc_signature(target)
-        return Function(target.address, sig, nogil=True if nogil is None else nogil,
-                        owner=target, name=getattr(target, "__name__", None))
+        fn = Function(target.address, sig, nogil=True if nogil is None else nogil,
+                      owner=target, name=getattr(target, "__name__", None))
+        if signature is None and nogil is None:
+            # Resolving a cfunc's signature costs more than making a thunk:
+            # keep the Function on the cfunc (a cycle the GC collects).
+            try:
+                target._numthunk_function = fn
+            except AttributeError:
+                pass
+        return fn
     if type(target).__module__ == "_cffi_backend":
         import _cffi_backend
         ct = _cffi_backend.typeof(target)
@@ -356,8 +371,9 @@ def bind(target, *args, signature=None, nogil=None, engine=None):
         for i, v in zip(fn._user_params, args):
             full[i] = v
         args = full
-    return Thunk(fn._signature, fn.address, tuple(args), owner=fn, nogil=fn.nogil,
-                 memviews=fn.memoryviews or None)
+    # Positional: keyword parsing would be a fifth of the creation cost.
+    return Thunk(fn._signature, fn.address, tuple(args), fn, fn.nogil,
+                 fn.memoryviews or None, engine)
 
 
 class Thunk(_core.Thunk):
