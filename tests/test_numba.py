@@ -422,7 +422,7 @@ def test_unsupported_signature_cannot_be_a_numba_value(lib):
                     memoryviews={0: "double[::1]"})
     with pytest.raises(TypeError, match="cannot be a Numba function value.*"
                                         "__Pyx_memviewslice.*bind it"):
-        f._numba_type_
+        call0(f)
 
 
 def test_released_thunk_is_refused_not_called(f_sum):
