@@ -25,7 +25,7 @@ import re
 import sys
 
 from . import _core
-from ._api import Function, Strided, parse_memview, shape, stride
+from ._api import Function, Strided, _unwrap_array, parse_memview, shape, stride
 from ._signature import Signature
 
 __all__ = ["cython_function", "unpack"]
@@ -725,11 +725,7 @@ def unpack(arr, *, strides=False, elements=False):
     ``bind(k, *unpack(x), ...)`` is ``bind(k, x, shape(x, 0), shape(x, 1), ...)``.
     ``strides=True`` appends each axis's stride (in bytes; in elements with
     ``elements=True``) and admits a non-contiguous array."""
-    from ._api import _numpy_ctypes_array
-    base = arr.obj if isinstance(arr, Strided) else arr
-    inner = _numpy_ctypes_array(base)
-    if inner is not None:
-        base = inner
+    base = _unwrap_array(arr)
     ndim = getattr(base, "ndim", None)
     if ndim is None:
         ndim = memoryview(base).ndim
