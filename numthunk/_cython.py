@@ -55,7 +55,6 @@ _CYTHON_SPELLINGS = {
     "float complex": "__pyx_t_float_complex", "double complex": "__pyx_t_double_complex",
 }
 
-_MANGLED_RE = re.compile(r"__pyx_t_(?=\d)\w+")
 _IDENT_RE = re.compile(r"[A-Za-z_]\w*")
 _FUSE_INDEX_RE = re.compile(r"^\d+(?:_\d+)*$")
 # Words of C declarators that are not type names.

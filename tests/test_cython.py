@@ -7,9 +7,7 @@ called through a thunk from Python and from an @njit loop, and compared
 with NumPy. Run under NUMTHUNK_BACKEND=native and =ffi.
 """
 
-import ctypes
 import importlib.util
-import math
 import os
 import sys
 import time
@@ -53,8 +51,8 @@ def kernels():
         seconds = time.perf_counter() - start
         compile_seconds = compiled
 
-    sys.stderr.write(f"\n[cython kernels: {'compiled in %.1f s' % compiled if compiled else 'reused'}"
-                     f" at {path}]\n")
+    how = f"compiled in {compiled:.1f} s" if compiled else "reused"
+    sys.stderr.write(f"\n[cython kernels: {how} at {path}]\n")
     return K
 
 
