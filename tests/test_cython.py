@@ -932,3 +932,19 @@ def test_scipy_cython_special():
         nt.cython(cython_special, "spherical_jn", fused=1)
     with pytest.raises(TypeError, match=r"fused function.*\n.*fused=\(0, 0\)"):
         nt.cython(cython_special, "eval_chebyc")
+
+
+def test_scipy_quad_over_a_cython_kernel(S):
+    """A Cython kernel with a bound parameter, handed to SciPy as a
+    LowLevelCallable: the thunk is the integrand."""
+    import scipy.special as sc
+    from scipy import integrate
+    from scipy.special import cython_special
+
+    h = nt.bind(nt.cython(S, "hypot2"), nt.ARG, 2.0)         # x*x + 4
+    value, _ = integrate.quad(h.lowlevelcallable(), 0.0, 3.0)
+    assert value == pytest.approx(9.0 + 12.0)
+    g = nt.bind(nt.cython(cython_special, "gammainc", nogil=True), 2.0, nt.ARG)
+    value, _ = integrate.quad(g.lowlevelcallable(), 0.0, 1.0)
+    expect, _ = integrate.quad(lambda x: sc.gammainc(2.0, x), 0.0, 1.0)
+    assert value == pytest.approx(expect)
