@@ -133,7 +133,7 @@ class Signature(_core.Signature):
         if isinstance(spec, _core.Signature):
             if typedefs:
                 raise TypeError("typedefs apply to C text only")
-            return super().__new__(cls, str(spec))
+            return super().__new__(cls, spec)
         if isinstance(spec, str):
             try:
                 return super().__new__(cls, spec, typedefs)

@@ -102,6 +102,14 @@ static int convert_int(const nt_type *t, PyObject *value, void *cell, const char
                      what, Py_TYPE(value)->tp_name, value);
         return -1;
     }
+    if (PyBytes_Check(value) && PyBytes_GET_SIZE(value) == 1
+        && (t->kind == NT_I8 || t->kind == NT_U8)) {
+        /* b'N' for a char (LAPACK's trans, uplo): the byte's value */
+        unsigned char c = (unsigned char)PyBytes_AS_STRING(value)[0];
+        int64_t v = t->kind == NT_I8 ? (int64_t)(int8_t)c : (int64_t)c;
+        memcpy(cell, &v, 8);
+        return 0;
+    }
     if (PyUnicode_Check(value) || PyBytes_Check(value) || PyByteArray_Check(value)) {
         PyErr_Format(PyExc_TypeError, "%s: expected an integer, got %.100s",
                      what, Py_TYPE(value)->tp_name);

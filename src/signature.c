@@ -112,9 +112,23 @@ error:
 static PyObject *signature_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = { "text", "typedefs", NULL };
-    const char *text;
-    PyObject *typedefs = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "s|O:Signature", kwlist, &text, &typedefs))
+    PyObject *source, *typedefs = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O:Signature", kwlist, &source, &typedefs))
+        return NULL;
+    if (PyObject_TypeCheck(source, &nt_SignatureType)) {
+        /* a copy keeps the parameter names, which the text form drops */
+        nt_sig *copy = nt_sig_copy(((nt_SignatureObject *)source)->sig);
+        if (copy == NULL)
+            return PyErr_NoMemory();
+        return nt_signature_wrap(type, copy);
+    }
+    if (!PyUnicode_Check(source)) {
+        PyErr_Format(PyExc_TypeError, "Signature() takes C text, not %.100s",
+                     Py_TYPE(source)->tp_name);
+        return NULL;
+    }
+    const char *text = PyUnicode_AsUTF8(source);
+    if (text == NULL)
         return NULL;
     nt_typedef *tds;
     Py_ssize_t ntds;

@@ -305,3 +305,14 @@ def test_gil_policy(cfn):
     fn = cfn("f_d_d", "double (double)")
     assert nt.bind(fn, 1.0).nogil
     assert not nt.bind(nt.Function(fn.address, fn.signature, nogil=False), 1.0).nogil
+
+
+def test_one_byte_bytes_for_char(cfn):
+    """LAPACK-style character flags: b'N' binds to a char (by value or ref)."""
+    fn = cfn("f_c_c", "char (char)")
+    assert nt.bind(fn, b"N")() == ord("N")
+    assert nt.ref(b"T", "char").value == ord("T")
+    with pytest.raises(TypeError, match="argument 1"):
+        nt.bind(fn, b"NT")
+    with pytest.raises(TypeError, match="argument 1"):
+        nt.bind(cfn("f_i_i", "int (int)"), b"N")

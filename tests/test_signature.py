@@ -122,3 +122,11 @@ def test_parser_never_crashes(text):
         nt.Signature(text)
     except ValueError:
         pass
+
+
+def test_copy_keeps_names():
+    sig = nt.Signature("double (double x, int __pyx_skip_dispatch)")
+    assert nt.Signature(sig).names == ("x", "__pyx_skip_dispatch")
+    assert nt.Function(0x1000, sig).csig.names == ("x", "__pyx_skip_dispatch")
+    with pytest.raises(TypeError, match="C text"):
+        nt._core.Signature(3)
