@@ -90,10 +90,13 @@ typedef struct {
     nt_sig *fn;          /* NT_FNPTR: the pointee signature (owned) */
 } nt_type;
 
-/* Spelling table entry: a type name and what it means on this platform. */
+/* Spelling table entry: a type name and what it means on this platform.
+   c_name: what the canonical form prints for a name that is not C (NumPy
+   and Numba names such as float64, intc); NULL where the name is C. */
 typedef struct {
     const char *name;
     uint8_t kind;
+    const char *c_name;
 } nt_spelling;
 
 extern const nt_spelling nt_spellings[];

@@ -952,7 +952,8 @@ base_name(int kind, unsigned spelling)
     };
 
     if (spelling < nt_nspellings && nt_spellings[spelling].kind == kind)
-        return nt_spellings[spelling].name;
+        return nt_spellings[spelling].c_name != NULL ? nt_spellings[spelling].c_name
+                                                     : nt_spellings[spelling].name;
     if (kind >= 0 && kind < NT_KIND_COUNT && c_names[kind] != NULL)
         return c_names[kind];
     return "void";

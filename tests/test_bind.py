@@ -316,3 +316,14 @@ def test_one_byte_bytes_for_char(cfn):
         nt.bind(fn, b"NT")
     with pytest.raises(TypeError, match="argument 1"):
         nt.bind(cfn("f_i_i", "int (int)"), b"N")
+
+
+def test_numba_spelled_signature_works_with_scipy(cfn):
+    """Numba spellings print as C: SciPy compares the C text exactly."""
+    from scipy import integrate
+
+    addr = cfn("f_d_dpi", "double (double, const double *, int)").address
+    f = nt.Function(addr, "float64(float64, CPointer(float64), intc)")
+    t = nt.bind(f, nt.ARG, np.array([1.0, 0.0, 3.0]), 3)
+    assert str(t.csig) == "double (double)"
+    assert abs(integrate.quad(t.lowlevelcallable(), 0.0, 1.0)[0] - 2.0) < 1e-12

@@ -22,7 +22,8 @@ import numthunk as nt
     ("unsigned PY_LONG_LONG (PY_LONG_LONG)", "unsigned PY_LONG_LONG (PY_LONG_LONG)"),
     ("double sum(double *x, int n)", "double (double *, int)"),
     ("double (double (*)(double), double)", "double (double (*)(double), double)"),
-    ("float64(CPointer(float64), intc)", "float64 (float64 *, intc)"),
+    ("float64(CPointer(float64), intc)", "double (double *, int)"),
+    ("int32 (intp, uint8, boolean)", "int32_t (intptr_t, uint8_t, bool)"),
 ])
 def test_parse_canonical(text, canonical):
     assert str(nt.Signature(text)) == canonical
