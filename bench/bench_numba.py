@@ -14,7 +14,6 @@ Address Protocol object (Numba's own unboxing path) as that argument.
 Figures are medians of several repetitions in the same run.
 """
 
-import inspect
 import statistics
 import sys
 import time
@@ -59,10 +58,7 @@ def main():
     n = np.intc(vec.size)
     direct = c_sum.ctypes                         # a ctypes global: a direct call
     target = nt.Function(c_sum.address, "double (const double *, int)", owner=c_sum)
-    if "engine" in inspect.signature(nt.bind).parameters:
-        thunks = {e: nt.bind(c_sum, vec, nt.size(vec), engine=e) for e in ("native", "ffi")}
-    else:       # one engine per process: NUMTHUNK_BACKEND chooses it
-        thunks = {"default": nt.bind(c_sum, vec, nt.size(vec))}
+    thunks = {e: nt.bind(c_sum, vec, nt.size(vec), engine=e) for e in ("native", "ffi")}
 
     @njit
     def loop_global(arr, k):

@@ -205,7 +205,8 @@ class Function:
     ({index: value}), hiding them from bind()."""
 
     __slots__ = ("address", "_signature", "nogil", "owner", "name", "memoryviews",
-                 "fixed", "_user_params", "_call_thunk", "_protocol_sig", "__weakref__")
+                 "fixed", "_user_params", "_call_thunk", "_protocol_sig", "_nbtype",
+                 "__weakref__")
 
     def __init__(self, address, signature, *, nogil=True, owner=None, name=None,
                  memoryviews=None, fixed=None):
@@ -228,6 +229,7 @@ class Function:
                 raise ValueError(f"fixed parameter index {k} out of range")
         self._user_params = [i for i in range(sig.nargs) if i not in self.fixed]
         self._call_thunk = None
+        self._nbtype = None
 
     @property
     def signature(self):
@@ -256,8 +258,12 @@ class Function:
 
     @property
     def _numba_type_(self):
-        csig = self.csig
-        return _NUMBA_TYPES.get(csig) or _numba.function_type(csig)
+        # read twice per call by Numba's dispatcher: cached on the Function
+        t = self._nbtype
+        if t is None:
+            csig = self.csig
+            t = self._nbtype = _NUMBA_TYPES.get(csig) or _numba.function_type(csig)
+        return t
 
     def _thunk(self):
         if self._call_thunk is None:
@@ -407,11 +413,9 @@ class Thunk(_core.Thunk):
         ``obj.signature()``."""
         return _ProtocolSignature(self.csig, self)
 
-    @property
-    def _numba_type_(self):
-        # Numba reads this twice per argument on every call: keep it short.
-        csig = self.csig
-        return _NUMBA_TYPES.get(csig) or _numba.function_type(csig)
+    # _numba_type_ is a C getter on the base type: Numba reads it twice per
+    # argument on every call, and the C getter caches the type on the thunk
+    # (the hook below makes it the first time).
 
     # What Numba's unboxing reads (the address getter itself, no call).
     _wrapper_address_ = _core.Thunk.address
@@ -528,4 +532,10 @@ def _adapt(obj, what, ctype_text, fnsig):
 
 _NUMBA_TYPES = _numba.function_types
 
-_core._setup(arg=ARG, derived=_Derived, strided=Strided, address=Address, adapt=_adapt)
+def _thunk_numba_type(thunk):
+    csig = thunk.csig
+    return _NUMBA_TYPES.get(csig) or _numba.function_type(csig)
+
+
+_core._setup(arg=ARG, derived=_Derived, strided=Strided, address=Address, adapt=_adapt,
+             numba_type=_thunk_numba_type)

@@ -33,12 +33,14 @@ const nt_backend *nt_choose_backend(const nt_plan *plan, const nt_backend *wante
 static PyObject *mod_setup(PyObject *module, PyObject *args, PyObject *kwds)
 {
     (void)module;
-    static char *kwlist[] = { "arg", "derived", "strided", "address", "adapt", NULL };
-    PyObject *arg, *derived, *strided, *address, *adapt;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO!O!O!O:_setup", kwlist, &arg,
+    static char *kwlist[] = { "arg", "derived", "strided", "address", "adapt",
+                              "numba_type", NULL };
+    PyObject *arg, *derived, *strided, *address, *adapt, *numba_type = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO!O!O!O|O:_setup", kwlist, &arg,
                                      &PyType_Type, &derived, &PyType_Type, &strided,
-                                     &PyType_Type, &address, &adapt))
+                                     &PyType_Type, &address, &adapt, &numba_type))
         return NULL;
+    Py_XSETREF(nt_state.numba_type_hook, Py_XNewRef(numba_type));
     Py_XSETREF(nt_state.arg, Py_NewRef(arg));
     Py_XSETREF(nt_state.derived_type, Py_NewRef(derived));
     Py_XSETREF(nt_state.strided_type, Py_NewRef(strided));

@@ -25,6 +25,7 @@ typedef struct {
     PyObject *strided_type;   /* strided(arr): non-contiguous allowed */
     PyObject *address_type;   /* address(n): an explicit pointer value */
     PyObject *adapt;          /* adapt(obj, sig, index) -> replacement */
+    PyObject *numba_type_hook; /* hook(thunk) -> Numba type (set by numthunk._api) */
     const nt_backend *forced; /* NUMTHUNK_BACKEND, or NULL for automatic */
     /* interned attribute names of the markers */
     PyObject *s_kind, *s_obj, *s_axis, *s_elements, *s_value, *s_size, *s_shape;

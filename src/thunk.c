@@ -32,6 +32,7 @@ typedef struct {
     nt_held *retired;          /* buffers of replaced bindings */
     nt_mvspec *mvspecs;        /* nargs, or NULL when no memoryview params */
     PyObject *csig;            /* the thunk's own Signature, made on demand */
+    PyObject *numba_type;      /* Numba's type of this function value, cached */
     ffi_cif *call_cif;         /* for __call__, made on demand */
     ffi_type **call_types;
     int nogil;
@@ -101,6 +102,7 @@ static void thunk_dealloc(ThunkObject *self)
     PyMem_Free(self->call_cif);
     PyMem_Free(self->call_types);
     Py_XDECREF(self->csig);
+    Py_XDECREF(self->numba_type);
     Py_XDECREF(self->owner);
     Py_XDECREF(self->sig);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -335,6 +337,26 @@ static PyObject *thunk_csig(ThunkObject *self, void *closure)
     copy->nargs = k;
     self->csig = nt_signature_wrap(Py_TYPE(self->sig), copy);
     return Py_XNewRef(self->csig);
+}
+
+/* Numba reads _numba_type_ twice for every call that passes the thunk to
+   compiled code: a C getter with the type cached on the thunk keeps that
+   off the Python level. The Python package supplies the hook that makes
+   the type the first time (it imports Numba). */
+static PyObject *thunk_numba_type(ThunkObject *self, void *closure)
+{
+    (void)closure;
+    if (self->numba_type != NULL)
+        return Py_NewRef(self->numba_type);
+    if (nt_state.numba_type_hook == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "_numba_type_");
+        return NULL;
+    }
+    PyObject *t = PyObject_CallOneArg(nt_state.numba_type_hook, (PyObject *)self);
+    if (t == NULL)
+        return NULL;
+    self->numba_type = Py_NewRef(t);
+    return t;
 }
 
 static PyObject *thunk_target_signature(ThunkObject *self, void *closure)
@@ -671,6 +693,7 @@ static PyGetSetDef thunk_getset[] = {
     { "released", (getter)thunk_released, NULL, "whether release() was called", NULL },
     { "backend", (getter)thunk_backend, NULL, "the engine running this thunk", NULL },
     { "bindings", (getter)thunk_bindings, NULL, "bound values, ARG where forwarded", NULL },
+    { "_numba_type_", (getter)thunk_numba_type, NULL, "Numba's type of this function value", NULL },
     { NULL, NULL, NULL, NULL, NULL }
 };
 
