@@ -49,16 +49,18 @@ def ctypes_type_text(ct, where="type"):
                     "equivalent numthunk supports")
 
 
-def _ctypes_sig_text(proto):
-    if not isinstance(proto, type):
-        proto = type(proto)
-    argtypes = getattr(proto, "_argtypes_", None)
+def _ctypes_text(restype, argtypes):
     if argtypes is None:
         raise TypeError("the ctypes function has no argtypes: set fn.argtypes and "
                         "fn.restype so its C signature is known")
-    ret = ctypes_type_text(proto._restype_, "restype")
+    ret = ctypes_type_text(restype, "restype")
     args = [ctypes_type_text(a, f"argtypes[{i}]") for i, a in enumerate(argtypes)]
     return f"{ret} ({', '.join(args) or 'void'})"
+
+
+def _ctypes_sig_text(proto):
+    """A CFUNCTYPE prototype (class)."""
+    return _ctypes_text(proto._restype_, getattr(proto, "_argtypes_", None))
 
 
 def _ctypes_fn_sig_text(fn):
@@ -66,12 +68,7 @@ def _ctypes_fn_sig_text(fn):
     argtypes = fn.argtypes
     if argtypes is None:
         argtypes = getattr(type(fn), "_argtypes_", None)
-    if argtypes is None:
-        raise TypeError("the ctypes function has no argtypes: set fn.argtypes and "
-                        "fn.restype so its C signature is known")
-    ret = ctypes_type_text(fn.restype, "restype")
-    args = [ctypes_type_text(a, f"argtypes[{i}]") for i, a in enumerate(argtypes)]
-    return f"{ret} ({', '.join(args) or 'void'})"
+    return _ctypes_text(fn.restype, argtypes)
 
 
 def _cffi_type_text(ct):
