@@ -1,61 +1,53 @@
 /*
- * numthunk backend choice: the one place that looks at the architecture
- * and the OS.
+ * numthunk engine choice: the one place that looks at the architecture and
+ * the OS, and the one place that reads the environment.
  *
- * It names the native backend for this platform (or none: every plan then
- * goes to libffi), the executable-memory policies to try, in order, and the
- * released-thunk trap. The files it names (backend_x86_64.c, mem_*.c) are
- * built only where their branch is taken; nothing else in the tree tests
- * the platform.
+ * "Engine" is the word users see (bind(engine=...), backend_info()); in C
+ * an engine is an nt_backend: the native engine (native.c over the arch
+ * file this chain names) or libffi (backend_ffi.c).
+ *
+ * The #if chain names the native engine's arch for this platform (or none:
+ * every plan then goes to libffi), the executable-memory policies to try,
+ * in order, and the released-thunk trap. The files it names
+ * (backend_<arch>.c, mem_*.c) are built only where their branch is taken;
+ * nothing else in the tree tests the platform. Adding an architecture is
+ * one branch: its arch file, its nt_arch, its engine name.
  */
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "numthunk.h"
 #include "execmem.h"
+#include "native.h"
 
 #if defined(__x86_64__) && defined(__linux__)
 
-#include <pthread.h>
-#include <unistd.h>
+#include "backend_x86_64.c"
+#include "mem_memfd.c"
+#include "mem_mprotect.c"
 
-extern const nt_backend nt_backend_x86_64_sysv;
-const nt_backend *const nt_backend_native = &nt_backend_x86_64_sysv;
+const nt_arch *const nt_arch_native = &nt_arch_x86_64_sysv;
+static const nt_backend native_engine = NT_NATIVE_ENGINE("native-x86_64-sysv");
+const nt_backend *const nt_backend_native = &native_engine;
 
 /* memfd first: it also works under SELinux deny_execmem, which refuses the
    RW->RX mprotect of anonymous memory. */
-static const nt_execmem *const policies[] = {
+const nt_execmem *const nt_execmem_policies[] = {
     &nt_execmem_memfd,
     &nt_execmem_mprotect,
+    NULL,
 };
-#define NPOLICIES (sizeof(policies) / sizeof(policies[0]))
 
-static const nt_execmem *chosen;
-static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
+#else /* no native engine on this platform */
 
-static void
-choose_policy(void)
-{
-    /* NUMTHUNK_EXECMEM=memfd|mprotect: only the named policy (tests). */
-    const char *want = getenv("NUMTHUNK_EXECMEM");
-    for (size_t i = 0; i < NPOLICIES; i++) {
-        const char *name = policies[i]->name;
-        if (want != NULL && *want != '\0'
-            && strncmp(name, want, strlen(want)) != 0)
-            continue;
-        if (policies[i]->init() == 0) {
-            chosen = policies[i];
-            return;
-        }
-    }
-}
+const nt_arch *const nt_arch_native = NULL;
+const nt_backend *const nt_backend_native = NULL;
+const nt_execmem *const nt_execmem_policies[] = { NULL };
 
-const nt_execmem *
-nt_execmem_get(void)
-{
-    pthread_once(&chosen_once, choose_policy);
-    return chosen;
-}
+#endif
 
 void
 nt_trap_released(void)
@@ -66,29 +58,104 @@ nt_trap_released(void)
     abort();
 }
 
-/* The platform's files are part of this branch: nothing else builds them. */
-#include "backend_x86_64.c"
-#include "mem_memfd.c"
-#include "mem_mprotect.c"
+/* ------------------------------------------------------------------------ */
+/* Configuration                                                             */
 
-#else /* no native backend on this platform */
+/* A released entry waits for this many later releases before its address
+   may serve again: about 768 KiB of native stubs and slots, or a few MB of
+   libffi closures. */
+#define QUARANTINE 32768u
 
-#include <stdio.h>
+static nt_config config;
+static pthread_once_t config_once = PTHREAD_ONCE_INIT;
 
-const nt_backend *const nt_backend_native = NULL;
-
-const nt_execmem *
-nt_execmem_get(void)
+static const char *
+env_or(const char *name, const char *dflt)
 {
+    const char *v = getenv(name);
+    return v != NULL && *v != '\0' ? v : dflt;
+}
+
+static void
+read_config(void)
+{
+    nt_config *c = &config;
+    c->engine = env_or("NUMTHUNK_BACKEND", "auto");
+    c->execmem = env_or("NUMTHUNK_EXECMEM", "auto");
+    const char *nr = env_or("NUMTHUNK_NO_REUSE", "0");
+    c->no_reuse = strcmp(nr, "0") != 0;
+    c->quarantine = QUARANTINE;
+    c->forced = NULL;
+    if (strcmp(c->engine, "ffi") == 0 || strcmp(c->engine, "libffi") == 0) {
+        c->forced = &nt_backend_ffi;
+    } else if (strcmp(c->engine, "native") == 0) {
+        c->forced = nt_backend_native;
+        if (nt_backend_native == NULL)
+            snprintf(c->error, sizeof(c->error),
+                     "NUMTHUNK_BACKEND=native, but this platform has no "
+                     "native engine (use 'ffi' or leave it unset)");
+    } else if (strcmp(c->engine, "auto") != 0) {
+        snprintf(c->error, sizeof(c->error),
+                 "NUMTHUNK_BACKEND=%.40s: expected 'native', 'ffi' or "
+                 "'auto'", c->engine);
+    }
+    const char *m = c->execmem;
+    if (strcmp(m, "auto") != 0 && strcmp(m, "none") != 0
+        && strcmp(m, "memfd") != 0 && strcmp(m, "memfd-pwrite") != 0
+        && strcmp(m, "mprotect") != 0 && strcmp(m, "mprotect-sealed") != 0
+        && c->error[0] == '\0')
+        snprintf(c->error, sizeof(c->error),
+                 "NUMTHUNK_EXECMEM=%.40s: expected 'memfd', 'mprotect', "
+                 "'none' or 'auto'", m);
+}
+
+const nt_config *
+nt_config_get(void)
+{
+    pthread_once(&config_once, read_config);
+    return &config;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Which engine runs a plan, and what new thunks get                         */
+
+const nt_backend *
+nt_choose_backend(const nt_plan *plan, const nt_backend *wanted,
+                  nt_error *err)
+{
+    if (wanted == NULL)
+        wanted = nt_config_get()->forced;
+    /* Plans the native engine cannot run (struct or complex values, or no
+       executable memory left) go to libffi even when native is asked for. */
+    if (wanted != &nt_backend_ffi && nt_backend_native != NULL
+        && nt_backend_native->supports(plan) == NT_OK)
+        return nt_backend_native;
+    if (nt_backend_ffi.supports(plan) == NT_OK)
+        return &nt_backend_ffi;
+    nt_fail(err, NT_ERR_UNSUPPORTED, -1, "no engine supports this signature");
     return NULL;
 }
 
 void
-nt_trap_released(void)
+nt_engine_status_get(nt_engine_status *out)
 {
-    fputs("numthunk: called a released thunk\n", stderr);
-    fflush(stderr);
-    abort();
+    const nt_config *c = nt_config_get();
+    const char *native_policy = nt_backend_native != NULL
+                                ? nt_backend_native->memory_policy() : "none";
+    int native = c->forced != &nt_backend_ffi && nt_backend_native != NULL
+                 && strcmp(native_policy, "none") != 0;
+    out->engine = native ? nt_backend_native->name : nt_backend_ffi.name;
+    out->memory_policy = native ? native_policy
+                                : nt_backend_ffi.memory_policy();
+    out->nfallbacks = nt_backend_native != NULL
+                      ? nt_native_fallbacks(out->fallbacks, NT_FALLBACK_MAX)
+                      : 0;
 }
 
-#endif
+const char *
+nt_entry_engine_name(const nt_plan *plan, const nt_entry *entry)
+{
+    if (plan->backend == nt_backend_native && nt_native_entry_is_ffi(entry))
+        return nt_backend_ffi.name;
+    return plan->backend->name;
+}

@@ -11,29 +11,36 @@
  * the upper bits of an int8 argument (Numba does) still reaches the target
  * correctly extended.
  *
- * Released closures wait in a quarantine ring before libffi may reuse their
- * code memory: addresses live on in places we cannot see.
+ * Released closures wait in the quarantine shared with the native engine
+ * (native.h) before libffi may reuse their code memory: addresses live on in
+ * places we cannot see. What the handler reads besides the entry (the cifs
+ * and the slot table) is in a reference-counted block held by the plan and
+ * by every entry until it leaves the quarantine, so a late call through a
+ * released closure reaches the trap even after its plan is gone.
  */
 #include "numthunk.h"
+#include "native.h"
 
 #include <ffi.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-struct nt_entry {
-    _Atomic(nt_ctx *) ctx;
-    nt_plan *plan;
-    ffi_closure *closure;
-};
-
 typedef struct {
+    _Atomic size_t refs;       /* the plan's, and one per live entry */
     ffi_cif target_cif;
     ffi_cif thunk_cif;
+    int nargs;
+    nt_slot *slots;            /* nargs: a copy of the plan's */
     ffi_type **target_types;   /* nargs */
     ffi_type **thunk_types;    /* nfwd */
 } ffi_plan;
+
+struct nt_entry {
+    _Atomic(nt_ctx *) ctx;     /* NULL once released: the handler traps */
+    ffi_plan *fp;              /* one reference */
+    ffi_closure *closure;
+};
 
 /* __Pyx_memviewslice: two pointers and 3 x 8 Py_ssize_t, passed by value.
    size and alignment are preset, so ffi_prep_cif never writes to it. */
@@ -90,29 +97,40 @@ static nt_status ffi_supports(const nt_plan *plan)
     return NT_OK;
 }
 
-static void ffi_plan_release(nt_plan *plan)
+static void fp_unref(ffi_plan *fp)
 {
-    ffi_plan *fp = plan->backend_data;
-    if (fp == NULL)
+    if (fp == NULL || atomic_fetch_sub_explicit(&fp->refs, 1, memory_order_acq_rel) != 1)
         return;
+    free(fp->slots);
     free(fp->target_types);
     free(fp->thunk_types);
     free(fp);
+}
+
+static void ffi_plan_release(nt_plan *plan)
+{
+    fp_unref(plan->backend_data);
     plan->backend_data = NULL;
 }
 
+/* Sets plan->backend_data; leaves plan->handler alone (a native plan that
+   fell back to libffi keeps its handler for its native entries). */
 static nt_status ffi_prepare(nt_plan *plan, nt_error *err)
 {
     const nt_sig *sig = plan->target;
     ffi_plan *fp = calloc(1, sizeof(*fp));
     if (fp == NULL)
         return nt_fail(err, NT_ERR_MEMORY, -1, "out of memory");
+    atomic_init(&fp->refs, 1);
     plan->backend_data = fp;
     size_t n = (size_t)(sig->nargs > 0 ? sig->nargs : 1);
+    fp->nargs = plan->nargs;
+    fp->slots = calloc(n, sizeof(nt_slot));
     fp->target_types = calloc(n, sizeof(ffi_type *));
     fp->thunk_types = calloc(n, sizeof(ffi_type *));
-    if (fp->target_types == NULL || fp->thunk_types == NULL)
+    if (fp->slots == NULL || fp->target_types == NULL || fp->thunk_types == NULL)
         return nt_fail(err, NT_ERR_MEMORY, -1, "out of memory");
+    memcpy(fp->slots, plan->slots, (size_t)plan->nargs * sizeof(nt_slot));
     for (int i = 0; i < sig->nargs; i++)
         fp->target_types[i] = nt_ffi_type_of(&sig->args[i]);
     for (int k = 0; k < plan->nfwd; k++)
@@ -124,7 +142,6 @@ static nt_status ffi_prepare(nt_plan *plan, nt_error *err)
                         rtype, fp->thunk_types) != FFI_OK)
         return nt_fail(err, NT_ERR_UNSUPPORTED, -1,
                        "libffi cannot prepare a call interface for this signature");
-    plan->handler = NULL;
     return NT_OK;
 }
 
@@ -135,15 +152,14 @@ static void ffi_handler(ffi_cif *cif, void *ret, void **args, void *user)
     nt_ctx *ctx = atomic_load_explicit(&entry->ctx, memory_order_acquire);
     if (ctx == NULL)
         nt_trap_released();
-    const nt_plan *plan = entry->plan;
-    ffi_plan *fp = plan->backend_data;
-    void *avalues[plan->nargs > 0 ? plan->nargs : 1];
-    for (int i = 0; i < plan->nargs; i++) {
-        const nt_slot *s = &plan->slots[i];
+    const ffi_plan *fp = entry->fp;
+    void *avalues[fp->nargs > 0 ? fp->nargs : 1];
+    for (int i = 0; i < fp->nargs; i++) {
+        const nt_slot *s = &fp->slots[i];
         avalues[i] = s->src == NT_SRC_ARG ? args[s->fwd]
                                           : (void *)(ctx->values + s->offset);
     }
-    ffi_call(&fp->target_cif, FFI_FN(ctx->target), ret, avalues);
+    ffi_call((ffi_cif *)&fp->target_cif, FFI_FN(ctx->target), ret, avalues);
 }
 
 static nt_status ffi_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry **out,
@@ -157,9 +173,10 @@ static nt_status ffi_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry **out,
     entry->closure = ffi_closure_alloc(sizeof(ffi_closure), &code);
     if (entry->closure == NULL) {
         free(entry);
-        return nt_fail(err, NT_ERR_MEMORY, -1, "libffi could not allocate a closure");
+        return nt_fail(err, NT_ERR_MEMORY, -1,
+                       "numthunk: no executable memory left for a thunk: "
+                       "libffi could not allocate a closure");
     }
-    entry->plan = plan;
     atomic_init(&entry->ctx, ctx);
     if (ffi_prep_closure_loc(entry->closure, &fp->thunk_cif, ffi_handler,
                              entry, code) != FFI_OK) {
@@ -167,6 +184,8 @@ static nt_status ffi_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry **out,
         free(entry);
         return nt_fail(err, NT_ERR_UNSUPPORTED, -1, "libffi could not prepare a closure");
     }
+    atomic_fetch_add_explicit(&fp->refs, 1, memory_order_relaxed);
+    entry->fp = fp;
     *out = entry;
     *address = code;
     return NT_OK;
@@ -177,38 +196,23 @@ static void ffi_entry_swap(nt_entry *entry, nt_ctx *ctx)
     atomic_store_explicit(&entry->ctx, ctx, memory_order_release);
 }
 
-/* Quarantine: a released closure traps for as long as it waits here. */
-#define QUARANTINE 8192
-static struct {
-    pthread_mutex_t lock;
-    nt_entry *ring[QUARANTINE];
-    size_t next;
-    int no_reuse;     /* -1 unknown, 0/1 from NUMTHUNK_NO_REUSE */
-} quarantine = { PTHREAD_MUTEX_INITIALIZER, {0}, 0, -1 };
+/* Quarantine leave: no call can reach the closure any more. */
+static void entry_leave(void *item)
+{
+    nt_entry *entry = item;
+    ffi_closure_free(entry->closure);
+    fp_unref(entry->fp);
+    free(entry);
+}
 
 static void ffi_entry_free(nt_entry *entry)
 {
     if (entry == NULL)
         return;
-    /* The plan dies with its thunk; a late call must not read it. The
-       handler traps on a NULL context before touching the plan. */
+    /* A late call traps on the NULL context; it still reads the entry and
+       entry->fp, both kept until the entry leaves the quarantine. */
     atomic_store_explicit(&entry->ctx, NULL, memory_order_release);
-    pthread_mutex_lock(&quarantine.lock);
-    if (quarantine.no_reuse < 0) {
-        const char *v = getenv("NUMTHUNK_NO_REUSE");
-        quarantine.no_reuse = v != NULL && *v != '\0' && strcmp(v, "0") != 0;
-    }
-    nt_entry *evicted = NULL;
-    if (!quarantine.no_reuse) {
-        evicted = quarantine.ring[quarantine.next];
-        quarantine.ring[quarantine.next] = entry;
-        quarantine.next = (quarantine.next + 1) % QUARANTINE;
-    }
-    pthread_mutex_unlock(&quarantine.lock);
-    if (evicted != NULL) {
-        ffi_closure_free(evicted->closure);
-        free(evicted);
-    }
+    nt_quarantine_push(entry, entry_leave);
 }
 
 static const char *ffi_memory_policy(void)

@@ -1,10 +1,11 @@
 /*
- * numthunk native backend for x86-64 System V (Linux): plan -> machine code.
+ * numthunk native engine for x86-64 System V (Linux): plan -> machine code.
  *
- * Place in the pipeline: takes a finished nt_plan (where every target
- * argument comes from) and gives each thunk a stable C address. Memory comes
- * from the policy backend.c chose (execmem.h); plans it cannot run go to
- * libffi.
+ * Place in the pipeline: the architecture half of the native engine. It
+ * supplies an nt_arch (native.h): the entry stub's bytes, which plans it can
+ * run, the shape key and the handler's code. Stub blocks, slots, the
+ * handler cache, executable memory and the quarantine are native.c's and
+ * belong to no architecture; plans this file cannot run go to libffi.
  *
  * Layout (DESIGN.md, "Engine layout that we want"):
  *
@@ -65,12 +66,9 @@
  * Generated code has no unwind tables (the frame form is 3 instructions
  * around a call): debuggers and C++ exceptions see an unknown frame there.
  */
-#include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "numthunk.h"
-#include "execmem.h"
+#include "native.h"
 
 /* ------------------------------------------------------------------------ */
 /* Code buffer: every byte of generated code goes through emit().            */
@@ -401,7 +399,6 @@ emit_parallel_moves(code_buf *b, move *m, int n)
 /* Plan shapes and handlers                                                  */
 
 #define MAX_ARGS 128                 /* larger plans go to libffi */
-#define HANDLER_MAX 8192             /* bytes of code one handler may take */
 
 typedef struct {
     uint8_t cls;
@@ -565,18 +562,9 @@ gen_handler(code_buf *b, const shape_arg *shape, int nargs, int nfwd)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Handler cache: shape key -> code. Entries are never removed (there are   */
-/* as many as distinct shapes a program uses).                               */
+/* Shape keys                                                                */
 
-typedef struct {
-    uint64_t hash;
-    size_t keylen;
-    uint8_t *key;
-    void *code;
-} hslot;
-
-static hslot *htab;
-static size_t hcap, hcount;
+_Static_assert(2 + 6 * MAX_ARGS <= NT_SHAPE_KEY_MAX, "shape key too long");
 
 static size_t
 shape_key(const shape_arg *shape, int nargs, int nfwd, uint8_t *key)
@@ -594,333 +582,73 @@ shape_key(const shape_arg *shape, int nargs, int nfwd, uint8_t *key)
     return n;
 }
 
-static uint64_t
-fnv1a(const uint8_t *p, size_t n)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 1099511628211ull;
-    return h;
-}
-
-static hslot *
-hfind(const uint8_t *key, size_t keylen, uint64_t h)
-{
-    if (hcap == 0)
-        return NULL;
-    for (size_t i = h & (hcap - 1);; i = (i + 1) & (hcap - 1)) {
-        hslot *s = &htab[i];
-        if (s->key == NULL)
-            return s;
-        if (s->hash == h && s->keylen == keylen
-            && memcmp(s->key, key, keylen) == 0)
-            return s;
-    }
-}
-
-static int
-hgrow(void)
-{
-    size_t ncap = hcap ? hcap * 2 : 64;
-    hslot *nt = calloc(ncap, sizeof(hslot));
-    if (nt == NULL)
-        return -1;
-    for (size_t i = 0; i < hcap; i++) {
-        if (htab[i].key == NULL)
-            continue;
-        size_t j = htab[i].hash & (ncap - 1);
-        while (nt[j].key != NULL)
-            j = (j + 1) & (ncap - 1);
-        nt[j] = htab[i];
-    }
-    free(htab);
-    htab = nt;
-    hcap = ncap;
-    return 0;
-}
-
 /* ------------------------------------------------------------------------ */
-/* Stubs and slots                                                           */
+/* Entry stub                                                                */
 
 /*
- * A block: BLOCK_STUBS stubs (sealed RX), then one page of slots (private
- * RW) at a fixed distance, so stub i reaches slot i rip-relative.
+ * Stub i of a block reaches its slot rip-relative (native.c places the slot
+ * page right after the stubs):
  *
  *   F3 0F 1E FA             endbr64
  *   4C 8B 15 <disp32>       mov r10, [rip + disp32]   ; disp32 = slot - next
  *   41 FF 22                jmp qword ptr [r10]
  *   CC CC                   int3; int3                ; pad to 16 bytes
  */
-#define STUB_SIZE   16
-#define BLOCK_STUBS 512
-#define BLOCK_CODE  (BLOCK_STUBS * STUB_SIZE)          /* 2 pages */
-#define BLOCK_DATA  (BLOCK_STUBS * 8)                  /* 1 page */
+#define STUB_SIZE     16
 #define STUB_LOAD_END 11     /* offset of the byte after the mov */
 
-/* Freed slots wait until about 1 MiB of stub+slot memory has been freed
-   after them before they are handed out again. */
-#define QUARANTINE ((1u << 20) / (STUB_SIZE + 8))
-
-typedef struct {
-    nt_ctx *ctx;             /* read by the stub; written with release */
-} xslot;
-
-static uint8_t stub_image[BLOCK_CODE];
-static xslot *cur_slots;     /* slot page of the block being handed out */
-static unsigned cur_used;
-
-static xslot **quarantine;   /* ring buffer of freed slots, oldest first */
-static size_t q_cap, q_head, q_len;
-static int no_reuse;
-
-static const nt_execmem *policy;
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_once_t init_once = PTHREAD_ONCE_INIT;
-
-/* Every released slot points here; word 0 is the trap. */
-static nt_ctx released_ctx = { (void *)nt_trap_released, NULL, NULL, 0 };
-
 static void
-build_stub_image(void)
+x64_build_stub(uint8_t *out, int32_t slot_disp)
 {
-    for (int i = 0; i < BLOCK_STUBS; i++) {
-        uint8_t *s = stub_image + i * STUB_SIZE;
-        int32_t disp = (int32_t)(BLOCK_CODE + 8 * i)
-                       - (int32_t)(i * STUB_SIZE + STUB_LOAD_END);
-        uint8_t stub[STUB_SIZE] = {
-            0xF3, 0x0F, 0x1E, 0xFA,            /* endbr64 */
-            0x4C, 0x8B, 0x15, 0, 0, 0, 0,      /* mov r10, [rip+disp32] */
-            0x41, 0xFF, 0x22,                  /* jmp qword ptr [r10] */
-            0xCC, 0xCC,                        /* int3; int3 */
-        };
-        for (int k = 0; k < 4; k++)
-            stub[7 + k] = (uint8_t)((uint32_t)disp >> (8 * k));
-        memcpy(s, stub, STUB_SIZE);
-    }
-}
-
-static void *
-stub_of(xslot *slot)
-{
-    uintptr_t page = (uintptr_t)slot & ~(uintptr_t)(NT_PAGE_SIZE - 1);
-    uintptr_t index = ((uintptr_t)slot - page) / sizeof(xslot);
-    return (void *)(page - BLOCK_CODE + index * STUB_SIZE);
-}
-
-static xslot *
-take_slot(nt_error *err)
-{
-    if (!no_reuse && q_len > QUARANTINE) {
-        xslot *s = quarantine[q_head];
-        q_head = (q_head + 1) % q_cap;
-        q_len--;
-        return s;
-    }
-    if (cur_slots == NULL || cur_used == BLOCK_STUBS) {
-        uint8_t *block = policy->place(stub_image, BLOCK_CODE, BLOCK_DATA,
-                                       err);
-        if (block == NULL)
-            return NULL;
-        cur_slots = (xslot *)(block + BLOCK_CODE);
-        cur_used = 0;
-    }
-    return &cur_slots[cur_used++];
-}
-
-static void
-quarantine_push(xslot *s)
-{
-    if (q_len == q_cap) {
-        size_t ncap = q_cap ? 2 * q_cap : 1024;
-        xslot **nq = malloc(ncap * sizeof(*nq));
-        if (nq == NULL)
-            return;          /* the slot is simply never reused */
-        for (size_t i = 0; i < q_len; i++)
-            nq[i] = quarantine[(q_head + i) % q_cap];
-        free(quarantine);
-        quarantine = nq;
-        q_cap = ncap;
-        q_head = 0;
-    }
-    quarantine[(q_head + q_len) % q_cap] = s;
-    q_len++;
+    int32_t disp = slot_disp - STUB_LOAD_END;
+    uint8_t stub[STUB_SIZE] = {
+        0xF3, 0x0F, 0x1E, 0xFA,            /* endbr64 */
+        0x4C, 0x8B, 0x15, 0, 0, 0, 0,      /* mov r10, [rip+disp32] */
+        0x41, 0xFF, 0x22,                  /* jmp qword ptr [r10] */
+        0xCC, 0xCC,                        /* int3; int3 */
+    };
+    for (int k = 0; k < 4; k++)
+        stub[7 + k] = (uint8_t)((uint32_t)disp >> (8 * k));
+    memcpy(out, stub, STUB_SIZE);
 }
 
 /* ------------------------------------------------------------------------ */
-/* fork and initialisation                                                   */
-
-static void
-fork_prepare(void)
-{
-    pthread_mutex_lock(&lock);
-}
-
-static void
-fork_parent(void)
-{
-    pthread_mutex_unlock(&lock);
-}
-
-static void
-fork_child(void)
-{
-    /* Only the forking thread exists here, and it holds the lock (taken in
-       fork_prepare): nobody is half way through an allocation. */
-    if (policy != NULL)
-        policy->after_fork_child();
-    pthread_mutex_unlock(&lock);
-}
-
-static void
-init(void)
-{
-    const char *e = getenv("NUMTHUNK_NO_REUSE");
-    no_reuse = e != NULL && *e != '\0' && strcmp(e, "0") != 0;
-    build_stub_image();
-    policy = nt_execmem_get();
-    if (policy != NULL)
-        pthread_atfork(fork_prepare, fork_parent, fork_child);
-}
-
-static int
-ready(void)
-{
-    pthread_once(&init_once, init);
-    return policy != NULL;
-}
-
-/* ------------------------------------------------------------------------ */
-/* The backend                                                               */
+/* The arch                                                                  */
 
 static nt_status
 x64_supports(const nt_plan *plan)
 {
     shape_arg shape[MAX_ARGS];
-    if (!ready() || plan->target == NULL
-        || !kind_supported_ret(plan->target->ret.kind)
+    if (plan->target == NULL || !kind_supported_ret(plan->target->ret.kind)
         || plan_shape(plan, shape) != 0)
         return NT_ERR_UNSUPPORTED;
     return NT_OK;
 }
 
-static nt_status
-x64_prepare(nt_plan *plan, nt_error *err)
+static size_t
+x64_shape_key(const nt_plan *plan, uint8_t *key)
 {
     shape_arg shape[MAX_ARGS];
-    uint8_t key[2 + 6 * MAX_ARGS];
-    uint8_t code[HANDLER_MAX];
+    if (plan_shape(plan, shape) != 0)
+        return 0;
+    return shape_key(shape, plan->nargs, plan->nfwd, key);
+}
 
-    if (x64_supports(plan) != NT_OK)
-        return nt_fail(err, NT_ERR_UNSUPPORTED, -1,
-                       "numthunk: the native backend cannot run this plan");
-    plan_shape(plan, shape);
-    size_t keylen = shape_key(shape, plan->nargs, plan->nfwd, key);
-    uint64_t h = fnv1a(key, keylen);
-
-    pthread_mutex_lock(&lock);
-    hslot *s = hfind(key, keylen, h);
-    if (s != NULL && s->key != NULL) {
-        plan->handler = s->code;
-        pthread_mutex_unlock(&lock);
-        plan->backend_data = NULL;
-        return NT_OK;
-    }
-    nt_status st = NT_OK;
-    code_buf b = { code, 0, sizeof(code), 0 };
+static size_t
+x64_gen_handler(const nt_plan *plan, uint8_t *code, size_t cap)
+{
+    shape_arg shape[MAX_ARGS];
+    if (plan_shape(plan, shape) != 0)
+        return 0;
+    code_buf b = { code, 0, cap, 0 };
     gen_handler(&b, shape, plan->nargs, plan->nfwd);
-    if (b.overflow) {
-        st = nt_fail(err, NT_ERR_UNSUPPORTED, -1,
-                     "numthunk: handler too large for the native backend");
-        goto done;
-    }
-    uint8_t *kcopy = malloc(keylen);
-    if (kcopy == NULL || (2 * (hcount + 1) > hcap && hgrow() != 0)) {
-        free(kcopy);
-        st = nt_fail(err, NT_ERR_MEMORY, -1, "numthunk: out of memory");
-        goto done;
-    }
-    void *at = policy->place(code, b.len, 0, err);
-    if (at == NULL) {
-        free(kcopy);
-        st = err->status != NT_OK ? err->status : NT_ERR_OS;
-        goto done;
-    }
-    memcpy(kcopy, key, keylen);
-    s = hfind(key, keylen, h);
-    s->hash = h;
-    s->keylen = keylen;
-    s->key = kcopy;
-    s->code = at;
-    hcount++;
-    plan->handler = at;
-    plan->backend_data = NULL;
-done:
-    pthread_mutex_unlock(&lock);
-    return st;
+    return b.overflow ? 0 : b.len;
 }
 
-static void
-x64_plan_release(nt_plan *plan)
-{
-    /* Handlers are shared by shape and live as long as the process. */
-    plan->backend_data = NULL;
-}
-
-static nt_status
-x64_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry **out, void **address,
-              nt_error *err)
-{
-    if (!ready())
-        return nt_fail(err, NT_ERR_UNSUPPORTED, -1,
-                       "numthunk: no executable memory for native thunks");
-    if (plan->handler == NULL)
-        return nt_fail(err, NT_ERR_VALUE, -1,
-                       "numthunk: plan not prepared for the native backend");
-    if (ctx->handler == NULL)
-        ctx->handler = plan->handler;
-    pthread_mutex_lock(&lock);
-    xslot *slot = take_slot(err);
-    pthread_mutex_unlock(&lock);
-    if (slot == NULL)
-        return err->status != NT_OK ? err->status : NT_ERR_OS;
-    /* Release: a caller that loads the slot sees the filled context. */
-    __atomic_store_n(&slot->ctx, ctx, __ATOMIC_RELEASE);
-    *out = (nt_entry *)slot;
-    *address = stub_of(slot);
-    return NT_OK;
-}
-
-static void
-x64_entry_swap(nt_entry *entry, nt_ctx *ctx)
-{
-    __atomic_store_n(&((xslot *)entry)->ctx, ctx, __ATOMIC_RELEASE);
-}
-
-static void
-x64_entry_free(nt_entry *entry)
-{
-    xslot *slot = (xslot *)entry;
-    __atomic_store_n(&slot->ctx, &released_ctx, __ATOMIC_RELEASE);
-    if (no_reuse)
-        return;
-    pthread_mutex_lock(&lock);
-    quarantine_push(slot);
-    pthread_mutex_unlock(&lock);
-}
-
-static const char *
-x64_memory_policy(void)
-{
-    return ready() ? policy->name : "none";
-}
-
-const nt_backend nt_backend_x86_64_sysv = {
-    "native-x86_64-sysv",
+const nt_arch nt_arch_x86_64_sysv = {
+    STUB_SIZE,
+    x64_build_stub,
     x64_supports,
-    x64_prepare,
-    x64_plan_release,
-    x64_entry_new,
-    x64_entry_swap,
-    x64_entry_free,
-    x64_memory_policy,
+    x64_shape_key,
+    x64_gen_handler,
 };

@@ -1,14 +1,16 @@
 /*
- * numthunk executable memory: the W^X allocator under the native backend.
+ * numthunk executable memory: the W^X allocator under the native engine.
  *
  * A policy hands out code that is never writable and executable at once
  * through the same mapping. Each OS policy lives in its own file
- * (mem_memfd.c, mem_mprotect.c); backend.c picks one at run time, falling
- * back from the first to the second when the system refuses it
- * (vm.memfd_noexec=2, SELinux, seccomp ...).
+ * (mem_memfd.c, mem_mprotect.c); backend.c lists them in the order to try,
+ * and native.c moves on from one to the next when the system refuses it,
+ * at start (vm.memfd_noexec=2, SELinux, seccomp ...) or later (a memfd
+ * write refused under RLIMIT_FSIZE, ENOSPC ...).
  *
- * Callers hold the backend lock around every call into a policy: policies
- * keep no lock of their own.
+ * Callers hold the native engine's lock around every call into a policy:
+ * policies keep no lock of their own. A policy writes code and leaves the
+ * instruction cache to its caller (native.c flushes once per placement).
  */
 #ifndef NUMTHUNK_EXECMEM_H
 #define NUMTHUNK_EXECMEM_H
@@ -30,12 +32,13 @@ typedef struct nt_execmem {
      * With data_after > 0, n must be a multiple of NT_PAGE_SIZE: the code
      * starts a fresh page-aligned block and is followed immediately by
      * data_after bytes (a page multiple) of zeroed, private, read-write
-     * memory, so that code can reach its data rip-relative at a fixed
-     * distance.
+     * memory, so that code can reach its data pc-relative at a fixed
+     * distance. Any failure (err filled) makes the caller move on to the
+     * next policy for good.
      */
     void *(*place)(const void *code, size_t n, size_t data_after,
                    nt_error *err);
-    /* Runs in a forked child (atfork handler, backend lock held): from now
+    /* Runs in a forked child (atfork handler, engine lock held): from now
        on write nothing the parent shares. */
     void (*after_fork_child)(void);
 } nt_execmem;
@@ -43,22 +46,14 @@ typedef struct nt_execmem {
 extern const nt_execmem nt_execmem_memfd;
 extern const nt_execmem nt_execmem_mprotect;
 
-/*
- * The policy in use: the first that initialises, in the order of the
- * platform's #if branch in backend.c. NUMTHUNK_EXECMEM=memfd|mprotect
- * restricts the choice to one (tests use it to run on both). NULL when none
- * works: the native backend then declares every plan unsupported and the
- * libffi backend takes over.
- */
-const nt_execmem *nt_execmem_get(void);
-
 static inline size_t nt_round_up(size_t n, size_t to)
 {
     return (n + to - 1) / to * to;
 }
 
-/* Instruction-cache maintenance after writing code; compiles to nothing on
-   x86, whose instruction fetch snoops data writes. */
+/* Instruction-cache maintenance after writing code, the one helper for it
+   (native.c calls it once per placement); compiles to nothing on x86, whose
+   instruction fetch snoops data writes. */
 #define NT_ICACHE_FLUSH(p, n) \
     __builtin___clear_cache((char *)(p), (char *)(p) + (n))
 

@@ -16,7 +16,7 @@
  * vm.memfd_noexec (Linux 6.3+): at 1 a memfd is non-executable unless
  * created with MFD_EXEC, at 2 MFD_EXEC is refused. We ask for MFD_EXEC,
  * retry without it on kernels that do not know the flag (EINVAL), and let
- * init() fail when the mapping cannot be made executable, so backend.c falls
+ * init() fail when the mapping cannot be made executable, so native.c falls
  * back to mem_mprotect.c.
  *
  * fork(): the file (and its pages) are shared with the child. The child
@@ -124,25 +124,34 @@ place_block(const void *code, size_t n, size_t data_after, nt_error *err)
     /* One reservation for code + data so their distance is fixed; the code
        part is then replaced by the RX file mapping (MAP_FIXED over our own
        reservation, never over anything else). */
+    const char *what = "cannot reserve memory";
     unsigned char *res = mmap(NULL, n + data_after, PROT_READ | PROT_WRITE,
                               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (res == MAP_FAILED)
         goto fail;
     off_t offset;
-    if (grow(n, &offset) != 0 || write_all(code, n, offset) != 0) {
-        munmap(res, n + data_after);
-        goto fail;
+    if (grow(n, &offset) != 0) {
+        what = "cannot grow the code file";
+        goto unmap;
+    }
+    if (write_all(code, n, offset) != 0) {
+        what = "cannot write code";
+        goto unmap;
     }
     if (mmap(res, n, PROT_READ | PROT_EXEC, MAP_SHARED | MAP_FIXED, mfd,
              offset) == MAP_FAILED) {
-        munmap(res, n + data_after);
-        goto fail;
+        what = "cannot map executable memory";
+        goto unmap;
     }
-    NT_ICACHE_FLUSH(res, n);
     return res;
+unmap:
+    {
+        int saved = errno;
+        munmap(res, n + data_after);
+        errno = saved;
+    }
 fail:
-    nt_fail(err, NT_ERR_OS, -1, "numthunk: cannot map executable memory: %s",
-            strerror(errno));
+    nt_fail(err, NT_ERR_OS, -1, "numthunk: %s: %s", what, strerror(errno));
     return NULL;
 }
 
@@ -160,10 +169,14 @@ memfd_place(const void *code, size_t n, size_t data_after, nt_error *err)
     if (chunk == NULL || chunk_used + n > chunk_size) {
         size_t size = nt_round_up(n, CHUNK_SIZE);
         off_t offset;
-        void *p = MAP_FAILED;
-        if (grow(size, &offset) == 0)
-            p = mmap(NULL, size, PROT_READ | PROT_EXEC, MAP_SHARED, mfd,
-                     offset);
+        if (grow(size, &offset) != 0) {
+            nt_fail(err, NT_ERR_OS, -1,
+                    "numthunk: cannot grow the code file: %s",
+                    strerror(errno));
+            return NULL;
+        }
+        void *p = mmap(NULL, size, PROT_READ | PROT_EXEC, MAP_SHARED, mfd,
+                       offset);
         if (p == MAP_FAILED) {
             nt_fail(err, NT_ERR_OS, -1,
                     "numthunk: cannot map executable memory: %s",
@@ -183,7 +196,6 @@ memfd_place(const void *code, size_t n, size_t data_after, nt_error *err)
     }
     unsigned char *at = chunk + chunk_used;
     chunk_used = nt_round_up(chunk_used + n, CODE_ALIGN);
-    NT_ICACHE_FLUSH(at, n);
     return at;
 }
 

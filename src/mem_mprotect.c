@@ -10,7 +10,7 @@
  * program uses), a stub block costs nothing extra.
  *
  * Under SELinux deny_execmem the RW->RX mprotect fails; init() finds that
- * out with a probe page and the native backend then stands down in favour
+ * out with a probe page and the native engine then stands down in favour
  * of libffi. fork() needs nothing: all pages are private.
  */
 #include <errno.h>
@@ -45,7 +45,6 @@ mprotect_place(const void *code, size_t n, size_t data_after, nt_error *err)
         munmap(p, code_size + data_after);
         goto fail;
     }
-    NT_ICACHE_FLUSH(p, n);
     return p;
 fail:
     nt_fail(err, NT_ERR_OS, -1, "numthunk: cannot map executable memory: %s",

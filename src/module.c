@@ -4,6 +4,7 @@
  * scalar conversion for ref(), backend_info()).
  */
 #include "pyapi.h"
+#include "native.h"
 
 #define PY_ARRAY_UNIQUE_SYMBOL nt_ARRAY_API
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
@@ -13,22 +14,6 @@
 #include <string.h>
 
 nt_module_state nt_state;
-
-const nt_backend *nt_choose_backend(const nt_plan *plan, const nt_backend *wanted,
-                                    nt_error *err)
-{
-    if (wanted == NULL)
-        wanted = nt_state.forced;
-    /* Plans the native backend cannot run (struct or complex values) go to
-       libffi even when native is asked for. */
-    if (wanted != &nt_backend_ffi && nt_backend_native != NULL
-        && nt_backend_native->supports(plan) == NT_OK)
-        return nt_backend_native;
-    if (nt_backend_ffi.supports(plan) == NT_OK)
-        return &nt_backend_ffi;
-    nt_fail(err, NT_ERR_UNSUPPORTED, -1, "no engine supports this signature");
-    return NULL;
-}
 
 static PyObject *mod_setup(PyObject *module, PyObject *args, PyObject *kwds)
 {
@@ -83,18 +68,35 @@ static PyObject *mod_scalar(PyObject *module, PyObject *args)
     return Py_BuildValue("(sN)", nt_kind_name(t.kind), v);
 }
 
+/* What new thunks get now (after any executable-memory fallback), and the
+   configuration read from the environment, whole. */
 static PyObject *mod_backend_info(PyObject *module, PyObject *unused)
 {
     (void)module;
     (void)unused;
-    const nt_backend *engine = nt_state.forced == &nt_backend_ffi || nt_backend_native == NULL
-                             ? &nt_backend_ffi : nt_backend_native;
-    return Py_BuildValue("{s:s,s:s,s:O,s:s,s:s}",
-                         "engine", engine->name,
-                         "memory_policy", engine->memory_policy(),
+    const nt_config *cfg = nt_config_get();
+    nt_engine_status st;
+    nt_engine_status_get(&st);
+    PyObject *fallbacks = PyList_New(0);
+    for (int i = 0; fallbacks != NULL && i < st.nfallbacks; i++) {
+        PyObject *s = PyUnicode_FromString(st.fallbacks[i]);
+        if (s == NULL || PyList_Append(fallbacks, s) < 0)
+            Py_CLEAR(fallbacks);
+        Py_XDECREF(s);
+    }
+    if (fallbacks == NULL)
+        return NULL;
+    return Py_BuildValue("{s:s,s:s,s:O,s:s,s:N,s:{s:s,s:s,s:O,s:I}}",
+                         "engine", st.engine,
+                         "memory_policy", st.memory_policy,
                          "native_available", nt_backend_native != NULL ? Py_True : Py_False,
-                         "fallback", nt_backend_ffi.name,
-                         "forced", nt_state.forced == NULL ? "" : nt_state.forced->name);
+                         "fallback_engine", nt_backend_ffi.name,
+                         "fallbacks", fallbacks,
+                         "config",
+                         "engine", cfg->engine,
+                         "execmem", cfg->execmem,
+                         "no_reuse", cfg->no_reuse ? Py_True : Py_False,
+                         "quarantine", cfg->quarantine);
 }
 
 /* A capsule named by its C signature (the SciPy/Cython convention) whose
@@ -178,24 +180,11 @@ static struct PyModuleDef module_def = {
     -1, module_methods, NULL, NULL, NULL, NULL
 };
 
-static int choose_forced(void)
+static int check_config(void)
 {
-    const char *v = getenv("NUMTHUNK_BACKEND");
-    if (v == NULL || *v == '\0' || strcmp(v, "auto") == 0) {
-        nt_state.forced = NULL;
-    } else if (strcmp(v, "ffi") == 0 || strcmp(v, "libffi") == 0) {
-        nt_state.forced = &nt_backend_ffi;
-    } else if (strcmp(v, "native") == 0) {
-        if (nt_backend_native == NULL) {
-            PyErr_SetString(PyExc_ImportError,
-                            "NUMTHUNK_BACKEND=native, but this platform has no native "
-                            "backend (use 'ffi' or leave it unset)");
-            return -1;
-        }
-        nt_state.forced = nt_backend_native;
-    } else {
-        PyErr_Format(PyExc_ImportError,
-                     "NUMTHUNK_BACKEND=%s: expected 'native', 'ffi' or 'auto'", v);
+    const nt_config *cfg = nt_config_get();
+    if (cfg->error[0] != '\0') {
+        PyErr_SetString(PyExc_ImportError, cfg->error);
         return -1;
     }
     return 0;
@@ -204,7 +193,7 @@ static int choose_forced(void)
 PyMODINIT_FUNC PyInit__core(void)
 {
     import_array();
-    if (choose_forced() < 0)
+    if (check_config() < 0)
         return NULL;
     if ((nt_state.s_kind = PyUnicode_InternFromString("kind")) == NULL
         || (nt_state.s_obj = PyUnicode_InternFromString("obj")) == NULL

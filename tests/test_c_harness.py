@@ -57,8 +57,8 @@ def test_signature_parser_fuzz_standalone():
     run(exe, "200000", "20261129")
 
 
-NATIVE_SOURCES = ["backend.c",  # includes backend_x86_64.c and mem_*.c on its platform
-                  "types.c", "sig.c", "plan.c"]
+NATIVE_SOURCES = ["backend.c",  # includes the arch file and mem_*.c on its platform
+                  "native.c", "backend_ffi.c", "types.c", "sig.c", "plan.c"]
 
 
 @pytest.mark.skipif(not nt.backend_info()["native_available"],
@@ -69,6 +69,6 @@ def test_native_backend_harness(fixture_cc):
         pytest.fail(f"{fixture_cc} is needed: the differential test builds its fixtures with "
                     "both gcc and clang (apt-get install clang)")
     exe = build("test_native", [f"{SRC}/{s}" for s in NATIVE_SOURCES] + [f"{HERE}/c/test_native.c"],
-                ["-O2"], ["-ldl", "-lpthread"])
+                ["-O2"], ["-lffi", "-ldl", "-lpthread"])
     out = run(exe, env={"NT_FIXTURE_CC": fixture_cc})
     assert "all native backend tests passed" in out

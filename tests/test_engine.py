@@ -25,7 +25,7 @@ def run_py(code, **env):
 
 def test_backend_info_names_engine_and_policy():
     info = nt.backend_info()
-    assert info["fallback"] == "libffi"
+    assert info["fallback_engine"] == "libffi"
     assert info["engine"] in ("libffi", "native-x86_64-sysv")
     assert info["memory_policy"]
     out = run_py("import numthunk; print(numthunk.backend_info()['engine'])", NUMTHUNK_BACKEND="ffi")

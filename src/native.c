@@ -1,0 +1,542 @@
+/*
+ * numthunk native engine, architecture-neutral half: plan -> stub + slot +
+ * shared handler, on executable memory that is never writable.
+ *
+ * Place in the pipeline: between the plan (plan.c) and executable memory
+ * (mem_*.c). The architecture file named by backend.c (nt_arch_native)
+ * supplies the stub bytes, the shape key and the handler code; this file
+ * owns what every architecture shares (DESIGN.md, "Engine layout"):
+ *
+ *   - stub blocks: BLOCK_STUBS identical stubs, sealed read+execute, then
+ *     one page of slots (private read+write) at a fixed distance, so stub i
+ *     reaches slot i pc-relative; a slot holds its thunk's context pointer;
+ *   - the handler cache: shape key -> handler code, entries never removed
+ *     (one per distinct shape a program uses);
+ *   - the executable-memory policies, tried in backend.c's order; when one
+ *     fails while placing code (memfd pwrite/ftruncate refused with EFBIG
+ *     under RLIMIT_FSIZE, EPERM, ENOSPC, ...), the next takes over, and
+ *     when none is left new thunks run on libffi (nt_backend_ffi), still
+ *     through this engine's vtable, their entries tagged (below);
+ *   - the released trap context, the quarantine (shared with libffi), fork
+ *     hooks.
+ *
+ * Code is written only through place_code(), which flushes the instruction
+ * cache once after the policy wrote it (NT_ICACHE_FLUSH: nothing on x86).
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "native.h"
+
+/* One page of 8-byte slots per block, one stub per slot. */
+#define BLOCK_STUBS (NT_PAGE_SIZE / sizeof(xslot))
+#define BLOCK_DATA  NT_PAGE_SIZE
+
+typedef struct {
+    nt_ctx *ctx;             /* read by the stub; written with release */
+} xslot;
+
+/* The engine lock guards everything below except the quarantine, which has
+   its own (both engines use it). Lock order: quarantine, then engine. */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+static const nt_arch *arch;
+static uint8_t *stub_image;  /* one block of stubs, built once */
+static size_t block_code;    /* bytes of stubs per block, page multiple */
+
+static xslot *cur_slots;     /* slot page of the block being handed out */
+static size_t cur_used;
+static xslot **free_slots;   /* slots back from quarantine, reusable */
+static size_t nfree, free_cap;
+
+/* Executable memory: policy is nt_execmem_policies[policy_at], or NULL
+   once none is left (or NUMTHUNK_EXECMEM=none). */
+static const nt_execmem *policy;
+static size_t policy_at;
+static char fallbacks[NT_FALLBACK_MAX][NT_REASON_MAX];
+static int nfallbacks;
+
+/* Every released slot points here; word 0 is the trap. */
+static nt_ctx released_ctx = { (void *)nt_trap_released, NULL, NULL, 0 };
+
+/* ------------------------------------------------------------------------ */
+/* Fork hooks, registered once for both the engine and the quarantine        */
+
+static pthread_mutex_t q_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void
+fork_prepare(void)
+{
+    pthread_mutex_lock(&q_lock);
+    pthread_mutex_lock(&lock);
+}
+
+static void
+fork_parent(void)
+{
+    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&q_lock);
+}
+
+static void
+fork_child(void)
+{
+    /* Only the forking thread exists here, and it holds both locks (taken
+       in fork_prepare): nobody is half way through an allocation. Every
+       policy that may have been used stops writing shared memory. */
+    for (size_t i = 0; nt_execmem_policies[i] != NULL; i++)
+        nt_execmem_policies[i]->after_fork_child();
+    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&q_lock);
+}
+
+static void
+register_fork_hooks(void)
+{
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Quarantine                                                                */
+
+typedef struct {
+    void *item;
+    void (*leave)(void *item);
+} q_entry;
+
+static q_entry *q_ring;      /* oldest first from q_head */
+static size_t q_cap, q_head, q_len;
+
+void
+nt_quarantine_push(void *item, void (*leave)(void *item))
+{
+    const nt_config *cfg = nt_config_get();
+    if (cfg->no_reuse)
+        return;              /* kept for ever: its address never recurs */
+    pthread_once(&fork_once, register_fork_hooks);
+    q_entry out = { NULL, NULL };
+    pthread_mutex_lock(&q_lock);
+    if (q_len == q_cap) {
+        size_t ncap = q_cap ? 2 * q_cap : 1024;
+        q_entry *nq = malloc(ncap * sizeof(*nq));
+        if (nq == NULL) {
+            pthread_mutex_unlock(&q_lock);
+            return;          /* the item is simply never reused */
+        }
+        for (size_t i = 0; i < q_len; i++)
+            nq[i] = q_ring[(q_head + i) % q_cap];
+        free(q_ring);
+        q_ring = nq;
+        q_cap = ncap;
+        q_head = 0;
+    }
+    q_ring[(q_head + q_len) % q_cap] = (q_entry){ item, leave };
+    q_len++;
+    if (q_len > cfg->quarantine) {
+        out = q_ring[q_head];
+        q_head = (q_head + 1) % q_cap;
+        q_len--;
+    }
+    pthread_mutex_unlock(&q_lock);
+    if (out.leave != NULL)
+        out.leave(out.item);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Executable memory with fallback                                           */
+
+/* Records "what: why" (engine lock held, or init). */
+static void
+note_fallback(const char *what, const char *why)
+{
+    if (nfallbacks < NT_FALLBACK_MAX)
+        snprintf(fallbacks[nfallbacks++], NT_REASON_MAX, "%.40s: %.150s",
+                 what, why);
+}
+
+/* Makes the first working policy from nt_execmem_policies[from] on the
+   current one, or none. Engine lock held (or init). */
+static void
+choose_policy(size_t from)
+{
+    const char *want = nt_config_get()->execmem;
+    __atomic_store_n(&policy, NULL, __ATOMIC_RELEASE);
+    if (strcmp(want, "none") == 0) {
+        note_fallback("NUMTHUNK_EXECMEM=none",
+                      "no executable memory: new thunks use libffi");
+        return;
+    }
+    for (size_t i = from; nt_execmem_policies[i] != NULL; i++) {
+        const nt_execmem *p = nt_execmem_policies[i];
+        if (strcmp(want, "auto") != 0
+            && strncmp(p->name, want, strlen(want)) != 0)
+            continue;
+        if (p->init() == 0) {
+            policy_at = i;
+            __atomic_store_n(&policy, p, __ATOMIC_RELEASE);
+            return;
+        }
+        note_fallback(p->name, "refused by the system at start");
+    }
+    note_fallback("no executable-memory policy left",
+                  "new thunks use libffi");
+}
+
+/*
+ * Places code through the current policy; when it fails, records why and
+ * moves on to the next policy, until one works or none is left (NULL, err
+ * filled). Engine lock held.
+ */
+static void *
+place_code(const void *code, size_t n, size_t data_after, nt_error *err)
+{
+    while (policy != NULL) {
+        nt_error perr = { NT_OK, -1, "" };
+        void *at = policy->place(code, n, data_after, &perr);
+        if (at != NULL) {
+            NT_ICACHE_FLUSH(at, n);
+            return at;
+        }
+        note_fallback(policy->name, perr.msg);
+        choose_policy(policy_at + 1);
+    }
+    nt_fail(err, NT_ERR_MEMORY, -1,
+            "numthunk: no executable memory for native thunks");
+    return NULL;
+}
+
+int
+nt_native_fallbacks(char (*out)[NT_REASON_MAX], int max)
+{
+    pthread_mutex_lock(&lock);
+    int n = nfallbacks < max ? nfallbacks : max;
+    for (int i = 0; i < n; i++)
+        memcpy(out[i], fallbacks[i], NT_REASON_MAX);
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Initialisation                                                            */
+
+static void
+init(void)
+{
+    arch = nt_arch_native;
+    if (arch == NULL)
+        return;
+    block_code = nt_round_up(BLOCK_STUBS * arch->stub_size, NT_PAGE_SIZE);
+    stub_image = malloc(block_code);
+    if (stub_image == NULL) {
+        note_fallback("stub image", "out of memory: new thunks use libffi");
+        return;
+    }
+    memset(stub_image, 0, block_code);
+    for (size_t i = 0; i < BLOCK_STUBS; i++)
+        arch->build_stub(stub_image + i * arch->stub_size,
+                         (int32_t)(block_code + sizeof(xslot) * i
+                                   - arch->stub_size * i));
+    choose_policy(0);
+    pthread_once(&fork_once, register_fork_hooks);
+}
+
+/* 1 if native code can still be placed (engine lock not needed: policy
+   only ever goes from a policy to a later one or NULL). */
+static int
+ready(void)
+{
+    pthread_once(&init_once, init);
+    return __atomic_load_n(&policy, __ATOMIC_ACQUIRE) != NULL;
+}
+
+const char *
+nt_native_memory_policy(void)
+{
+    if (!ready())
+        return "none";
+    pthread_mutex_lock(&lock);
+    const char *name = policy != NULL ? policy->name : "none";
+    pthread_mutex_unlock(&lock);
+    return name;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Handler cache: shape key -> code                                          */
+
+typedef struct {
+    uint64_t hash;
+    size_t keylen;
+    uint8_t *key;
+    void *code;
+} hslot;
+
+static hslot *htab;
+static size_t hcap, hcount;
+
+static uint64_t
+fnv1a(const uint8_t *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+static hslot *
+hfind(const uint8_t *key, size_t keylen, uint64_t h)
+{
+    if (hcap == 0)
+        return NULL;
+    for (size_t i = h & (hcap - 1);; i = (i + 1) & (hcap - 1)) {
+        hslot *s = &htab[i];
+        if (s->key == NULL)
+            return s;
+        if (s->hash == h && s->keylen == keylen
+            && memcmp(s->key, key, keylen) == 0)
+            return s;
+    }
+}
+
+static int
+hgrow(void)
+{
+    size_t ncap = hcap ? hcap * 2 : 64;
+    hslot *nt = calloc(ncap, sizeof(hslot));
+    if (nt == NULL)
+        return -1;
+    for (size_t i = 0; i < hcap; i++) {
+        if (htab[i].key == NULL)
+            continue;
+        size_t j = htab[i].hash & (ncap - 1);
+        while (nt[j].key != NULL)
+            j = (j + 1) & (ncap - 1);
+        nt[j] = htab[i];
+    }
+    free(htab);
+    htab = nt;
+    hcap = ncap;
+    return 0;
+}
+
+/* The handler for key, generated and placed if new; NULL with err filled.
+   Engine lock held. */
+static void *
+handler_for(const nt_plan *plan, const uint8_t *key, size_t keylen,
+            nt_error *err)
+{
+    uint8_t code[NT_HANDLER_MAX];
+    uint64_t h = fnv1a(key, keylen);
+    hslot *s = hfind(key, keylen, h);
+    if (s != NULL && s->key != NULL)
+        return s->code;
+    size_t len = arch->gen_handler(plan, code, sizeof(code));
+    if (len == 0) {
+        nt_fail(err, NT_ERR_UNSUPPORTED, -1,
+                "numthunk: handler too large for the native engine");
+        return NULL;
+    }
+    uint8_t *kcopy = malloc(keylen);
+    if (kcopy == NULL || (2 * (hcount + 1) > hcap && hgrow() != 0)) {
+        free(kcopy);
+        nt_fail(err, NT_ERR_MEMORY, -1, "numthunk: out of memory");
+        return NULL;
+    }
+    void *at = place_code(code, len, 0, err);
+    if (at == NULL) {
+        free(kcopy);
+        return NULL;
+    }
+    memcpy(kcopy, key, keylen);
+    s = hfind(key, keylen, h);
+    s->hash = h;
+    s->keylen = keylen;
+    s->key = kcopy;
+    s->code = at;
+    hcount++;
+    return at;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Slots                                                                     */
+
+static void *
+stub_of(xslot *slot)
+{
+    uintptr_t page = (uintptr_t)slot & ~(uintptr_t)(NT_PAGE_SIZE - 1);
+    uintptr_t index = ((uintptr_t)slot - page) / sizeof(xslot);
+    return (void *)(page - block_code + index * arch->stub_size);
+}
+
+/* A slot whose stub is executable, or NULL (err filled). Engine lock. */
+static xslot *
+take_slot(nt_error *err)
+{
+    if (nfree > 0)
+        return free_slots[--nfree];
+    if (cur_slots == NULL || cur_used == BLOCK_STUBS) {
+        uint8_t *block = place_code(stub_image, block_code, BLOCK_DATA, err);
+        if (block == NULL)
+            return NULL;
+        cur_slots = (xslot *)(block + block_code);
+        cur_used = 0;
+    }
+    return &cur_slots[cur_used++];
+}
+
+/* Quarantine leave: the slot may now serve a new thunk. */
+static void
+slot_leave(void *item)
+{
+    pthread_mutex_lock(&lock);
+    if (nfree == free_cap) {
+        size_t ncap = free_cap ? 2 * free_cap : 1024;
+        xslot **nf = realloc(free_slots, ncap * sizeof(*nf));
+        if (nf == NULL) {
+            pthread_mutex_unlock(&lock);
+            return;          /* never reused */
+        }
+        free_slots = nf;
+        free_cap = ncap;
+    }
+    free_slots[nfree++] = item;
+    pthread_mutex_unlock(&lock);
+}
+
+/* ------------------------------------------------------------------------ */
+/* libffi entries of native plans                                            */
+
+/*
+ * When no executable memory is left, a native plan's new entries are
+ * libffi closures. They are handed out tagged with bit 0 (slots and malloc
+ * blocks are 8-aligned) so swap and free reach the right engine; the plan
+ * keeps the libffi data in backend_data, which the native engine does not
+ * otherwise use.
+ */
+#define FFI_TAG ((uintptr_t)1)
+
+int
+nt_native_entry_is_ffi(const nt_entry *entry)
+{
+    return ((uintptr_t)entry & FFI_TAG) != 0;
+}
+
+static nt_entry *
+untag(nt_entry *entry)
+{
+    return (nt_entry *)((uintptr_t)entry & ~FFI_TAG);
+}
+
+static nt_status
+fallback_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry **out, void **address,
+              nt_error *err)
+{
+    pthread_mutex_lock(&lock);
+    nt_status st = NT_OK;
+    if (plan->backend_data == NULL)
+        st = nt_backend_ffi.prepare(plan, err);
+    pthread_mutex_unlock(&lock);
+    if (st != NT_OK)
+        return st;
+    nt_entry *e = NULL;
+    st = nt_backend_ffi.entry_new(plan, ctx, &e, address, err);
+    if (st == NT_OK)
+        *out = (nt_entry *)((uintptr_t)e | FFI_TAG);
+    return st;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The engine (nt_backend functions)                                         */
+
+nt_status
+nt_native_supports(const nt_plan *plan)
+{
+    if (!ready() || arch->supports(plan) != NT_OK)
+        return NT_ERR_UNSUPPORTED;
+    return NT_OK;
+}
+
+nt_status
+nt_native_prepare(nt_plan *plan, nt_error *err)
+{
+    uint8_t key[NT_SHAPE_KEY_MAX];
+
+    pthread_once(&init_once, init);
+    if (arch == NULL || arch->supports(plan) != NT_OK)
+        return nt_fail(err, NT_ERR_UNSUPPORTED, -1,
+                       "numthunk: the native engine cannot run this plan");
+    size_t keylen = arch->shape_key(plan, key);
+    nt_error herr = { NT_OK, -1, "" };
+    pthread_mutex_lock(&lock);
+    void *code = handler_for(plan, key, keylen, &herr);
+    pthread_mutex_unlock(&lock);
+    plan->backend_data = NULL;
+    plan->handler = code;
+    if (code != NULL || herr.status != NT_ERR_MEMORY)
+        return code != NULL ? NT_OK
+                            : nt_fail(err, herr.status, -1, "%s", herr.msg);
+    /* No executable memory left: this plan's entries will be libffi's. */
+    return nt_backend_ffi.prepare(plan, err);
+}
+
+void
+nt_native_plan_release(nt_plan *plan)
+{
+    /* Handlers are shared by shape and live as long as the process; only
+       the libffi data of a plan that fell back is the plan's own. */
+    if (plan->backend_data != NULL)
+        nt_backend_ffi.plan_release(plan);
+    plan->backend_data = NULL;
+}
+
+nt_status
+nt_native_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry **out,
+                    void **address, nt_error *err)
+{
+    pthread_once(&init_once, init);
+    if (arch == NULL)
+        return nt_fail(err, NT_ERR_UNSUPPORTED, -1,
+                       "numthunk: no native engine on this platform");
+    if (plan->handler == NULL)
+        return fallback_entry_new(plan, ctx, out, address, err);
+    if (ctx->handler == NULL)
+        ctx->handler = plan->handler;
+    nt_error serr = { NT_OK, -1, "" };
+    pthread_mutex_lock(&lock);
+    xslot *slot = take_slot(&serr);
+    pthread_mutex_unlock(&lock);
+    if (slot == NULL)
+        return serr.status == NT_ERR_MEMORY
+                   ? fallback_entry_new(plan, ctx, out, address, err)
+                   : nt_fail(err, serr.status, -1, "%s", serr.msg);
+    /* Release: a caller that loads the slot sees the filled context. */
+    __atomic_store_n(&slot->ctx, ctx, __ATOMIC_RELEASE);
+    *out = (nt_entry *)slot;
+    *address = stub_of(slot);
+    return NT_OK;
+}
+
+void
+nt_native_entry_swap(nt_entry *entry, nt_ctx *ctx)
+{
+    if (nt_native_entry_is_ffi(entry)) {
+        nt_backend_ffi.entry_swap(untag(entry), ctx);
+        return;
+    }
+    __atomic_store_n(&((xslot *)entry)->ctx, ctx, __ATOMIC_RELEASE);
+}
+
+void
+nt_native_entry_free(nt_entry *entry)
+{
+    if (nt_native_entry_is_ffi(entry)) {
+        nt_backend_ffi.entry_free(untag(entry));
+        return;
+    }
+    xslot *slot = (xslot *)entry;
+    __atomic_store_n(&slot->ctx, &released_ctx, __ATOMIC_RELEASE);
+    nt_quarantine_push(slot, slot_leave);
+}

@@ -1,0 +1,134 @@
+/*
+ * numthunk native engine, the architecture-neutral half (native.c).
+ *
+ * A native thunk is an entry stub, a slot holding its context pointer, and
+ * a handler shared by every plan of the same shape (DESIGN.md, "Engine
+ * layout"). Everything here belongs to no architecture: stub blocks and
+ * their slot pages, the handler cache keyed by shape, the choice of and
+ * fallback between executable-memory policies, fork hooks, the released
+ * trap context. An architecture file (backend_x86_64.c, ...) supplies an
+ * nt_arch: how a stub looks, which plans it can run, the shape key, and
+ * the handler's code. backend.c names the arch for the platform in its one
+ * #if chain.
+ *
+ * The quarantine is shared with the libffi engine: both hand released
+ * entries to nt_quarantine_push, under one policy.
+ */
+#ifndef NUMTHUNK_NATIVE_H
+#define NUMTHUNK_NATIVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "numthunk.h"
+#include "execmem.h"
+
+/* ------------------------------------------------------------------------ */
+/* Configuration: read once from the environment (backend.c)                */
+
+typedef struct nt_config {
+    /* NUMTHUNK_BACKEND: "auto", "native" or "ffi" (the engine for plans
+       that do not ask for one); forced is NULL for auto. */
+    const char *engine;
+    const nt_backend *forced;
+    /* NUMTHUNK_EXECMEM: "auto" (every policy in order), "memfd",
+       "mprotect" (that one only) or "none" (no executable memory: new
+       thunks go to libffi). */
+    const char *execmem;
+    int no_reuse;          /* NUMTHUNK_NO_REUSE: never reuse an address */
+    unsigned quarantine;   /* releases an entry waits before reuse */
+    char error[192];       /* non-empty: a variable holds a refused value */
+} nt_config;
+
+const nt_config *nt_config_get(void);
+
+/* The engine a plan runs on: wanted (NULL: the configured one) if it can
+   run the plan, else native if it can, else libffi. NULL, err filled, if
+   none can. */
+const nt_backend *nt_choose_backend(const nt_plan *plan,
+                                    const nt_backend *wanted, nt_error *err);
+
+/* What NEW thunks get now, for plans the native engine can run: the engine,
+   its memory policy, and the executable-memory fallbacks taken so far. */
+#define NT_FALLBACK_MAX 4
+#define NT_REASON_MAX   200
+typedef struct nt_engine_status {
+    const char *engine;
+    const char *memory_policy;
+    int nfallbacks;
+    char fallbacks[NT_FALLBACK_MAX][NT_REASON_MAX];   /* "policy: why" */
+} nt_engine_status;
+
+void nt_engine_status_get(nt_engine_status *out);
+
+/* The name of the engine an entry runs on (a native plan's entries are
+   libffi closures once executable memory ran out). */
+const char *nt_entry_engine_name(const nt_plan *plan, const nt_entry *entry);
+
+/* ------------------------------------------------------------------------ */
+/* What an architecture provides                                             */
+
+#define NT_SHAPE_KEY_MAX 1024    /* bytes of a shape key */
+#define NT_HANDLER_MAX   8192    /* bytes of code one handler may take */
+
+typedef struct nt_arch {
+    /* Bytes per entry stub; a power of two dividing NT_PAGE_SIZE. */
+    size_t stub_size;
+    /* Writes one stub into out (stub_size bytes): load the pointer stored
+       slot_disp bytes after the stub's first byte (its slot: the context)
+       and jump through word 0 of that context. */
+    void (*build_stub)(uint8_t *out, int32_t slot_disp);
+    /* NT_OK if this arch can generate a handler for the plan. */
+    nt_status (*supports)(const nt_plan *plan);
+    /* The key of the plan's shape: plans with equal keys share a handler.
+       Called for supported plans only; at most NT_SHAPE_KEY_MAX bytes. */
+    size_t (*shape_key)(const nt_plan *plan, uint8_t *key);
+    /* The handler's code for the plan, into code (cap bytes); returns its
+       length, 0 if it did not fit. */
+    size_t (*gen_handler)(const nt_plan *plan, uint8_t *code, size_t cap);
+} nt_arch;
+
+/* The arch of this platform's native engine (backend.c), NULL if none. */
+extern const nt_arch *const nt_arch_native;
+/* Executable-memory policies in the order to try them, NULL-terminated
+   (backend.c). */
+extern const nt_execmem *const nt_execmem_policies[];
+
+/* ------------------------------------------------------------------------ */
+/* The native engine's nt_backend functions (native.c)                       */
+
+nt_status nt_native_supports(const nt_plan *plan);
+nt_status nt_native_prepare(nt_plan *plan, nt_error *err);
+void nt_native_plan_release(nt_plan *plan);
+nt_status nt_native_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry **out,
+                              void **address, nt_error *err);
+void nt_native_entry_swap(nt_entry *entry, nt_ctx *ctx);
+void nt_native_entry_free(nt_entry *entry);
+const char *nt_native_memory_policy(void);
+/* 1 if this entry (made by nt_native_entry_new) runs on libffi because no
+   executable memory was left when it was made. */
+int nt_native_entry_is_ffi(const nt_entry *entry);
+
+/* The vtable of the native engine named name (backend.c's #if chain). */
+#define NT_NATIVE_ENGINE(engine_name) {                                     \
+    engine_name, nt_native_supports, nt_native_prepare,                     \
+    nt_native_plan_release, nt_native_entry_new, nt_native_entry_swap,      \
+    nt_native_entry_free, nt_native_memory_policy }
+
+/* The executable-memory fallbacks taken so far, oldest first, each
+   "policy: why" (copied under the engine lock). Returns their number. */
+int nt_native_fallbacks(char (*out)[NT_REASON_MAX], int max);
+
+/* ------------------------------------------------------------------------ */
+/* Quarantine, shared by both engines                                        */
+
+/*
+ * A released entry waits here while config->quarantine later releases
+ * happen; then leave(item) runs (outside any engine lock) and the engine
+ * may reuse or free what the item holds. Until then a late call through the
+ * entry's address reaches the released-thunk trap. With NUMTHUNK_NO_REUSE
+ * leave never runs. If the ring cannot grow, the item is simply kept.
+ */
+void nt_quarantine_push(void *item, void (*leave)(void *item));
+
+#endif /* NUMTHUNK_NATIVE_H */
