@@ -197,3 +197,153 @@ def test_same_results_on_both_engines(cfn, engine):
         assert t(*fwd) == expected
         assert t.ctypes(*fwd) == expected
         assert t.backend == ("libffi" if engine == "ffi" else "native-x86_64-sysv")
+
+
+# ---------------------------------------------------------------------------
+# A late call to a released thunk whose plan is gone reaches the trap.
+
+STALE_CALL = """
+import ctypes, gc, numpy as np, numthunk as nt
+k = nt._core._kernels()
+a = np.arange(4.0)
+f = nt.Function(k["sum"], "double (const double *, int)")
+t = nt.bind(f, a, 4, engine=ENGINE)
+call = ctypes.CFUNCTYPE(ctypes.c_double)
+assert call(t.address)() == 6.0
+addr = t.address
+t.release()
+del t, f
+gc.collect()
+# Whatever the plan used is free now: fill freed heap blocks with garbage so
+# that reading one of them goes wrong visibly.
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+for size in range(8, 1024, 8):
+    for _ in range(8):
+        p = libc.malloc(size)
+        ctypes.memset(p, 0xAB, size)
+print("calling", flush=True)
+call(addr)()
+print("returned", flush=True)
+"""
+
+
+@pytest.mark.parametrize("engine", ["ffi", "native"])
+def test_late_call_after_plan_freed_traps(engine):
+    if engine == "native" and not NATIVE:
+        pytest.skip("no native engine on this platform")
+    out = run_py(STALE_CALL.replace("ENGINE", repr(engine)))
+    assert out.stdout.strip() == "calling", out.stdout + out.stderr
+    assert out.returncode == -6, (out.returncode, out.stderr)   # SIGABRT, not SIGSEGV
+    assert out.stderr.strip() == "numthunk: called a released thunk", out.stderr
+
+
+# ---------------------------------------------------------------------------
+# Executable memory: fallback from one policy to the next, then to libffi.
+
+MANY_THUNKS = """
+import ctypes, resource, signal, numpy as np, numthunk as nt
+# A small file size limit: memfd writes fail with EFBIG (SIGXFSZ ignored,
+# else it would kill the process instead).
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (__LIMIT__, __LIMIT__))
+k = nt._core._kernels()
+f = nt.Function(k["sum"], "double (const double *, int)")
+call = ctypes.CFUNCTYPE(ctypes.c_double)
+arrays = [np.full(4, float(i)) for i in range(__N__)]
+thunks = [nt.bind(f, arr, nt.size(arr), engine="native") for arr in arrays]
+# new shapes after the fallback: fresh handlers
+g = nt.Function(k["sum"], "double (const double *, long)")
+more = [nt.bind(g, arr, 4, engine="native") for arr in arrays[:50]]
+bad = [i for i, t in enumerate(thunks) if call(t.address)() != 4.0 * i]
+bad += [i for i, t in enumerate(more) if call(t.address)() != 4.0 * i]
+# rebind and release work whichever engine an entry ended on
+for i in (0, __N__ // 2, __N__ - 1):
+    thunks[i].rebind(0, arrays[1])
+    bad += [] if call(thunks[i].address)() == 4.0 else ["rebind %d" % i]
+for t in thunks[::2]:
+    t.release()
+again = [nt.bind(f, arr, 4, engine="native") for arr in arrays[:2000]]
+bad += [i for i, t in enumerate(again) if call(t.address)() != 4.0 * i]
+info = nt.backend_info()
+print(repr((bad, info)))
+"""
+
+
+def run_many(limit, n, **env):
+    code = MANY_THUNKS.replace("__LIMIT__", str(limit)).replace("__N__", str(n))
+    out = run_py(code, **env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    bad, info = eval(out.stdout)
+    assert bad == [], bad[:20]
+    return info
+
+
+@pytest.mark.skipif(not NATIVE, reason="no native engine on this platform")
+def test_memfd_refused_under_file_size_limit_falls_back_to_sealed_pages():
+    info = run_many(256 * 1024, 30000, NUMTHUNK_EXECMEM="auto")
+    assert info["engine"] == "native-x86_64-sysv", info
+    assert info["memory_policy"] == "mprotect-sealed", info
+    assert len(info["fallbacks"]) == 1, info
+    assert info["fallbacks"][0].startswith("memfd-pwrite: "), info
+    assert "File too large" in info["fallbacks"][0], info
+
+
+@pytest.mark.skipif(not NATIVE, reason="no native engine on this platform")
+def test_no_memory_policy_left_new_thunks_go_to_libffi():
+    # memfd only (NUMTHUNK_EXECMEM=memfd): once the file cannot grow, no
+    # policy is left and the new entries of native plans are libffi closures.
+    info = run_many(256 * 1024, 30000, NUMTHUNK_EXECMEM="memfd")
+    assert info["engine"] == "libffi", info
+    assert info["memory_policy"] == "libffi closures", info
+    assert info["config"]["execmem"] == "memfd", info
+    assert [r.split(":")[0] for r in info["fallbacks"]] == [
+        "memfd-pwrite", "no executable-memory policy left"], info
+    assert "File too large" in info["fallbacks"][0], info
+
+
+@pytest.mark.skipif(not NATIVE, reason="no native engine on this platform")
+@pytest.mark.parametrize("policy", ["memfd", "mprotect"])
+def test_execmem_forces_one_policy(policy):
+    out = run_py("""
+        import numthunk as nt, numpy as np
+        k = nt._core._kernels()
+        t = nt.bind(nt.Function(k["sum"], "double (const double *, int)"), np.ones(3), 3)
+        print(t.backend, t(), repr(nt.backend_info()))
+        """, NUMTHUNK_EXECMEM=policy)
+    assert out.returncode == 0, out.stderr
+    backend, value, info = out.stdout.split(" ", 2)
+    info = eval(info)
+    assert (backend, value) == ("native-x86_64-sysv", "3.0")
+    assert info["memory_policy"].startswith(policy) and info["fallbacks"] == [], info
+    assert info["config"]["execmem"] == policy
+
+
+def test_execmem_none_means_libffi_for_new_thunks():
+    """NUMTHUNK_EXECMEM=none: no executable-memory policy at all, the state a
+    system that refuses every kind of executable mapping leaves us in."""
+    out = run_py("""
+        import numthunk as nt, numpy as np
+        k = nt._core._kernels()
+        f = nt.Function(k["sum"], "double (const double *, int)")
+        ts = [nt.bind(f, np.ones(3), 3, engine=e) for e in ("native", "auto", "ffi")]
+        print(repr(([t.backend for t in ts], [t() for t in ts], nt.backend_info())))
+        """, NUMTHUNK_EXECMEM="none")
+    assert out.returncode == 0, out.stderr
+    backends, values, info = eval(out.stdout)
+    assert backends == ["libffi"] * 3 and values == [3.0] * 3
+    assert info["engine"] == "libffi" and info["memory_policy"] == "libffi closures", info
+    if NATIVE:
+        assert info["fallbacks"] == [
+            "NUMTHUNK_EXECMEM=none: no executable memory: new thunks use libffi"], info
+
+
+def test_configuration_is_read_once_and_reported_whole():
+    out = run_py("import numthunk; print(repr(numthunk.backend_info()['config']))",
+                 NUMTHUNK_BACKEND="ffi", NUMTHUNK_EXECMEM="mprotect", NUMTHUNK_NO_REUSE="1")
+    assert out.returncode == 0, out.stderr
+    cfg = eval(out.stdout)
+    assert cfg["engine"] == "ffi" and cfg["execmem"] == "mprotect" and cfg["no_reuse"] is True
+    assert cfg["quarantine"] >= 8192
+    bad = run_py("import numthunk", NUMTHUNK_EXECMEM="rwx")
+    assert bad.returncode != 0 and "NUMTHUNK_EXECMEM=rwx" in bad.stderr, bad.stderr
