@@ -1,5 +1,5 @@
 /*
- * numthunk._core: module state, engine choice and the small functions the
+ * numthunk._core: module state and the small functions the
  * Python package needs from C (registration of its marker classes, checked
  * scalar conversion for ref(), backend_info()).
  */
@@ -170,7 +170,8 @@ static PyMethodDef module_methods[] = {
       "register the Python package's marker classes and adapter" },
     { "_scalar", mod_scalar, METH_VARARGS, "check a scalar against a C type" },
     { "backend_info", mod_backend_info, METH_NOARGS,
-      "backend_info() -> dict: the engine and executable-memory policy in use" },
+      "backend_info() -> dict: the engine and executable-memory policy new thunks get,\n"
+      "the fallbacks taken and the configuration" },
     { NULL, NULL, 0, NULL }
 };
 
