@@ -10,8 +10,9 @@
  * every plan then goes to libffi), the executable-memory policies to try,
  * in order, and the released-thunk trap. The files it names
  * (backend_<arch>.c, mem_*.c) are built only where their branch is taken;
- * nothing else in the tree tests the platform. Adding an architecture is
- * one branch: its arch file, its nt_arch, its engine name.
+ * nothing else in the tree tests the platform. Adding an architecture on
+ * Linux is one branch: its arch file, the two memory policies, and
+ * LINUX_NATIVE(its nt_arch, its engine name).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -23,30 +24,27 @@
 #include "execmem.h"
 #include "native.h"
 
-#if defined(__x86_64__) && defined(__linux__)
+/* A native engine on Linux: its arch, its name, the memory policies in the
+   order to try them. memfd first: it also works under SELinux
+   deny_execmem, which refuses the RW->RX mprotect of anonymous memory. */
+#define LINUX_NATIVE(arch, engine_name)                                     \
+    const nt_arch *const nt_arch_native = &arch;                            \
+    static const nt_backend native_engine = NT_NATIVE_ENGINE(engine_name);  \
+    const nt_backend *const nt_backend_native = &native_engine;             \
+    const nt_execmem *const nt_execmem_policies[] = {                       \
+        &nt_execmem_memfd, &nt_execmem_mprotect, NULL };
 
+/* The platform's files are part of its branch: nothing else builds them. */
+#if defined(__x86_64__) && defined(__linux__)
 #include "backend_x86_64.c"
 #include "mem_memfd.c"
 #include "mem_mprotect.c"
+LINUX_NATIVE(nt_arch_x86_64_sysv, "native-x86_64-sysv")
 
-const nt_arch *const nt_arch_native = &nt_arch_x86_64_sysv;
-static const nt_backend native_engine = NT_NATIVE_ENGINE("native-x86_64-sysv");
-const nt_backend *const nt_backend_native = &native_engine;
-
-/* memfd first: it also works under SELinux deny_execmem, which refuses the
-   RW->RX mprotect of anonymous memory. */
-const nt_execmem *const nt_execmem_policies[] = {
-    &nt_execmem_memfd,
-    &nt_execmem_mprotect,
-    NULL,
-};
-
-#else /* no native engine on this platform */
-
+#else /* no native engine on this platform: every plan runs on libffi */
 const nt_arch *const nt_arch_native = NULL;
 const nt_backend *const nt_backend_native = NULL;
 const nt_execmem *const nt_execmem_policies[] = { NULL };
-
 #endif
 
 void
