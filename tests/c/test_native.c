@@ -25,6 +25,7 @@
 #include <complex.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -941,6 +942,69 @@ test_release_trap(void)
             (int)strcspn(buf, "\n"), buf);
 }
 
+/*
+ * Run with NUMTHUNK_EXECMEM=none: no executable memory at all. The native
+ * engine declines new plans, and a plan prepared anyway (as a plan cached
+ * before memory ran out is) gets libffi entries through the native vtable:
+ * calls, swaps and release work, and a late call after the plan is gone
+ * reaches the trap.
+ */
+static void
+test_no_execmem(void)
+{
+    nt_error err = { NT_OK, -1, "" };
+    int k[2] = { NT_I64, NT_I64 };
+    nt_sig *s = make_sig(NT_I64, k, 2);
+    nt_plan *plan = nt_plan_new(s, &err);
+    nt_plan_set_bound(plan, 0);
+    nt_plan_set_arg(plan, 1);
+    nt_plan_finish(plan, &err);
+    plan->backend = be;
+    CHECK(be->supports(plan) == NT_ERR_UNSUPPORTED,
+          "no memory: the native engine still takes new plans");
+    CHECK(strcmp(be->memory_policy(), "none") == 0, "policy %s",
+          be->memory_policy());
+    if (be->prepare(plan, &err) != NT_OK) {
+        CHECK(0, "no memory: prepare: %s", err.msg);
+        return;
+    }
+    nt_ctx *c1 = nt_ctx_new(plan, (void *)f_l_ll, &err);
+    nt_ctx *c2 = nt_ctx_new(plan, (void *)f_l_ll, &err);
+    uint64_t v1[2] = { 5, 0 }, v2[2] = { 10, 0 };
+    set_values(plan, c1, v1);
+    set_values(plan, c2, v2);
+    nt_entry *e = NULL;
+    void *addr = NULL;
+    if (be->entry_new(plan, c1, &e, &addr, &err) != NT_OK) {
+        CHECK(0, "no memory: entry_new: %s", err.msg);
+        return;
+    }
+    CHECK(nt_native_entry_is_ffi(e), "no memory: entry is not libffi's");
+    long (*fn)(long) = (long (*)(long))addr;
+    CHECK(fn(1) == 6, "no memory: call gave %ld", fn(1));
+    be->entry_swap(e, c2);
+    CHECK(fn(1) == 11, "no memory: call after swap gave %ld", fn(1));
+    be->entry_free(e);
+    be->plan_release(plan);
+    nt_plan_free(plan);
+    free(c1);
+    free(c2);
+    free_sig(s);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 2);
+        fn(1);                 /* must not return */
+        _exit(5);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT,
+          "no memory: late call status %#x", st);
+    fprintf(stderr, "  no executable memory: libffi entries through the "
+            "native engine, late call traps\n");
+}
+
 static void
 test_quarantine(int no_reuse)
 {
@@ -1393,6 +1457,10 @@ main(int argc, char **argv)
         test_quarantine(1);
         return failures != 0;
     }
+    if (argc >= 2 && strcmp(argv[1], "noexecmem") == 0) {
+        test_no_execmem();
+        return failures != 0;
+    }
     int count = NSIG_DEFAULT;
     uint64_t seed = 20261129;
     if (argc >= 2)
@@ -1417,6 +1485,9 @@ main(int argc, char **argv)
     snprintf(cmd, sizeof(cmd), "NUMTHUNK_NO_REUSE=1 /proc/%d/exe noreuse",
              (int)getpid());
     CHECK(system(cmd) == 0, "NUMTHUNK_NO_REUSE run failed");
+    snprintf(cmd, sizeof(cmd), "NUMTHUNK_EXECMEM=none /proc/%d/exe noexecmem",
+             (int)getpid());
+    CHECK(system(cmd) == 0, "NUMTHUNK_EXECMEM=none run failed");
 
     /* the verdict on stdout (tests/test_c_harness.py reads it there), the
        details above on stderr */
