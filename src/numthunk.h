@@ -4,8 +4,10 @@
  *   signature (types.c, sig.c)  -> what the target takes and returns
  *   descriptor (descr.c)        -> what a bound Python object is
  *   plan (plan.c)               -> where each target argument comes from
- *   backend (backend_*.c)       -> machine code or libffi closure for a plan
- *   executable memory (mem_*.c) -> W^X pages for the native backend
+ *   engine (backend.c chooses;  -> machine code or libffi closure for a plan
+ *     native.c + backend_<arch>.c, backend_ffi.c; C calls an engine an
+ *     nt_backend)
+ *   executable memory (mem_*.c) -> W^X pages for the native engine
  *   Python types (module.c, thunk.c)
  *
  * types.c and sig.c have no Python dependency (they can be built and fuzzed
