@@ -1,0 +1,434 @@
+#!/usr/bin/env python3
+"""Mutation testing for numthunk: does the suite catch realistic one-line bugs?
+
+Each mutant below is a small, plausible bug (an off-by-one range, a dropped
+extension, a missing reference, a writable code mapping, a wrong table row),
+found by PATTERN, never by line number, so the list survives refactors. A
+pattern must match exactly once; when it no longer matches (the code moved
+on), the mutant is reported as "stale": refresh its `find` text.
+
+For every mutant, one at a time, in a scratch copy of the repository (the
+working tree is never touched):
+  plant it -> rebuild the extension (C files only) -> run the test files
+  that should kill it (or the whole suite with --full) under a timeout ->
+  restore the file.
+A failing, crashing or hanging run kills the mutant ("timeout" is reported
+as such); a passing run means it survived.
+
+    python tools/mutate.py                # every mutant, its own tests
+    python tools/mutate.py --list         # the mutants and their tests
+    python tools/mutate.py --only plan-c128-cell x86-i16-ext
+    python tools/mutate.py --full         # the whole suite for each mutant
+    python tools/mutate.py --tests-from main   # tests/ as on another ref
+
+Results: killed, survived, timeout (a hang: counted as killed), stale,
+build-error (the mutant does not compile: fix the replacement).
+"""
+
+import argparse
+import concurrent.futures
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# ---------------------------------------------------------------------------
+# The mutants. id, file, description, find (exact text, or a regex when
+# regex=True), replacement, tests (files or node ids that should kill it).
+# Keep `find` short but unique in its file.
+
+T_EDGES = "tests/test_edges.py"
+T_TABLES = "tests/test_tables.py"
+T_TRUST = "tests/test_trusting.py"
+T_KILLS = "tests/test_kills.py"
+T_BAD = "tests/test_bad_inputs.py"
+T_BIND = "tests/test_bind.py"
+T_SIG = "tests/test_signature.py"
+T_ENGINE = "tests/test_engine.py"
+T_DIFF = "tests/test_differential.py"
+T_LIFE = "tests/test_lifetime.py"
+T_CYTHON = "tests/test_cython.py"
+T_NUMBA = "tests/test_numba.py"
+T_HARNESS = "tests/test_c_harness.py"
+
+
+def M(id, file, desc, find, repl, tests, regex=False):
+    return dict(id=id, file=file, desc=desc, find=find, repl=repl, tests=tests, regex=regex)
+
+
+MUTANTS = [
+    # ---- Python type tables (no rebuild needed)
+    M("py-ctypes-ulong", "numthunk/_signature.py", "ctypes c_ulong mapped as signed",
+      '(ctypes.c_ulong, "unsigned long"),', '(ctypes.c_ulong, "long"),', [T_TABLES, T_BIND]),
+    M("py-ctypes-ushort", "numthunk/_signature.py", "ctypes c_ushort mapped as signed",
+      '(ctypes.c_ushort, "unsigned short"),', '(ctypes.c_ushort, "short"),', [T_TABLES, T_BIND]),
+    M("py-ctypes-of-u16", "numthunk/_signature.py", "uint16 -> ctypes c_int16 in prototypes",
+      '"uint16": ctypes.c_uint16,', '"uint16": ctypes.c_int16,', [T_BIND, T_TABLES]),
+    M("py-numba-u16-c", "numthunk/_numba.py", "Numba uint16 read as int16_t",
+      '"uint16": "uint16_t",', '"uint16": "int16_t",', [T_TABLES, T_NUMBA]),
+    M("py-numba-u8-kind", "numthunk/_numba.py", "C uint8 given to Numba as int8",
+      '"uint8": "uint8", "int16"', '"uint8": "int8", "int16"', [T_TABLES, T_NUMBA]),
+    M("py-cython-float_t", "numthunk/_cython.py", "NumPy's Cython float_t resolved to float",
+      '"float_t": "double",', '"float_t": "float",', [T_TABLES, T_CYTHON]),
+    M("py-cython-uintp_t", "numthunk/_cython.py", "NumPy's Cython uintp_t resolved as signed",
+      '"intp_t": "npy_intp", "uintp_t": "npy_uintp",', '"intp_t": "npy_intp", "uintp_t": "npy_intp",',
+      [T_TABLES, T_CYTHON]),
+    M("py-cython-ulonglong_t", "numthunk/_cython.py", "ulonglong_t resolved as signed",
+      '"ulonglong_t": "unsigned long long",', '"ulonglong_t": "long long",', [T_TABLES, T_CYTHON]),
+
+    # ---- types.c: the C spelling table and alignments
+    M("types-ulong", "src/types.c", "unsigned long spelled signed",
+      '{"unsigned long", U(long), NULL},', '{"unsigned long", S(long), NULL},', [T_TABLES, T_SIG]),
+    M("types-short", "src/types.c", "short spelled unsigned",
+      '{"short", S(short), NULL},', '{"short", U(short), NULL},', [T_TABLES, T_SIG]),
+    M("types-ssize_t", "src/types.c", "ssize_t spelled unsigned",
+      '{"ssize_t", S(size_t), NULL},', '{"ssize_t", U(size_t), NULL},', [T_TABLES, T_SIG]),
+    M("types-f32-align", "src/types.c", "float alignment taken as 1",
+      "case NT_F32: case NT_C64: return _Alignof(float);", "case NT_F32: case NT_C64: return 1;",
+      [T_EDGES, T_BAD]),
+
+    # ---- sig.c: the parser
+    M("sig-const-base", "src/sig.c", "const on a scalar base forgotten",
+      "t->cflags |= NT_CONST_BASE;", "t->cflags |= 0;", [T_SIG, T_BAD, T_EDGES]),
+    M("sig-equal-cflags", "src/sig.c", "type equality ignores const",
+      "if (a->kind != b->kind || a->cflags != b->cflags)", "if (a->kind != b->kind)",
+      [T_SIG, T_NUMBA, T_CYTHON]),
+    M("sig-depth", "src/sig.c", "one '*' too many on pointers to pointers",
+      "    t->depth++;\n    return 0;", "    t->depth += 2;\n    return 0;", [T_SIG, T_BAD]),
+
+    # ---- descr.c: buffer descriptors
+    M("descr-stride-align", "src/descr.c", "alignment check ignores strides",
+      "if (view->shape[d] > 1 && view->strides[d] % (Py_ssize_t)align != 0)",
+      "if (0 && view->shape[d] > 1 && view->strides[d] % (Py_ssize_t)align != 0)",
+      [T_EDGES, T_BAD]),
+    M("descr-l-unsigned", "src/descr.c", "native 'l' decoded as unsigned",
+      "case 'l': *kind = sizeof(long) == 8 ? NT_I64 : NT_I32; return 1;",
+      "case 'l': *kind = sizeof(long) == 8 ? NT_U64 : NT_I32; return 1;", [T_EDGES, T_BIND]),
+    M("descr-swapped", "src/descr.c", "byte-swapped buffers accepted",
+      "if (swapped && view->itemsize > 1", "if (0 && swapped && view->itemsize > 1",
+      [T_BAD, T_EDGES]),
+    M("descr-itemsize", "src/descr.c", "itemsize not compared with the kind's size",
+      "if ((Py_ssize_t)nt_type_size(&t) != view->itemsize)",
+      "if (0 && (Py_ssize_t)nt_type_size(&t) != view->itemsize)", [T_EDGES, T_BAD]),
+
+    # ---- convert.c: range, float, dtype, const, alignment checks
+    M("conv-i16-max", "src/convert.c", "int16 upper bound one too high",
+      "{ 16, 1, INT16_MIN, INT16_MAX }", "{ 16, 1, INT16_MIN, INT16_MAX + 1 }", [T_EDGES]),
+    M("conv-i8-min", "src/convert.c", "int8 lower bound one too low",
+      "{ 8, 1, INT8_MIN, INT8_MAX }", "{ 8, 1, INT8_MIN - 1, INT8_MAX }", [T_EDGES]),
+    M("conv-u8-max", "src/convert.c", "uint8 upper bound one too high",
+      "{ 8, 0, 0, UINT8_MAX }", "{ 8, 0, 0, UINT8_MAX + 1 }", [T_EDGES]),
+    M("conv-u32-max", "src/convert.c", "uint32 upper bound one too high",
+      "{ 32, 0, 0, UINT32_MAX }", "{ 32, 0, 0, UINT32_MAX + 1ull }", [T_EDGES]),
+    M("conv-i32-min", "src/convert.c", "int32 lower bound one too low",
+      "{ 32, 1, INT32_MIN, INT32_MAX }", "{ 32, 1, INT32_MIN - 1ll, INT32_MAX }", [T_EDGES]),
+    M("conv-float-edge", "src/convert.c", "FLT_MAX + half an ulp accepted (rounds to inf)",
+      "fabs(d) >= FLOAT_OVERFLOW", "fabs(d) > FLOAT_OVERFLOW", [T_EDGES]),
+    M("conv-float-max", "src/convert.c", "FLT_MAX itself refused",
+      "#define FLOAT_OVERFLOW 0x1.ffffffp+127", "#define FLOAT_OVERFLOW 0x1.fffffep+127", [T_EDGES]),
+    M("conv-c64-imag", "src/convert.c", "float complex imaginary part not range-checked",
+      "|| to_float(c.imag, &parts[1], value, what) < 0)",
+      "|| (parts[1] = (float)c.imag, 0))", [T_EDGES]),
+    M("conv-readonly", "src/convert.c", "read-only buffer bound to a non-const pointer",
+      "if (v->readonly && !(t->cflags & NT_CONST_BASE)) {",
+      "if (0 && v->readonly && !(t->cflags & NT_CONST_BASE)) {", [T_BAD, T_EDGES]),
+    M("conv-char-any-byte", "src/convert.c", "any 1-byte buffer accepted for int8_t*/uint8_t*",
+      "return spelled_char && (e->kind == NT_I8 || e->kind == NT_U8);",
+      "return e->kind == NT_I8 || e->kind == NT_U8;", [T_EDGES]),
+
+    # ---- plan.c: value cells
+    M("plan-c128-cell", "src/plan.c", "double complex cell sized 8 (overlaps the next)",
+      "case NT_C128:    return 16;", "case NT_C128:    return 8;", [T_EDGES]),
+    M("plan-memview-cell", "src/plan.c", "memoryview cell sized 8",
+      "case NT_MEMVIEW: return sizeof(nt_memviewslice);", "case NT_MEMVIEW: return 8;",
+      [T_CYTHON]),
+
+    # ---- thunk.c, module.c, signature.c: references and plan cache
+    M("thunk-incref-bound", "src/thunk.c", "bound value stored without Py_INCREF",
+      "        Py_INCREF(v);\n        self->bound[i] = v;", "        self->bound[i] = v;",
+      [T_KILLS, T_LIFE]),
+    M("thunk-incref-owner", "src/thunk.c", "owner stored without Py_INCREF",
+      "    Py_INCREF(owner);\n    self->owner = owner;", "    self->owner = owner;",
+      [T_KILLS, T_LIFE]),
+    M("thunk-rebind-ref", "src/thunk.c", "rebound value stored without a new reference",
+      "newbound[i] = Py_NewRef(value);", "newbound[i] = value;", [T_KILLS, T_LIFE]),
+    M("module-capsule-owner", "src/module.c", "capsule does not keep its owner alive",
+      "c->owner = Py_NewRef(owner);", "c->owner = owner;", [T_KILLS, T_LIFE]),
+    M("signature-plan-cache", "src/signature.c", "plan cache ignores the bound/forwarded pattern",
+      "if (slot->wanted == wanted && (n == 0 || memcmp(slot->pattern, pattern, n) == 0)) {",
+      "if (slot->wanted == wanted) {", [T_BIND]),
+
+    # ---- backend.c: policy choice
+    M("backend-policy-env", "src/backend.c", "NUMTHUNK_EXECMEM ignored",
+      "&& strncmp(name, want, strlen(want)) != 0)", "&& 0)", [T_KILLS, T_ENGINE]),
+
+    # ---- backend_x86_64.c: the emitter
+    M("x86-i16-ext", "src/backend_x86_64.c", "forwarded int16 not sign-extended",
+      "case NT_I16: return EXT_SX16;", "case NT_I16: return EXT_NONE;", [T_TRUST]),
+    M("x86-bool-ext", "src/backend_x86_64.c", "forwarded bool not zero-extended",
+      "case NT_BOOL: case NT_U8: return EXT_ZX8;", "case NT_U8: return EXT_ZX8;", [T_TRUST]),
+    M("x86-i8-zx", "src/backend_x86_64.c", "forwarded int8 zero- instead of sign-extended",
+      "case NT_I8: return EXT_SX8;", "case NT_I8: return EXT_ZX8;", [T_TRUST]),
+    M("x86-inplace-ext", "src/backend_x86_64.c", "narrow int already in place not extended",
+      "if (shape[i].ext != EXT_NONE)\n                emit_move(",
+      "if (0)\n                emit_move(", [T_TRUST]),
+    M("x86-shape-key-ext", "src/backend_x86_64.c", "handler cache key ignores the extension",
+      "(uint8_t)(a->cls | (a->ext << 1) | (a->bound << 4))",
+      "(uint8_t)(a->cls | (a->bound << 4))", [T_TRUST]),
+    M("x86-frame-align", "src/backend_x86_64.c", "frame leaves rsp misaligned at the call",
+      "((t_stack & 1) ? 0 : 8)", "((t_stack & 1) ? 8 : 0)", [T_KILLS]),
+    M("x86-parallel-moves", "src/backend_x86_64.c", "moves emitted without ordering",
+      "blocked = j != i && !m[j].done && loc_eq(m[j].src, m[i].dst);", "blocked = 0;",
+      [T_BIND, T_DIFF]),
+
+    # ---- backend_ffi.c: the libffi argument table
+    M("ffi-i16-type", "src/backend_ffi.c", "int16 given to libffi as uint16",
+      "case NT_I16:     return &ffi_type_sint16;", "case NT_I16:     return &ffi_type_uint16;",
+      [T_TRUST]),
+    M("ffi-u8-type", "src/backend_ffi.c", "uint8 given to libffi as sint8",
+      "case NT_U8:      return &ffi_type_uint8;", "case NT_U8:      return &ffi_type_sint8;",
+      [T_TRUST]),
+
+    # ---- executable memory: W^X
+    M("memfd-chunk-wx", "src/mem_memfd.c", "second code chunk mapped writable+executable",
+      "p = mmap(NULL, size, PROT_READ | PROT_EXEC, MAP_SHARED, mfd,",
+      "p = mmap(NULL, size, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_SHARED, mfd,", [T_KILLS]),
+    M("memfd-block-wx", "src/mem_memfd.c", "stub block mapped writable+executable",
+      "if (mmap(res, n, PROT_READ | PROT_EXEC, MAP_SHARED | MAP_FIXED, mfd,",
+      "if (mmap(res, n, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_SHARED | MAP_FIXED, mfd,",
+      [T_KILLS, T_ENGINE]),
+    M("mprotect-wx", "src/mem_mprotect.c", "sealed pages left writable+executable",
+      "if (mprotect(p, code_size, PROT_READ | PROT_EXEC) != 0) {",
+      "if (mprotect(p, code_size, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {",
+      [T_KILLS, T_ENGINE]),
+]
+
+# ---------------------------------------------------------------------------
+
+
+def plant(text, m):
+    """(new text, None) or (None, reason)."""
+    if m["regex"]:
+        hits = list(re.finditer(m["find"], text, flags=re.M))
+        if len(hits) != 1:
+            return None, f"pattern matches {len(hits)} times"
+        h = hits[0]
+        return text[:h.start()] + h.expand(m["repl"]) + text[h.end():], None
+    n = text.count(m["find"])
+    if n != 1:
+        return None, f"pattern matches {n} times"
+    return text.replace(m["find"], m["repl"]), None
+
+
+def repo_files(repo):
+    out = subprocess.run(["git", "-C", repo, "ls-files", "-z", "-co", "--exclude-standard"],
+                         check=True, capture_output=True).stdout
+    return [f for f in out.decode().split("\0") if f]
+
+
+def make_scratch(repo, tests_from=None):
+    dst = tempfile.mkdtemp(prefix="numthunk-mutate-")
+    for f in repo_files(repo):
+        src = os.path.join(repo, f)
+        if not os.path.isfile(src):
+            continue
+        os.makedirs(os.path.dirname(os.path.join(dst, f)), exist_ok=True)
+        shutil.copy2(src, os.path.join(dst, f))
+    if tests_from:
+        shutil.rmtree(os.path.join(dst, "tests"))
+        arch = subprocess.run(["git", "-C", repo, "archive", tests_from, "tests"],
+                              check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", dst], input=arch, check=True)
+    return dst
+
+
+def build(scratch, timeout):
+    env = {**os.environ}
+    env.pop("NUMTHUNK_WERROR", None)     # a mutant may warn; it must still build
+    try:
+        r = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace",
+                            "--force"], cwd=scratch, capture_output=True, text=True,
+                           timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return False, "build timed out"
+    return r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+
+
+_NODE_RE = re.compile(r"(tests/[\w/.-]+\.py::[^\s]+)")
+
+
+def run_tests(scratch, tests, timeout):
+    """('passed'|'failed'|'timeout'|'crash', killing test or '', seconds)."""
+    cmd = [sys.executable, "-m", "pytest", "-x", "-v", "-p", "no:cacheprovider", "-rfE",
+           "--tb=line", *tests]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=scratch, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=env, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        nodes = _NODE_RE.findall(out)
+        return "timeout", nodes[-1] if nodes else "", time.monotonic() - t0
+    dt = time.monotonic() - t0
+    if proc.returncode == 0:
+        return "passed", "", dt
+    m = re.search(r"^(?:FAILED|ERROR) (\S+)", out, flags=re.M)
+    if m:
+        return "failed", m.group(1), dt
+    nodes = _NODE_RE.findall(out)
+    last = nodes[-1] if nodes else ""
+    if proc.returncode < 0 or proc.returncode > 5 or "Fatal Python error" in out:
+        return "crash", f"{last} (crash, rc {proc.returncode})", dt
+    tail = out.strip().splitlines()[-1:] or [""]
+    return "failed", last or f"rc {proc.returncode}: {tail[0][:80]}", dt
+
+
+class Worker:
+    """One scratch copy; mutants run in it one after another."""
+
+    def __init__(self, repo, tests_from, build_timeout):
+        self.dir = make_scratch(repo, tests_from)
+        self.build_timeout = build_timeout
+        self.built_clean = False
+
+    def ensure_clean_build(self):
+        if not self.built_clean:
+            ok, log = build(self.dir, self.build_timeout)
+            if not ok:
+                raise RuntimeError("the unmutated tree does not build:\n" + log)
+            self.built_clean = True
+
+    def run(self, m, full, timeout):
+        path = os.path.join(self.dir, m["file"])
+        with open(path) as fh:
+            orig = fh.read()
+        text, why = plant(orig, m)
+        if text is None:
+            return dict(result="stale", test=why, secs=0.0)
+        is_c = m["file"].endswith((".c", ".h"))
+        if not is_c:
+            self.ensure_clean_build()
+        t0 = time.monotonic()
+        try:
+            with open(path, "w") as fh:
+                fh.write(text)
+            if is_c:
+                self.built_clean = False
+                ok, log = build(self.dir, self.build_timeout)
+                if not ok:
+                    last = [ln for ln in log.splitlines() if "error" in ln][:1]
+                    return dict(result="build-error", test=(last or [""])[0][:100],
+                                secs=time.monotonic() - t0)
+            tests = ["tests"] if full else m["tests"]
+            tests = [t for t in tests if os.path.exists(os.path.join(self.dir, t.split("::")[0]))]
+            if not tests:
+                return dict(result="survived", test="(none of its test files exist)",
+                            secs=time.monotonic() - t0)
+            status, test, _ = run_tests(self.dir, tests, timeout)
+        finally:
+            with open(path, "w") as fh:
+                fh.write(orig)
+        result = {"passed": "survived", "failed": "killed", "crash": "killed",
+                  "timeout": "timeout"}[status]
+        return dict(result=result, test=test, secs=time.monotonic() - t0)
+
+    def close(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--list", action="store_true", help="list the mutants and exit")
+    ap.add_argument("--only", nargs="+", metavar="ID", help="run only these mutants")
+    ap.add_argument("--full", action="store_true", help="run the whole suite per mutant")
+    ap.add_argument("--jobs", type=int, default=1, help="parallel scratch copies (default 1)")
+    ap.add_argument("--timeout", type=float, default=300,
+                    help="seconds for one mutant's tests; a hang counts as killed (timeout)")
+    ap.add_argument("--build-timeout", type=float, default=300)
+    ap.add_argument("--tests-from", metavar="REF",
+                    help="take tests/ from this git ref (e.g. main) instead of the work tree")
+    ap.add_argument("--repo", default=ROOT, help="repository to copy (default: this one)")
+    args = ap.parse_args(argv)
+
+    mutants = MUTANTS
+    if args.only:
+        known = {m["id"] for m in MUTANTS}
+        unknown = [i for i in args.only if i not in known]
+        if unknown:
+            ap.error(f"unknown mutant id(s): {', '.join(unknown)}")
+        mutants = [m for m in MUTANTS if m["id"] in args.only]
+    if args.list:
+        for m in mutants:
+            print(f"{m['id']:24} {m['file']:26} {m['desc']}\n{'':24} tests: {' '.join(m['tests'])}")
+        return 0
+
+    # Python-file mutants first: they share one clean build.
+    mutants = sorted(mutants, key=lambda m: m["file"].endswith((".c", ".h")))
+    # Stale patterns are found before anything is built.
+    results = {}
+    for m in mutants:
+        with open(os.path.join(args.repo, m["file"])) as fh:
+            new, why = plant(fh.read(), m)
+        if new is None:
+            results[m["id"]] = dict(result="stale", test=why, secs=0.0)
+    todo = [m for m in mutants if m["id"] not in results]
+
+    t_start = time.monotonic()
+    jobs = max(1, min(args.jobs, len(todo) or 1))
+    workers = [Worker(args.repo, args.tests_from, args.build_timeout) for _ in range(jobs)]
+    try:
+        free = list(workers)
+
+        def one(m):
+            w = free.pop()
+            try:
+                return m, w.run(m, args.full, args.timeout)
+            finally:
+                free.append(w)
+
+        with concurrent.futures.ThreadPoolExecutor(jobs) as ex:
+            for m, r in ex.map(one, todo):
+                results[m["id"]] = r
+                print(f"  {m['id']:24} {r['result']:12} {r['secs']:6.1f}s  {r['test']}",
+                      flush=True)
+    finally:
+        for w in workers:
+            w.close()
+
+    print()
+    print(f"{'id':24} {'file':26} {'result':12} {'description':50} killing test")
+    for m in MUTANTS:
+        if m["id"] not in results:
+            continue
+        r = results[m["id"]]
+        print(f"{m['id']:24} {m['file']:26} {r['result']:12} {m['desc'][:50]:50} {r['test']}")
+    counts = {}
+    for r in results.values():
+        counts[r["result"]] = counts.get(r["result"], 0) + 1
+    live = [i for i, r in results.items() if r["result"] in ("killed", "timeout", "survived")]
+    killed = sum(results[i]["result"] in ("killed", "timeout") for i in live)
+    print()
+    print(f"score: {killed}/{len(live)} killed"
+          + (f" ({100.0 * killed / len(live):.0f}%)" if live else "")
+          + "; " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+          + f"; {time.monotonic() - t_start:.0f} s")
+    survivors = [i for i in live if results[i]["result"] == "survived"]
+    if survivors:
+        print("survivors: " + ", ".join(survivors))
+    stale = [i for i, r in results.items() if r["result"] in ("stale", "build-error")]
+    if stale:
+        print("STALE or not building (refresh their patterns): " + ", ".join(stale))
+    return 1 if survivors or stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
