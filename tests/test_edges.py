@@ -1,0 +1,338 @@
+"""Exact edges, as explicit examples, not hoped-for draws.
+
+- Every integer spelling at min, max (accepted) and min-1, max+1 (refused),
+  bound and forwarded (the thunk's Python call path), on both engines.
+  Widths and signedness come from ctypes, never from numthunk.
+- float at FLT_MAX and at FLT_MAX + half an ulp (the first value that rounds
+  to infinity), both signs; double and complex parts likewise.
+- Buffers whose base is aligned but whose stride is not a multiple of the
+  element's alignment (packed structured fields, strided views).
+- Every pointer kind against every NumPy dtype: only its own is accepted.
+- Value cells next to each other: complex cells among bound scalars, in
+  registers and on the stack; every value must arrive.
+"""
+
+import ctypes
+import math
+import struct
+
+import numpy as np
+import pytest
+
+import numthunk as nt
+
+import ntbuild
+
+ENGINES = ["native", "ffi"]
+
+# C spelling -> ctypes type with the same width and signedness (the oracle)
+INT_SPELLINGS = {
+    "bool": ctypes.c_bool, "_Bool": ctypes.c_bool,
+    "signed char": ctypes.c_byte, "unsigned char": ctypes.c_ubyte,
+    "int8_t": ctypes.c_int8, "uint8_t": ctypes.c_uint8, "int8": ctypes.c_int8,
+    "uint8": ctypes.c_uint8, "npy_int8": ctypes.c_int8, "npy_bool": ctypes.c_ubyte,
+    "npy_byte": ctypes.c_byte, "npy_ubyte": ctypes.c_ubyte,
+    "short": ctypes.c_short, "unsigned short": ctypes.c_ushort, "short int": ctypes.c_short,
+    "int16_t": ctypes.c_int16, "uint16_t": ctypes.c_uint16, "int16": ctypes.c_int16,
+    "uint16": ctypes.c_uint16, "npy_short": ctypes.c_short, "npy_ushort": ctypes.c_ushort,
+    "int": ctypes.c_int, "unsigned int": ctypes.c_uint, "signed": ctypes.c_int,
+    "unsigned": ctypes.c_uint, "intc": ctypes.c_int, "uintc": ctypes.c_uint,
+    "bint": ctypes.c_int, "int32_t": ctypes.c_int32, "uint32_t": ctypes.c_uint32,
+    "int32": ctypes.c_int32, "uint32": ctypes.c_uint32, "npy_int": ctypes.c_int,
+    "npy_uint": ctypes.c_uint,
+    "long": ctypes.c_long, "unsigned long": ctypes.c_ulong, "long int": ctypes.c_long,
+    "long long": ctypes.c_longlong, "unsigned long long": ctypes.c_ulonglong,
+    "PY_LONG_LONG": ctypes.c_longlong, "unsigned PY_LONG_LONG": ctypes.c_ulonglong,
+    "int64_t": ctypes.c_int64, "uint64_t": ctypes.c_uint64, "int64": ctypes.c_int64,
+    "uint64": ctypes.c_uint64, "npy_long": ctypes.c_long, "npy_ulong": ctypes.c_ulong,
+    "npy_longlong": ctypes.c_longlong, "npy_ulonglong": ctypes.c_ulonglong,
+    "size_t": ctypes.c_size_t, "ssize_t": ctypes.c_ssize_t, "Py_ssize_t": ctypes.c_ssize_t,
+    "Py_hash_t": ctypes.c_ssize_t, "npy_intp": ctypes.c_ssize_t,
+    "npy_uintp": ctypes.c_size_t, "intp": ctypes.c_ssize_t, "uintp": ctypes.c_size_t,
+    "intptr_t": ctypes.c_ssize_t, "uintptr_t": ctypes.c_size_t, "ptrdiff_t": ctypes.c_ssize_t,
+}
+assert ctypes.sizeof(ctypes.c_void_p) == ctypes.sizeof(ctypes.c_size_t)
+
+
+def int_range(ct):
+    if ct is ctypes.c_bool:
+        return 0, 1
+    bits = 8 * ctypes.sizeof(ct)
+    if ct(-1).value < 0:
+        return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    return 0, (1 << bits) - 1
+
+
+def identity_fixture(ct):
+    """The fixture T f(T) for this width and signedness."""
+    if ct is ctypes.c_bool:
+        return "f_B_B"
+    size, signed = ctypes.sizeof(ct), ct(-1).value < 0
+    return {(1, True): "f_c_c", (1, False): "f_C_C", (2, True): "f_s_s", (2, False): "f_S_S",
+            (4, True): "f_i_i", (4, False): "f_I_I", (8, True): "f_l_l",
+            (8, False): "f_L_L"}[size, signed]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("spelling", sorted(INT_SPELLINGS))
+def test_integer_edges(cfn, engine, spelling):
+    ct = INT_SPELLINGS[spelling]
+    lo, hi = int_range(ct)
+    fn = cfn(identity_fixture(ct), f"{spelling} ({spelling})")
+    fwd = nt.bind(fn, nt.ARG, engine=engine)
+    for v in (lo, lo + 1, hi - 1, hi):
+        assert nt.bind(fn, v, engine=engine)() == v, (spelling, v)
+        assert fwd(v) == v, (spelling, v)
+        if hi < 2**63:
+            assert nt.bind(fn, np.int64(v), engine=engine)() == v
+    for v in (lo - 1, hi + 1, lo - 2**70, hi + 2**70):
+        with pytest.raises(OverflowError, match=r"^argument 1 \(") as info:
+            nt.bind(fn, v, engine=engine)
+        assert str(v) in str(info.value)
+        with pytest.raises(OverflowError, match=r"^argument 1 \("):
+            fwd(v)
+    for v in (lo - 1, hi + 1):
+        if -2**63 <= v < 2**63:
+            with pytest.raises(OverflowError, match=r"^argument 1 \("):
+                nt.bind(fn, np.int64(v), engine=engine)
+
+
+FLT_MAX = struct.unpack("<f", struct.pack("<I", 0x7F7FFFFF))[0]
+FLT_EDGE = float.fromhex("0x1.ffffffp+127")          # FLT_MAX + half an ulp: rounds to inf
+FLT_BELOW = math.nextafter(FLT_EDGE, 0.0)             # the largest that rounds to FLT_MAX
+DBL_MAX = float.fromhex("0x1.fffffffffffffp+1023")
+assert FLT_MAX == 3.4028234663852886e38
+with np.errstate(over="ignore"):
+    assert float(np.float32(FLT_BELOW)) == FLT_MAX and np.isinf(np.float32(FLT_EDGE))
+
+
+def as_float32(v):
+    return float(np.float32(v))
+
+
+def same(a, b):
+    return (math.isnan(a) and math.isnan(b)) or a == b
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_float_edges(cfn, engine):
+    fn = cfn("f_f_f", "float (float)")
+    fwd = nt.bind(fn, nt.ARG, engine=engine)
+    ok = [FLT_MAX, FLT_BELOW, -FLT_MAX, -FLT_BELOW, 1e-45, -1e-46, 0.1,
+          np.float32(FLT_MAX), np.float64(FLT_BELOW), math.inf, -math.inf, math.nan]
+    for v in ok:
+        want = as_float32(v)
+        assert same(nt.bind(fn, v, engine=engine)(), want), v
+        assert same(fwd(v), want), v
+    bad = [FLT_EDGE, -FLT_EDGE, math.nextafter(FLT_EDGE, math.inf), 1e39, -1e39, DBL_MAX,
+           np.float64(FLT_EDGE), np.float64(-FLT_EDGE), 2**128]
+    for v in bad:
+        with pytest.raises(OverflowError, match=r"^argument 1 \(float\): .* beyond the range "
+                                                r"of a C float"):
+            nt.bind(fn, v, engine=engine)
+        with pytest.raises(OverflowError, match=r"^argument 1 \(float\)"):
+            fwd(v)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_double_edges(cfn, engine):
+    fn = cfn("f_d_d", "double (double)")
+    fwd = nt.bind(fn, nt.ARG, engine=engine)
+    for v in [DBL_MAX, -DBL_MAX, 5e-324, math.inf, -math.inf, math.nan, 2**1023,
+              np.float64(DBL_MAX), np.float32(FLT_MAX)]:
+        assert same(nt.bind(fn, v, engine=engine)(), float(v)), v
+        assert same(fwd(v), float(v)), v
+    for v in [2**1024, -2**1024, 10**400]:
+        with pytest.raises(OverflowError, match=r"^argument 1 \(double\)"):
+            nt.bind(fn, v, engine=engine)
+        with pytest.raises(OverflowError, match=r"^argument 1 \(double\)"):
+            fwd(v)
+
+
+@pytest.fixture(scope="module")
+def cells():
+    return ntbuild.load("cells.c", "cells")
+
+
+def cfunc(lib, name, sig):
+    return nt.Function(ntbuild.address(lib, name), sig, owner=lib, name=name)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_complex_parts_at_the_edges(cells, engine):
+    zf = cfunc(cells, "id_F", "float complex (float complex)")
+    fwd = nt.bind(zf, nt.ARG, engine=engine)
+    for re_, im in [(FLT_MAX, 0.0), (0.0, FLT_MAX), (-FLT_BELOW, FLT_BELOW),
+                    (FLT_BELOW, -FLT_MAX), (math.inf, -math.inf)]:
+        want = complex(as_float32(re_), as_float32(im))
+        assert nt.bind(zf, complex(re_, im), engine=engine)() == want
+        assert fwd(complex(re_, im)) == want
+    for re_, im in [(FLT_EDGE, 0.0), (0.0, FLT_EDGE), (-FLT_EDGE, 1.0), (1.0, -FLT_EDGE),
+                    (1e39, 0.0), (0.0, -1e39)]:
+        with pytest.raises(OverflowError, match=r"^argument 1 \(float complex\): .* beyond the "
+                                                r"range of a C float"):
+            nt.bind(zf, complex(re_, im), engine=engine)
+        with pytest.raises(OverflowError, match=r"^argument 1 \(float complex\)"):
+            fwd(complex(re_, im))
+    zd = cfunc(cells, "id_Z", "double complex (double complex)")
+    for z in [complex(DBL_MAX, -DBL_MAX), complex(-math.inf, 5e-324), complex(FLT_EDGE, 1e39)]:
+        assert nt.bind(zd, z, engine=engine)() == z
+        assert nt.bind(zd, nt.ARG, engine=engine)(z) == z
+
+
+# ------------------------------------------------------------ value cells
+
+
+def recorded(cells, n_d, n_i):
+    d = (ctypes.c_double * 64).in_dll(cells, "rec")
+    i = (ctypes.c_int64 * 64).in_dll(cells, "rec_i")
+    out = list(d[:n_d]), list(i[:n_i])
+    ctypes.memset(d, 0xFF, ctypes.sizeof(d))       # NaNs: stale values cannot pass
+    ctypes.memset(i, 0xFF, ctypes.sizeof(i))
+    return out
+
+
+def all_bind_patterns(n):
+    """Every parameter bound; every one forwarded; each one forwarded alone;
+    each one bound alone."""
+    yield [True] * n
+    yield [False] * n
+    for k in range(n):
+        yield [j != k for j in range(n)]
+        yield [j == k for j in range(n)]
+
+
+def run_patterns(cells, name, sig, values, expect_d, expect_i, engine):
+    f = cfunc(cells, name, sig)
+    recorded(cells, 0, 0)
+    for bound in all_bind_patterns(len(values)):
+        args = [v if b else nt.ARG for v, b in zip(values, bound)]
+        t = nt.bind(f, *args, engine=engine)
+        t(*[v for v, b in zip(values, bound) if not b])
+        got = recorded(cells, len(expect_d), len(expect_i))
+        assert got == (expect_d, expect_i), f"bound pattern {bound}"
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_complex_cells_next_to_other_values(cells, engine):
+    z = complex(1.25, -2.5)
+    run_patterns(cells, "rec_Zdl", "void (double complex, double, int64_t)",
+                 [z, 3.75, -123456789012345], [1.25, -2.5, 3.75], [-123456789012345], engine)
+    run_patterns(cells, "rec_Fdl", "void (float complex, double, int64_t)",
+                 [complex(0.5, -8.0), 9.5, 2**62 + 3], [0.5, -8.0, 9.5], [2**62 + 3], engine)
+    run_patterns(cells, "rec_lZFZd",
+                 "void (int64_t, double complex, float complex, double complex, double)",
+                 [-7, complex(1.5, 2.5), complex(-3.5, 4.5), complex(5.5, -6.5), 7.5],
+                 [1.5, 2.5, -3.5, 4.5, 5.5, -6.5, 7.5], [-7], engine)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_complex_cells_among_many_parameters(cells, engine):
+    sig = ("void (int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, double, double, double, "
+           "double, double, double, double, double, double complex, int64_t, int64_t, double, "
+           "float complex, double, int64_t, double complex)")
+    ints = [-(k + 1) * 1000003 for k in range(9)]
+    dbls = [k + 0.125 for k in range(10)]
+    z, w, y = complex(11.5, -12.5), complex(13.25, -14.75), complex(-15.5, 16.5)
+    values = ints[:6] + dbls[:8] + [z, ints[6], ints[7], dbls[8], w, dbls[9], ints[8], y]
+    expect_d = dbls + [z.real, z.imag, w.real, w.imag, y.real, y.imag]
+    run_patterns(cells, "rec_many", sig, values, expect_d, ints, engine)
+
+
+# ------------------------------------------------------------ alignment by stride
+
+ALIGNED_KINDS = [("int16_t", "<i2"), ("uint16_t", "<u2"), ("int32_t", "<i4"),
+                 ("float", "<f4"), ("int64_t", "<i8"), ("double", "<f8"),
+                 ("uint64_t", "<u8")]
+
+
+def packed_field(np_type, n=5):
+    """Field 'v' of a packed record {v, one byte}: the base is aligned (offset
+    0 of a fresh allocation), the stride (itemsize + 1) is not."""
+    rec = np.zeros(n, dtype=np.dtype([("v", np_type), ("pad", "u1")], align=False))
+    v = rec["v"]
+    assert v.ctypes.data % np.dtype(np_type).itemsize == 0
+    assert v.strides[0] == np.dtype(np_type).itemsize + 1
+    return v
+
+
+def odd_stride_view(np_type, n=4):
+    """An ndarray on aligned memory with a stride of 1.5 elements."""
+    size = np.dtype(np_type).itemsize
+    raw = np.zeros(n * 2 * size, dtype=np.uint8)
+    return np.ndarray((n,), dtype=np_type, buffer=raw, strides=(size + size // 2,))
+
+
+@pytest.mark.parametrize("ctype, np_type", ALIGNED_KINDS, ids=[k[0] for k in ALIGNED_KINDS])
+def test_stride_not_a_multiple_of_alignment_is_refused(ctype, np_type):
+    fn = nt.Function(0x1000, f"void (const {ctype} *x)")
+    for make in (packed_field, odd_stride_view):
+        arr = make(np_type)
+        for obj in (arr, memoryview(arr)):
+            for wrap in (lambda a: a, nt.strided):
+                with pytest.raises(ValueError, match=r"^argument 1 \(x: const .*\): the "
+                                                     r"buffer's data is not aligned"):
+                    nt.bind(fn, wrap(obj))
+    # the stride is fine, the base is not
+    raw = np.zeros(8 * 8 + 1, dtype=np.uint8)
+    off = raw[1:1 + 8 * np.dtype(np_type).itemsize].view(np_type)
+    for wrap in (lambda a: a, nt.strided):
+        with pytest.raises(ValueError, match="not aligned"):
+            nt.bind(fn, wrap(off))
+
+
+def test_aligned_strides_are_accepted(cfn):
+    """Strides that are multiples of the alignment, contiguous or not."""
+    fn = cfn("f_d_pzzzz", "double (const double *x, ptrdiff_t n0, ptrdiff_t n1, "
+                          "ptrdiff_t s0, ptrdiff_t s1)")
+    base = np.arange(12.0)
+    rec = np.zeros(4, dtype=np.dtype([("v", "<f8"), ("pad", "u1")], align=True))
+    rec["v"] = [1.0, 2.0, 3.0, 4.0]
+    for arr in (base[::2], base[1::3], base.reshape(3, 4)[:, 1], rec["v"],
+                np.ndarray((3,), dtype="<f8", buffer=np.arange(12.0), strides=(24,))):
+        assert arr.strides[0] % 8 == 0
+        want = sum(float(x) * (i + 1) for i, x in enumerate(arr))
+        for obj in (arr, memoryview(arr)):
+            t = nt.bind(fn, nt.strided(obj), nt.size(arr), 1, nt.stride(arr, 0), 0)
+            assert t() == want
+            assert nt.bind(fn, nt.strided(obj), nt.ARG, 1, nt.ARG, 0)(len(arr), arr.strides[0]) \
+                == want
+        with pytest.raises(ValueError, match="not C-contiguous"):
+            nt.bind(fn, arr, 1, 1, 8, 0)
+
+
+# ------------------------------------------------------------ dtype by kind
+
+POINTEE = {
+    "bool": "?", "int8_t": "i1", "uint8_t": "u1", "int16_t": "i2", "uint16_t": "u2",
+    "int32_t": "i4", "uint32_t": "u4", "int64_t": "i8", "uint64_t": "u8",
+    "float": "f4", "double": "f8", "float complex": "c8", "double complex": "c16",
+}
+DTYPES = ["?", "i1", "u1", "i2", "u2", "i4", "u4", "i8", "u8", "f4", "f8", "c8", "c16",
+          "intc", "uintc", "long", "ulong", "longlong", "ulonglong", "intp", "uintp",
+          "byte", "ubyte", "short", "ushort"]
+
+
+@pytest.mark.parametrize("ctype", sorted(POINTEE))
+def test_pointer_takes_its_own_dtype_only(ctype):
+    fn = nt.Function(0x1000, f"void (const {ctype} *x)")
+    wfn = nt.Function(0x1000, f"void ({ctype} *x)")
+    own = np.dtype(POINTEE[ctype])
+    for name in DTYPES:
+        dt = np.dtype(name)
+        arr = np.zeros(4, dtype=dt)
+        if dt == own:
+            assert nt.bind(fn, arr).bindings[0] is arr
+            assert nt.bind(wfn, arr).bindings[0] is arr
+            ro = np.frombuffer(bytes(4 * dt.itemsize), dtype=dt)
+            assert nt.bind(fn, ro).bindings[0] is ro
+            with pytest.raises(ValueError, match=r"^argument 1 \(x: .*\): the buffer is read-only"):
+                nt.bind(wfn, ro)
+            # ctypes arrays export '<code' formats: same verdict
+            if dt.kind in "iu" and dt.itemsize > 1:
+                c_arr = np.ctypeslib.as_ctypes(arr)
+                assert nt.bind(fn, c_arr).address
+        else:
+            with pytest.raises(TypeError, match=r"^argument 1 \(x: const .*\): expected a "
+                                                r"buffer of"):
+                nt.bind(fn, arr)
