@@ -33,6 +33,111 @@ def run_py(code, **env):
                           timeout=300)
 
 
+# ---------------------------------------------------------------- reference counts
+#
+# First in the file: a missing reference would make later tests crash.
+# Each check repairs a count that came out short before asserting, so the
+# failure is reported as such instead of crashing the test process when the
+# object is freed twice later.
+
+
+def count_is(obj, want):
+    """sys.getrefcount(obj) == want (the caller's own reference included)."""
+    got = sys.getrefcount(obj) - 1          # minus this function's argument
+    for _ in range(want - got):
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
+    return got == want, got
+
+
+class Owner:
+    pass
+
+
+def _sum_fn():
+    return nt._core._kernels()["sum"]
+
+
+def test_owner_is_counted_and_given_back():
+    """A thunk keeps its target (the Function, which keeps its owner) alive."""
+    owner = Owner()
+    f = nt.Function(_sum_fn(), "double (const double *x, int n)", owner=owner)
+    gc.collect()
+    rf, ro = sys.getrefcount(f), sys.getrefcount(owner)
+    t = nt.bind(f, np.ones(2), 2)
+    assert sys.getrefcount(f) >= rf + 1
+    assert t() == 2.0
+    del t
+    gc.collect()
+    ok, got = count_is(f, rf)
+    assert ok, f"the target's count went from {rf} to {got} after bind + del"
+    assert count_is(owner, ro)[0]
+
+
+def test_bound_objects_are_counted_and_given_back():
+    f = nt.Function(_sum_fn(), "double (const double *x, int n)")
+    arr = np.arange(5.0)
+    big = 10**12 + int("5")           # a fresh int object, not a shared constant
+    gc.collect()
+    r_arr, r_n = sys.getrefcount(arr), sys.getrefcount(big)
+    t = nt.bind(f, arr, nt.ARG)
+    assert sys.getrefcount(arr) >= r_arr + 1      # the binding holds it
+    assert t(5) == 10.0
+    t.release()
+    gc.collect()
+    ok, got = count_is(arr, r_arr)
+    assert ok, f"a bound array's count went from {r_arr} to {got} after bind + release"
+    del t
+    gc.collect()
+    assert count_is(arr, r_arr)[0]
+
+    f2 = nt.Function(_sum_fn(), "int64_t (int64_t)")
+    t2 = nt.bind(f2, big)
+    ok, got = count_is(big, r_n + 1)
+    assert ok, f"a bound int's count went from {r_n} to {got} with the binding"
+    del t2
+    gc.collect()
+    ok, got = count_is(big, r_n)
+    assert ok, f"a bound int's count went from {r_n} to {got} after bind + del"
+
+
+def test_rebind_counts_the_new_value_and_gives_back_the_old():
+    f = nt.Function(_sum_fn(), "double (const double *x, int n)")
+    a, b = np.arange(3.0), np.arange(4.0)
+    gc.collect()
+    ra, rb = sys.getrefcount(a), sys.getrefcount(b)
+    t = nt.bind(f, a, 3)
+    t.rebind(0, b)
+    assert t() == 3.0                              # b[:3] summed
+    assert sys.getrefcount(b) >= rb + 1
+    # a stays pinned while a racing caller may still read the old values
+    t.release()
+    gc.collect()
+    ok_a, got_a = count_is(a, ra)
+    ok_b, got_b = count_is(b, rb)
+    assert (ok_a, ok_b) == (True, True), f"counts {got_a}/{ra} and {got_b}/{rb} after release"
+    del t
+    gc.collect()
+    assert count_is(a, ra)[0] and count_is(b, rb)[0]
+
+
+def test_capsule_keeps_its_thunk_alive():
+    f = nt.Function(_sum_fn(), "double (const double *x, int n)")
+    t = nt.bind(f, np.ones(3), 3)
+    gc.collect()
+    r0 = sys.getrefcount(t)
+    llc = t.lowlevelcallable()
+    assert sys.getrefcount(t) >= r0 + 1
+    del llc
+    gc.collect()
+    assert count_is(t, r0)[0]
+    cap = nt._core._capsule(t.address, "double (void)", t)
+    ok, got = count_is(t, r0 + 1)
+    assert ok, f"a capsule took {got - r0} references to its owner, not 1"
+    del cap
+    gc.collect()
+    assert count_is(t, r0)[0]
+
+
 # ---------------------------------------------------------------- W^X
 
 # Many distinct plan shapes (which of 20 parameters are bound) give many
@@ -120,88 +225,3 @@ def test_target_entered_with_aligned_stack(engine):
     assert checked == 6 * 4 * 8
 
 
-# ---------------------------------------------------------------- reference counts
-
-
-class Owner:
-    pass
-
-
-def _sum_fn():
-    k = nt._core._kernels()
-    return k["sum"]
-
-
-def test_bound_objects_are_counted_and_given_back():
-    addr = _sum_fn()
-    f = nt.Function(addr, "double (const double *x, int n)")
-    arr = np.arange(5.0)
-    big = 10**12 + int("5")           # a fresh int object, not a shared constant
-    gc.collect()
-    r_arr, r_n = sys.getrefcount(arr), sys.getrefcount(big)
-    t = nt.bind(f, arr, nt.ARG)
-    assert sys.getrefcount(arr) >= r_arr + 1      # the binding holds it
-    assert t(5) == 10.0
-    t.release()
-    gc.collect()
-    assert sys.getrefcount(arr) == r_arr
-    del t
-    gc.collect()
-    assert sys.getrefcount(arr) == r_arr
-
-    f2 = nt.Function(addr, "int64_t (int64_t)")
-    t2 = nt.bind(f2, big)
-    assert sys.getrefcount(big) == r_n + 1
-    del t2
-    gc.collect()
-    assert sys.getrefcount(big) == r_n
-
-
-def test_rebind_counts_the_new_value_and_gives_back_the_old():
-    f = nt.Function(_sum_fn(), "double (const double *x, int n)")
-    a, b = np.arange(3.0), np.arange(4.0)
-    gc.collect()
-    ra, rb = sys.getrefcount(a), sys.getrefcount(b)
-    t = nt.bind(f, a, 3)
-    t.rebind(0, b)
-    assert t() == 3.0                              # b[:3] summed
-    assert sys.getrefcount(b) >= rb + 1
-    # a stays pinned while a racing caller may still read the old values
-    t.release()
-    gc.collect()
-    assert (sys.getrefcount(a), sys.getrefcount(b)) == (ra, rb)
-    del t
-    gc.collect()
-    assert sys.getrefcount(a) == ra
-    assert sys.getrefcount(b) == rb
-
-
-def test_owner_is_counted_and_given_back():
-    """A thunk keeps its target (the Function, which keeps its owner) alive."""
-    owner = Owner()
-    f = nt.Function(_sum_fn(), "double (const double *x, int n)", owner=owner)
-    gc.collect()
-    rf, ro = sys.getrefcount(f), sys.getrefcount(owner)
-    t = nt.bind(f, np.ones(2), 2)
-    assert sys.getrefcount(f) >= rf + 1
-    assert t() == 2.0
-    del t
-    gc.collect()
-    assert (sys.getrefcount(f), sys.getrefcount(owner)) == (rf, ro)
-
-
-def test_capsule_keeps_its_thunk_alive():
-    f = nt.Function(_sum_fn(), "double (const double *x, int n)")
-    t = nt.bind(f, np.ones(3), 3)
-    gc.collect()
-    r0 = sys.getrefcount(t)
-    llc = t.lowlevelcallable()
-    assert sys.getrefcount(t) >= r0 + 1
-    del llc
-    gc.collect()
-    assert sys.getrefcount(t) == r0
-    cap = nt._core._capsule(t.address, "double (void)", t)
-    assert sys.getrefcount(t) == r0 + 1
-    del cap
-    gc.collect()
-    assert sys.getrefcount(t) == r0
