@@ -303,7 +303,8 @@ def run_tests(scratch, tests, timeout):
 class Worker:
     """One scratch copy; mutants run in it one after another."""
 
-    def __init__(self, repo, tests_from, build_timeout):
+    def __init__(self, repo, tests_from, build_timeout, fallback=FALLBACK):
+        self.fallback = fallback
         self.dir = make_scratch(repo, tests_from)
         self.build_timeout = build_timeout
         self.built_clean = False
@@ -340,7 +341,7 @@ class Worker:
             exists = [t for t in tests if os.path.exists(os.path.join(self.dir, t.split("::")[0]))]
             note = ""
             if not exists:
-                exists = [t for t in FALLBACK if os.path.exists(os.path.join(self.dir, t))]
+                exists = [t for t in self.fallback if os.path.exists(os.path.join(self.dir, t))]
                 note = "[fallback set] "
             status, test, _ = run_tests(self.dir, exists, timeout)
             test = note + test
@@ -366,6 +367,8 @@ def main(argv=None):
     ap.add_argument("--build-timeout", type=float, default=300)
     ap.add_argument("--tests-from", metavar="REF",
                     help="take tests/ from this git ref (e.g. main) instead of the work tree")
+    ap.add_argument("--fallback", nargs="+", metavar="FILE", default=FALLBACK,
+                    help="test files to run when none of a mutant's own exist")
     ap.add_argument("--repo", default=ROOT, help="repository to copy (default: this one)")
     args = ap.parse_args(argv)
 
@@ -394,7 +397,8 @@ def main(argv=None):
 
     t_start = time.monotonic()
     jobs = max(1, min(args.jobs, len(todo) or 1))
-    workers = [Worker(args.repo, args.tests_from, args.build_timeout) for _ in range(jobs)]
+    workers = [Worker(args.repo, args.tests_from, args.build_timeout, args.fallback)
+               for _ in range(jobs)]
     try:
         free = list(workers)
 
