@@ -172,9 +172,11 @@ MUTANTS = [
       "if (slot->wanted == wanted && (n == 0 || memcmp(slot->pattern, pattern, n) == 0)) {",
       "if (slot->wanted == wanted) {", [T_BIND]),
 
-    # ---- backend.c: policy choice
-    M("backend-policy-env", "src/backend.c", "NUMTHUNK_EXECMEM ignored",
-      "&& strncmp(name, want, strlen(want)) != 0)", "&& 0)", [T_KILLS, T_ENGINE]),
+    # ---- backend.c and native.c: configuration, policy choice
+    M("backend-quarantine", "src/backend.c", "released addresses reused at once (no quarantine)",
+      "c->quarantine = QUARANTINE;", "c->quarantine = 0;", [T_ENGINE]),
+    M("native-policy-env", "src/native.c", "NUMTHUNK_EXECMEM ignored",
+      "&& strncmp(p->name, want, strlen(want)) != 0)", "&& 0)", [T_KILLS, T_ENGINE]),
 
     # ---- backend_x86_64.c: the emitter
     M("x86-i16-ext", "src/backend_x86_64.c", "forwarded int16 not sign-extended",
