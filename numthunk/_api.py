@@ -13,7 +13,7 @@ import weakref
 import numpy as np
 
 from . import _core, _numba
-from ._signature import Signature, ctypes_prototype, ctypes_type_text
+from ._signature import Signature, ctypes_prototype
 
 __all__ = [
     "ARG", "Function", "Thunk", "bind", "size", "shape", "stride", "strided",
@@ -23,43 +23,20 @@ __all__ = [
 
 # ---------------------------------------------------------------- markers
 
-
-class _Arg:
-    __slots__ = ()
-
-    def __repr__(self):
-        return "numthunk.ARG"
-
-    def __reduce__(self):
-        return "ARG"
-
-
-ARG = _Arg()
+# The markers are types of the C core: converting a bound value never calls
+# back into this package.
+ARG = _core.ARG
 """Forward this parameter: the thunk takes it from its own caller, in order."""
 
-
-class _Derived:
-    """A value derived from a bound array, re-read when the array is rebound."""
-
-    __slots__ = ("kind", "obj", "axis", "elements")
-
-    def __init__(self, kind, obj, axis=0, elements=False):
-        self.kind = kind
-        self.obj = obj
-        self.axis = int(axis)
-        self.elements = bool(elements)
-
-    def _with_obj(self, obj):
-        return _Derived(self.kind, obj, self.axis, self.elements)
-
-    def __repr__(self):
-        if self.kind == "size":
-            return f"size({_short(self.obj)})"
-        extra = ", elements=True" if self.elements else ""
-        return f"{self.kind}({_short(self.obj)}, {self.axis}{extra})"
+_Derived = _core.Derived
+Strided = _core.Strided
+Address = _core.Address
+address = Address
 
 
 def _unwrap_array(obj):
+    if type(obj) is np.ndarray:
+        return obj
     if isinstance(obj, Strided):
         return obj.obj
     arr = _numpy_ctypes_array(obj)
@@ -68,7 +45,7 @@ def _unwrap_array(obj):
 
 def size(arr):
     """The number of elements of ``arr``, for an integer parameter."""
-    return _Derived("size", _unwrap_array(arr))
+    return _Derived("size", arr if type(arr) is np.ndarray else _unwrap_array(arr))
 
 
 def shape(arr, axis):
@@ -81,41 +58,10 @@ def stride(arr, axis, elements=False):
     return _Derived("stride", _unwrap_array(arr), axis, elements)
 
 
-class Strided:
+def strided(obj):
     """``strided(arr)``: bind a non-contiguous buffer's data pointer, for
     targets that also take its strides."""
-
-    __slots__ = ("obj",)
-
-    def __init__(self, obj):
-        arr = _numpy_ctypes_array(obj)
-        self.obj = obj if arr is None else arr
-
-    def __repr__(self):
-        return f"strided({_short(self.obj)})"
-
-
-strided = Strided
-
-
-class Address:
-    """``address(n)``: an explicit pointer value (the core refuses bare ints
-    for pointer parameters). ``owner`` is kept alive with the binding."""
-
-    __slots__ = ("value", "owner")
-
-    def __init__(self, value, owner=None):
-        value = int(value)
-        if value < 0 or value >= 1 << (8 * ctypes.sizeof(ctypes.c_void_p)):
-            raise OverflowError(f"address {value:#x} is not a valid pointer value")
-        self.value = value
-        self.owner = owner
-
-    def __repr__(self):
-        return f"address({self.value:#x})"
-
-
-address = Address
+    return Strided(_unwrap_array(obj))
 
 
 class Ref:
@@ -266,8 +212,11 @@ class Function:
         return t
 
     def _thunk(self):
+        # The call thunk keeps alive what keeps the code alive (owner), not
+        # this Function: no reference cycle per Function.
         if self._call_thunk is None:
-            self._call_thunk = bind(self, *([ARG] * len(self._user_params)))
+            self._call_thunk = _make_thunk(self, (ARG,) * len(self._user_params), None,
+                                           self.owner)
         return self._call_thunk
 
     def __call__(self, *args):
@@ -367,6 +316,10 @@ def bind(target, *args, signature=None, nogil=None, engine=None):
     'ffi' or 'auto' (default: NUMTHUNK_BACKEND, else native where the
     platform and the signature allow, else libffi)."""
     fn = as_function(target, signature, nogil)
+    return _make_thunk(fn, args, engine, fn)
+
+
+def _make_thunk(fn, args, engine, owner):
     if fn.fixed:
         if len(args) != len(fn._user_params):
             raise TypeError(f"the target '{fn.csig}' takes {len(fn._user_params)} "
@@ -377,9 +330,16 @@ def bind(target, *args, signature=None, nogil=None, engine=None):
         for i, v in zip(fn._user_params, args):
             full[i] = v
         args = full
+    args = tuple(args)
+    sig = fn._signature
+    # Resolve before the core sees anything: foreign objects become values
+    # the C converter takes without calling back into this package.
+    todo = _core._unresolved(sig, args)
+    if todo is not None:
+        args = _resolve(sig, args, todo)
+    via = fn.owner if isinstance(fn.owner, _core.Thunk) else None
     # Positional: keyword parsing would be a fifth of the creation cost.
-    return Thunk(fn._signature, fn.address, tuple(args), fn, fn.nogil,
-                 fn.memoryviews or None, engine)
+    return Thunk(sig, fn.address, args, owner, fn.nogil, fn.memoryviews or None, engine, via)
 
 
 class Thunk(_core.Thunk):
@@ -434,6 +394,29 @@ class Thunk(_core.Thunk):
         if signature is not None and Signature(text) != self.csig:
             raise ValueError(f"signature {text!r} does not match the thunk's {self.csig}")
         return LowLevelCallable(_core._capsule(self.address, text, self), user_data)
+
+    def rebind(self, key, value):
+        """Replace a bound value (by parameter index or name); ``.address``
+        does not change. Values derived from the array the parameter held
+        (``size(arr)`` and the like) follow the new array."""
+        i = self._needs_resolve(key, value)
+        if i is not None:
+            value = _resolve(self.target_signature, (value,), (0,), index=i)[0]
+        return _core.Thunk.rebind(self, key, value)
+
+    def _resolve_call(self, args):
+        # called by the core, before the call starts, for forwarded values
+        # it does not know
+        sig = self.target_signature
+        fwd = [i for i, v in enumerate(self.bindings) if v is ARG]
+        out = list(args)
+        for k, i in enumerate(fwd[:len(out)]):
+            out[k] = _resolve(sig, (out[k],), (0,), index=i)[0]
+        return tuple(out)
+
+    def _make_numba_type(self):
+        csig = self.csig
+        return _NUMBA_TYPES.get(csig) or _numba.function_type(csig)
 
     def __repr__(self):
         if self.released:
@@ -494,13 +477,30 @@ def _pointee_check(what, ctype_text, pointee_text):
         raise TypeError(f"{what}: expected {ctype_text}, got a pointer to {pointee_text}")
 
 
-def _adapt(obj, what, ctype_text, fnsig):
-    """Called by the core for objects it does not know (pointer parameters)."""
+def _resolve(sig, values, indices, index=None):
+    """Foreign objects for pointer parameters, as values the core takes:
+    ``ref()`` cells, ``arr.ctypes``, cffi pointers, and functions (thunks,
+    Functions, ctypes/cffi functions, capsules, @cfuncs) for function
+    pointers. Anything else is left for the core to refuse with its
+    message. ``index``: the parameter of a single value (rebind, calls)."""
+    values = list(values)
+    descs = sig._describe()[1]
+    for k in indices:
+        i = k if index is None else index
+        name = sig.names[i]
+        ctype_text = sig.argtypes[i]
+        what = f"argument {i + 1} ({name + ': ' if name else ''}{ctype_text})"
+        values[k] = _resolve_one(values[k], what, ctype_text, descs[i])
+    return tuple(values)
+
+
+def _resolve_one(obj, what, ctype_text, desc):
     if isinstance(obj, Ref):
         return obj.cell
     arr = _numpy_ctypes_array(obj)
     if arr is not None:
         return arr
+    fnsig = desc[5] if desc[0] == "function pointer" else None
     if fnsig is not None:
         if isinstance(obj, (Thunk, Function)) or _is_numba_cfunc(obj) \
                 or isinstance(obj, ctypes._CFuncPtr) or type(obj).__name__ == "PyCapsule" \
@@ -511,11 +511,7 @@ def _adapt(obj, what, ctype_text, fnsig):
             if fn._signature != fnsig:
                 raise TypeError(f"{what}: expected a function '{fnsig}', got '{fn._signature}'")
             return Address(fn.address, owner=obj)
-        return NotImplemented
-    if isinstance(obj, (ctypes._Pointer, ctypes.c_void_p, ctypes.c_char_p)):
-        if isinstance(obj, ctypes._Pointer):
-            _pointee_check(what, ctype_text, ctypes_type_text(obj._type_, what))
-        return Address(ctypes.cast(obj, ctypes.c_void_p).value or 0, owner=obj)
+        return obj
     if type(obj).__module__ == "_cffi_backend":
         import _cffi_backend
         ct = _cffi_backend.typeof(obj)
@@ -527,15 +523,7 @@ def _adapt(obj, what, ctype_text, fnsig):
             _pointee_check(what, ctype_text, _cffi_type_text(item))
         addr = int(_cffi_backend.cast(_cffi_backend.new_primitive_type("uintptr_t"), obj))
         return Address(addr, owner=obj)
-    return NotImplemented
+    return obj
 
 
 _NUMBA_TYPES = _numba.function_types
-
-def _thunk_numba_type(thunk):
-    csig = thunk.csig
-    return _NUMBA_TYPES.get(csig) or _numba.function_type(csig)
-
-
-_core._setup(arg=ARG, derived=_Derived, strided=Strided, address=Address, adapt=_adapt,
-             numba_type=_thunk_numba_type)

@@ -87,8 +87,41 @@ static int overflow(const char *what, const nt_type *t, PyObject *num)
     return -1;
 }
 
+static int store_int(const nt_type *t, long long v, void *cell, const char *what)
+{
+    int_range r = range_of(t->kind);
+    int fits = r.is_signed ? v >= r.min && (v <= 0 || (unsigned long long)v <= r.max)
+                           : v >= 0 && (unsigned long long)v <= r.max;
+    if (!fits) {
+        PyObject *num = PyLong_FromLongLong(v);
+        if (num == NULL)
+            return -1;
+        if (!r.is_signed && v < 0) {
+            char type[64];
+            nt_type_format(t, type, sizeof(type));
+            PyErr_Format(PyExc_OverflowError,
+                         "%s: %S is negative but C %s is unsigned", what, num, type);
+        } else {
+            overflow(what, t, num);
+        }
+        Py_DECREF(num);
+        return -1;
+    }
+    int64_t s = v;                /* unsigned values that fit are >= 0 */
+    memcpy(cell, &s, 8);
+    return 0;
+}
+
 static int convert_int(const nt_type *t, PyObject *value, void *cell, const char *what)
 {
+    if (PyLong_CheckExact(value)) {
+        /* the common case: a plain int that fits in a long long */
+        int ovf = 0;
+        long long v = PyLong_AsLongLongAndOverflow(value, &ovf);
+        if (ovf == 0 && !(v == -1 && PyErr_Occurred()))
+            return store_int(t, v, cell, what);
+        PyErr_Clear();
+    }
     uint64_t bits;
     if (is_boollike(value)) {
         bits = PyObject_IsTrue(value) ? 1 : 0;
@@ -267,10 +300,113 @@ static int convert_complex(const nt_type *t, PyObject *value, void *cell, const 
     return 0;
 }
 
+/* ---- the layout of a buffer: from an ndarray directly, or a Py_buffer ---- */
+
+typedef struct {
+    const char *buf;
+    int ndim;
+    Py_ssize_t itemsize;
+    const Py_ssize_t *shape;
+    const Py_ssize_t *strides;   /* NULL: C-contiguous */
+} layout;
+
+static int is_plain_ndarray(PyObject *v)
+{
+    /* Subclasses that keep NumPy's buffer export read the same memory. */
+    return PyArray_Check(v) && Py_TYPE(v)->tp_as_buffer != NULL
+        && Py_TYPE(v)->tp_as_buffer->bf_getbuffer == PyArray_Type.tp_as_buffer->bf_getbuffer;
+}
+
+static layout layout_of_array(PyArrayObject *a)
+{
+    return (layout){ PyArray_BYTES(a), PyArray_NDIM(a), PyArray_ITEMSIZE(a),
+                     PyArray_DIMS(a), PyArray_STRIDES(a) };
+}
+
+static layout layout_of_view(const Py_buffer *v)
+{
+    return (layout){ v->buf, v->ndim, v->itemsize, v->shape, v->strides };
+}
+
+static Py_ssize_t layout_stride(const layout *l, int axis)
+{
+    if (l->strides != NULL)
+        return l->strides[axis];
+    Py_ssize_t stride = l->itemsize;
+    for (int d = l->ndim - 1; d > axis; d--)
+        stride *= l->shape[d];
+    return stride;
+}
+
+/* Two bindings that read the same memory with the same layout are "the
+   same array" for the values derived from it, whatever object exported
+   it (ndarray, arr.ctypes, memoryview, any buffer exporter). */
+static uint64_t layout_key(const layout *l)
+{
+    uint64_t h = 14695981039346656037u;
+#define MIX(x) (h = (h ^ (uint64_t)(x)) * 1099511628211u)
+    MIX((uintptr_t)l->buf);
+    MIX(l->ndim);
+    MIX(l->itemsize);
+    for (int d = 0; d < l->ndim; d++) {
+        MIX(l->shape[d]);
+        MIX(layout_stride(l, d));
+    }
+#undef MIX
+    return h != 0 ? h : 1;
+}
+
 /* ---- derived values: size(arr), shape(arr, i), stride(arr, i) ---- */
 
-static int convert_derived(const nt_type *t, PyObject *marker, void *cell,
-                           const char *what)
+static const char *const derived_names[] = { "size", "shape", "stride" };
+
+static int derived_value(const nt_DerivedObject *d, const layout *l, Py_ssize_t *out,
+                         const char *what)
+{
+    if (d->kind == NT_DERIVED_SIZE) {
+        Py_ssize_t n = 1;
+        for (int k = 0; k < l->ndim; k++)
+            n *= l->shape[k];
+        *out = n;
+        return 0;
+    }
+    Py_ssize_t ax = d->axis < 0 ? d->axis + l->ndim : d->axis;
+    if (ax < 0 || ax >= l->ndim) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: %s(arr, %zd) asks for axis %zd but the array has %d dimension%s",
+                     what, derived_names[d->kind], d->axis, d->axis, l->ndim,
+                     l->ndim == 1 ? "" : "s");
+        return -1;
+    }
+    if (d->kind == NT_DERIVED_SHAPE) {
+        *out = l->shape[ax];
+        return 0;
+    }
+    Py_ssize_t stride = layout_stride(l, (int)ax);
+    if (d->elements) {
+        if (stride % l->itemsize != 0) {
+            PyErr_Format(PyExc_ValueError,
+                         "%s: stride %zd bytes of axis %zd is not a whole number "
+                         "of %zd-byte elements", what, stride, ax, l->itemsize);
+            return -1;
+        }
+        stride /= l->itemsize;
+    }
+    *out = stride;
+    return 0;
+}
+
+static int store_int(const nt_type *t, long long v, void *cell, const char *what);
+
+/* The array behind a source object: arr.ctypes is resolved by the Python
+   package before it gets here; strided(arr) is unwrapped. */
+static PyObject *source_object(PyObject *obj)
+{
+    return nt_is_strided(obj) ? ((nt_StridedObject *)obj)->obj : obj;
+}
+
+static int derived_from(const nt_type *t, const nt_DerivedObject *d, PyObject *src,
+                        void *cell, uint64_t *key, const char *what)
 {
     if (!NT_IS_INT(t->kind) || t->kind == NT_BOOL) {
         PyErr_Format(PyExc_TypeError,
@@ -278,75 +414,38 @@ static int convert_derived(const nt_type *t, PyObject *marker, void *cell,
                      what);
         return -1;
     }
-    PyObject *kind = NULL, *obj = NULL, *axis_obj = NULL, *elements_obj = NULL, *num = NULL;
-    nt_held *h = NULL;
-    int result = -1;
-    kind = PyObject_GetAttr(marker, nt_state.s_kind);
-    obj = PyObject_GetAttr(marker, nt_state.s_obj);
-    axis_obj = PyObject_GetAttr(marker, nt_state.s_axis);
-    elements_obj = PyObject_GetAttr(marker, nt_state.s_elements);
-    if (kind == NULL || obj == NULL || axis_obj == NULL || elements_obj == NULL)
-        goto done;
-    h = nt_held_get(obj, what);
-    if (h == NULL)
-        goto done;
-    const Py_buffer *v = &h->view;
+    src = source_object(src);
     Py_ssize_t value;
-    if (kind == nt_state.s_size || PyUnicode_CompareWithASCIIString(kind, "size") == 0) {
-        value = 1;
-        for (int d = 0; d < v->ndim; d++)
-            value *= v->shape[d];
-    } else {
-        Py_ssize_t axis = PyLong_AsSsize_t(axis_obj);
-        if (axis == -1 && PyErr_Occurred())
-            goto done;
-        Py_ssize_t ax = axis < 0 ? axis + v->ndim : axis;
-        if (ax < 0 || ax >= v->ndim) {
-            PyErr_Format(PyExc_ValueError,
-                         "%s: %U(arr, %zd) asks for axis %zd but the array has %d dimension%s",
-                         what, kind, axis, axis, v->ndim, v->ndim == 1 ? "" : "s");
-            goto done;
-        }
-        if (kind == nt_state.s_shape || PyUnicode_CompareWithASCIIString(kind, "shape") == 0) {
-            value = v->shape[ax];
-        } else {
-            Py_ssize_t stride = v->itemsize;
-            if (v->strides != NULL)
-                stride = v->strides[ax];
-            else
-                for (int d = v->ndim - 1; d > ax; d--)
-                    stride *= v->shape[d];
-            int elements = PyObject_IsTrue(elements_obj);
-            if (elements < 0)
-                goto done;
-            if (elements) {
-                if (stride % v->itemsize != 0) {
-                    PyErr_Format(PyExc_ValueError,
-                                 "%s: stride %zd bytes of axis %zd is not a whole number "
-                                 "of %zd-byte elements",
-                                 what, stride, ax, v->itemsize);
-                    goto done;
-                }
-                stride /= v->itemsize;
-            }
-            value = stride;
-        }
-    }
     /* The value is copied into the context; the buffer need not stay held.
        The marker bound with the thunk keeps a reference to the array, which
        is what stops NumPy's resize() from changing the shape under it. */
-    num = PyLong_FromSsize_t(value);
-    if (num == NULL || convert_int(t, num, cell, what) < 0)
-        goto done;
-    result = 0;
-done:
-    nt_held_release(h);
-    Py_XDECREF(kind);
-    Py_XDECREF(obj);
-    Py_XDECREF(axis_obj);
-    Py_XDECREF(elements_obj);
-    Py_XDECREF(num);
-    return result;
+    if (is_plain_ndarray(src)) {
+        layout l = layout_of_array((PyArrayObject *)src);
+        if (derived_value(d, &l, &value, what) < 0)
+            return -1;
+        if (key != NULL)
+            *key = layout_key(&l);
+    } else {
+        nt_held *h = nt_held_get(src, what);
+        if (h == NULL)
+            return -1;
+        layout l = layout_of_view(&h->view);
+        int r = derived_value(d, &l, &value, what);
+        if (r == 0 && key != NULL)
+            *key = layout_key(&l);
+        nt_held_release(h);
+        if (r < 0)
+            return -1;
+    }
+    return store_int(t, value, cell, what);
+}
+
+int nt_convert_derived_from(const nt_sig *sig, int j, nt_DerivedObject *d,
+                            PyObject *new_source, void *cell, uint64_t *key)
+{
+    char what[256];
+    nt_param_label(sig, j, what, sizeof(what));
+    return derived_from(&sig->args[j], d, new_source, cell, key, what);
 }
 
 /* ---- buffers for T * ---- */
@@ -356,17 +455,17 @@ static const char *kind_label(int kind)
     return nt_kind_name(kind);
 }
 
-static int element_matches(const nt_type *t, const nt_elem *e)
+static int element_matches(const nt_type *t, int kind)
 {
     if (t->base == NT_VOID)
         return 1;
-    if (e->kind == t->base)
+    if (kind == t->base)
         return 1;
     /* C char is its own type: any one-byte integer buffer may back a char *
        (bytes and bytearray export 'B'). */
     int spelled_char = t->spelling < nt_nspellings
         && strcmp(nt_spellings[t->spelling].name, "char") == 0;
-    return spelled_char && (e->kind == NT_I8 || e->kind == NT_U8);
+    return spelled_char && (kind == NT_I8 || kind == NT_U8);
 }
 
 static size_t kind_align(int kind)
@@ -375,24 +474,138 @@ static size_t kind_align(int kind)
     return nt_type_align(&s);
 }
 
+/* The element kind of a native-order NumPy array, NT_VOID otherwise. */
+static int array_kind(PyArrayObject *a)
+{
+    if (!PyArray_ISNOTSWAPPED(a))
+        return NT_VOID;
+    int kind;
+    switch (PyArray_TYPE(a)) {
+    case NPY_BOOL:      kind = NT_BOOL; break;
+    case NPY_BYTE:      kind = NT_I8; break;
+    case NPY_UBYTE:     kind = NT_U8; break;
+    case NPY_SHORT:     kind = NT_I16; break;
+    case NPY_USHORT:    kind = NT_U16; break;
+    case NPY_INT:       kind = NT_I32; break;
+    case NPY_UINT:      kind = NT_U32; break;
+    case NPY_LONG:      kind = sizeof(long) == 8 ? NT_I64 : NT_I32; break;
+    case NPY_ULONG:     kind = sizeof(long) == 8 ? NT_U64 : NT_U32; break;
+    case NPY_LONGLONG:  kind = NT_I64; break;
+    case NPY_ULONGLONG: kind = NT_U64; break;
+    case NPY_FLOAT:     kind = NT_F32; break;
+    case NPY_DOUBLE:    kind = NT_F64; break;
+    case NPY_CFLOAT:    kind = NT_C64; break;
+    case NPY_CDOUBLE:   kind = NT_C128; break;
+    default:            return NT_VOID;
+    }
+    nt_type s = { (uint8_t)kind, 0, 0, 0, 0, NULL };
+    return (Py_ssize_t)nt_type_size(&s) == PyArray_ITEMSIZE(a) ? kind : NT_VOID;
+}
+
+/* An ndarray that passes every check: its data pointer, with no buffer
+   export (the binding's reference pins it). 0 if the fast path does not
+   apply; the general path then accepts it or says why not. */
+static int array_fast(const nt_type *t, PyObject *obj, int strided, void *cell,
+                      uint64_t *key)
+{
+    if (!is_plain_ndarray(obj))
+        return 0;
+    PyArrayObject *a = (PyArrayObject *)obj;
+    int kind = array_kind(a);
+    if (kind == NT_VOID || !element_matches(t, kind)
+        || (!PyArray_ISWRITEABLE(a) && !(t->cflags & NT_CONST_BASE))
+        || !PyArray_ISALIGNED(a)
+        || (!strided && !PyArray_IS_C_CONTIGUOUS(a)))
+        return 0;
+    /* PyArray_ISALIGNED is about the dtype's alignment, which is ours for
+       every kind above; a buffer must also be aligned for the C type. */
+    size_t align = t->base == NT_VOID ? 1 : kind_align(t->base);
+    if ((uintptr_t)PyArray_DATA(a) % align != 0)
+        return 0;
+    void *p = PyArray_DATA(a);
+    memcpy(cell, &p, sizeof(p));
+    if (key != NULL) {
+        layout l = layout_of_array(a);
+        *key = layout_key(&l);
+    }
+    return 1;
+}
+
+static const char *skip_order(const char *f)
+{
+    if (*f == '@' || *f == '=' || *f == '<' || *f == '>' || *f == '!')
+        f++;
+    return f;
+}
+
 static int is_pointer_object(const Py_buffer *v)
 {
     const char *f = v->format;
-    if (f == NULL || v->ndim != 0)
+    if (f == NULL || v->ndim != 0 || v->itemsize != (Py_ssize_t)sizeof(void *))
         return 0;
-    if (*f == '@' || *f == '=' || *f == '<' || *f == '>' || *f == '!')
-        f++;
+    f = skip_order(f);
     return *f == '&' || *f == 'P' || *f == 'z';
 }
 
-/* 0 bound, -1 error, 1 not a data buffer (a pointer object: adapt it). */
-static int convert_buffer(const nt_type *t, PyObject *obj, int strided, void *cell,
-                          nt_held **held, const char *what)
+/* A ctypes pointer (or c_void_p, c_char_p) exports the bytes of the pointer
+   itself: what the caller means is its value. A typed pointer ('&<d': a
+   pointer to double) must point to the parameter's pointee type. */
+static int convert_ctypes_pointer(const nt_type *t, const Py_buffer *v, void *cell,
+                                  const char *what)
 {
+    const char *f = skip_order(v->format);
+    if (*f == '&' && t->kind == NT_PTR && t->base != NT_VOID) {
+        int depth = 0;
+        while (*f == '&') {
+            depth++;
+            f++;
+        }
+        const char *elem = skip_order(f);
+        int kind = *elem == 'P' || *elem == 'z' ? NT_VOID : nt_format_kind(f);
+        int pointee_void = *elem == 'P' && elem[1] == '\0';
+        if (!pointee_void && (kind == NT_VOID || kind != t->base || depth != t->depth)) {
+            char type[160];
+            nt_type_format(t, type, sizeof(type));
+            PyErr_Format(PyExc_TypeError,
+                         "%s: expected %s, got a ctypes pointer to %s (format '%s')",
+                         what, type,
+                         kind == NT_VOID ? "an unsupported type" : kind_label(kind),
+                         v->format);
+            return -1;
+        }
+    } else if (*f == '&' && t->kind == NT_FNPTR) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s: a ctypes data pointer cannot be bound to a function pointer", what);
+        return -1;
+    }
+    void *p;
+    memcpy(&p, v->buf, sizeof(p));
+    memcpy(cell, &p, sizeof(p));
+    return 0;
+}
+
+static int convert_buffer(const nt_type *t, PyObject *obj, int strided, void *cell,
+                          nt_held **held, uint64_t *key, const char *what)
+{
+    if (t->kind == NT_PTR && t->depth == 1 && array_fast(t, obj, strided, cell, key))
+        return 0;
+    nt_held *h = nt_held_get(obj, what);
+    if (h == NULL)
+        return -1;
+    const Py_buffer *v = &h->view;
+    if (!strided && is_pointer_object(v)) {
+        /* The value is copied; the binding keeps the ctypes object (and
+           what it points to, through its _objects) alive. */
+        int r = convert_ctypes_pointer(t, v, cell, what);
+        nt_held_release(h);
+        if (r == 0 && key != NULL)
+            *key = 0;
+        return r;
+    }
     if (t->kind == NT_FNPTR) {
         PyErr_Format(PyExc_TypeError,
                      "%s: a buffer cannot be bound to a function pointer", what);
-        return -1;
+        goto error;
     }
     if (t->depth != 1) {
         char type[64];
@@ -401,22 +614,12 @@ static int convert_buffer(const nt_type *t, PyObject *obj, int strided, void *ce
                      "%s: a buffer can be bound to a single-level pointer (T *) only, "
                      "not to %s; pass numthunk.address(...) for other pointers",
                      what, type);
-        return -1;
-    }
-    nt_held *h = nt_held_get(obj, what);
-    if (h == NULL)
-        return -1;
-    const Py_buffer *v = &h->view;
-    if (is_pointer_object(v)) {
-        /* A ctypes pointer (or c_void_p, c_char_p) exports the bytes of the
-           pointer itself; what the caller means is its value. */
-        nt_held_release(h);
-        return 1;
+        goto error;
     }
     nt_elem e;
     if (nt_elem_decode(v, &e, what) < 0)
         goto error;
-    if (!element_matches(t, &e)) {
+    if (!element_matches(t, e.kind)) {
         char type[64];
         nt_type_format(t, type, sizeof(type));
         if (e.kind == NT_VOID)
@@ -454,6 +657,10 @@ static int convert_buffer(const nt_type *t, PyObject *obj, int strided, void *ce
     }
     void *p = v->buf;
     memcpy(cell, &p, sizeof(p));
+    if (key != NULL) {
+        layout l = layout_of_view(v);
+        *key = layout_key(&l);
+    }
     h->next = *held;
     *held = h;
     return 0;
@@ -465,7 +672,7 @@ error:
 /* ---- Cython typed memoryviews (__Pyx_memviewslice by value) ---- */
 
 static int convert_memview(PyObject *obj, void *cell, nt_held **held,
-                           const nt_mvspec *mv, const char *what)
+                           const nt_mvspec *mv, uint64_t *key, const char *what)
 {
     if (mv == NULL) {
         PyErr_Format(PyExc_TypeError,
@@ -529,6 +736,10 @@ static int convert_memview(PyObject *obj, void *cell, nt_held **held,
     for (int d = 0; d < NT_MEMVIEW_MAX_DIMS; d++)
         s.suboffsets[d] = -1;
     memcpy(cell, &s, sizeof(s));
+    if (key != NULL) {
+        layout l = layout_of_view(v);
+        *key = layout_key(&l);
+    }
     h->next = *held;
     *held = h;
     return 0;
@@ -539,23 +750,15 @@ error:
 
 /* ---- pointers ---- */
 
-static int convert_pointer(const nt_sig *sig, int i, PyObject *value, void *cell,
-                           nt_held **held, const char *what, int depth)
+static int convert_pointer(const nt_type *t, PyObject *value, void *cell, nt_held **held,
+                           uint64_t *key, const char *what)
 {
-    const nt_type *t = &sig->args[i];
     if (value == Py_None) {
         memset(cell, 0, 8);
         return 0;
     }
-    if (nt_state.address_type != NULL
-        && PyObject_TypeCheck(value, (PyTypeObject *)nt_state.address_type)) {
-        PyObject *num = PyObject_GetAttr(value, nt_state.s_value);
-        if (num == NULL)
-            return -1;
-        void *p = PyLong_AsVoidPtr(num);
-        Py_DECREF(num);
-        if (p == NULL && PyErr_Occurred())
-            return -1;
+    if (nt_is_address(value)) {
+        void *p = (void *)((nt_AddressObject *)value)->value;
         memcpy(cell, &p, sizeof(p));
         return 0;
     }
@@ -565,56 +768,22 @@ static int convert_pointer(const nt_sig *sig, int i, PyObject *value, void *cell
                      "explicitly: numthunk.address(%S)", what, value);
         return -1;
     }
-    if (nt_state.derived_type != NULL
-        && PyObject_TypeCheck(value, (PyTypeObject *)nt_state.derived_type)) {
+    if (nt_is_derived(value)) {
         PyErr_Format(PyExc_TypeError,
                      "%s: size(), shape() and stride() bind integer parameters only",
                      what);
         return -1;
     }
-    if (nt_state.strided_type != NULL
-        && PyObject_TypeCheck(value, (PyTypeObject *)nt_state.strided_type)) {
-        PyObject *inner = PyObject_GetAttr(value, nt_state.s_obj);
-        if (inner == NULL)
-            return -1;
-        int r = convert_buffer(t, inner, 1, cell, held, what);
-        Py_DECREF(inner);
-        if (r > 0)
-            PyErr_Format(PyExc_TypeError, "%s: strided() takes an array, not a pointer", what);
-        return r > 0 ? -1 : r;
+    if (nt_is_strided(value)) {
+        PyObject *inner = ((nt_StridedObject *)value)->obj;
+        if (t->kind == NT_PTR && PyObject_CheckBuffer(inner))
+            return convert_buffer(t, inner, 1, cell, held, key, what);
+        PyErr_Format(PyExc_TypeError, "%s: strided() takes an array, not a %.100s",
+                     what, Py_TYPE(inner)->tp_name);
+        return -1;
     }
-    if (t->kind == NT_PTR && PyObject_CheckBuffer(value)) {
-        int r = convert_buffer(t, value, 0, cell, held, what);
-        if (r <= 0)
-            return r;
-    }
-    /* ctypes and cffi pointers, arr.ctypes, thunks for function pointers,
-       ref() cells: the Python layer knows them. */
-    if (nt_state.adapt != NULL && depth == 0) {
-        PyObject *fnsig = Py_None;
-        Py_INCREF(fnsig);
-        if (t->kind == NT_FNPTR && t->fn != NULL) {
-            Py_DECREF(fnsig);
-            nt_sig *copy = nt_sig_copy(t->fn);
-            if (copy == NULL)
-                return PyErr_NoMemory(), -1;
-            fnsig = nt_signature_wrap(nt_state.signature_type, copy);
-            if (fnsig == NULL)
-                return -1;
-        }
-        char type[160];
-        nt_type_format(t, type, sizeof(type));
-        PyObject *r = PyObject_CallFunction(nt_state.adapt, "OssO", value, what, type, fnsig);
-        Py_DECREF(fnsig);
-        if (r == NULL)
-            return -1;
-        if (r != Py_NotImplemented) {
-            int rc = convert_pointer(sig, i, r, cell, held, what, depth + 1);
-            Py_DECREF(r);
-            return rc;
-        }
-        Py_DECREF(r);
-    }
+    if (PyObject_CheckBuffer(value))
+        return convert_buffer(t, value, 0, cell, held, key, what);
     char type[160];
     nt_type_format(t, type, sizeof(type));
     PyErr_Format(PyExc_TypeError,
@@ -625,16 +794,37 @@ static int convert_pointer(const nt_sig *sig, int i, PyObject *value, void *cell
     return -1;
 }
 
-int nt_convert(const nt_sig *sig, int i, PyObject *value, void *cell,
-               nt_held **held, const nt_mvspec *mv)
+int nt_needs_resolve(const nt_type *t, PyObject *value)
 {
+    switch (t->kind) {
+    case NT_PTR:
+        return !(value == Py_None || PyObject_CheckBuffer(value) || nt_is_address(value)
+                 || nt_is_strided(value) || nt_is_derived(value) || PyLong_Check(value));
+    case NT_FNPTR:
+        return !(value == Py_None || nt_is_address(value) || nt_is_strided(value)
+                 || nt_is_derived(value) || PyLong_Check(value));
+    case NT_MEMVIEW:
+        return !(PyObject_CheckBuffer(value) || nt_is_strided(value));
+    default:
+        return 0;
+    }
+}
+
+int nt_convert(const nt_sig *sig, int i, PyObject *value, void *cell,
+               nt_held **held, const nt_mvspec *mv, uint64_t *key)
+{
+    const nt_type *t = &sig->args[i];
+    if (key != NULL)
+        *key = 0;
+    /* The label is built for the message only; the checks that pass need
+       none. Conversions that may fail format it on their error path. */
     char what[256];
     nt_param_label(sig, i, what, sizeof(what));
-    const nt_type *t = &sig->args[i];
-    if (t->kind != NT_PTR && t->kind != NT_FNPTR && t->kind != NT_MEMVIEW
-        && nt_state.derived_type != NULL
-        && PyObject_TypeCheck(value, (PyTypeObject *)nt_state.derived_type))
-        return convert_derived(t, value, cell, what);
+    if (nt_is_derived(value) && t->kind != NT_PTR && t->kind != NT_FNPTR
+        && t->kind != NT_MEMVIEW) {
+        nt_DerivedObject *d = (nt_DerivedObject *)value;
+        return derived_from(t, d, d->obj, cell, key, what);
+    }
     switch (t->kind) {
     case NT_BOOL: case NT_I8: case NT_U8: case NT_I16: case NT_U16:
     case NT_I32: case NT_U32: case NT_I64: case NT_U64:
@@ -644,20 +834,9 @@ int nt_convert(const nt_sig *sig, int i, PyObject *value, void *cell,
     case NT_C64: case NT_C128:
         return convert_complex(t, value, cell, what);
     case NT_PTR: case NT_FNPTR:
-        return convert_pointer(sig, i, value, cell, held, what, 0);
-    case NT_MEMVIEW: {
-        PyObject *obj = value;
-        if (nt_state.strided_type != NULL
-            && PyObject_TypeCheck(value, (PyTypeObject *)nt_state.strided_type)) {
-            obj = PyObject_GetAttrString(value, "obj");
-            if (obj == NULL)
-                return -1;
-            int r = convert_memview(obj, cell, held, mv, what);
-            Py_DECREF(obj);
-            return r;
-        }
-        return convert_memview(obj, cell, held, mv, what);
-    }
+        return convert_pointer(t, value, cell, held, key, what);
+    case NT_MEMVIEW:
+        return convert_memview(source_object(value), cell, held, mv, key, what);
     default:
         PyErr_Format(PyExc_TypeError, "%s: parameters of this type cannot be bound", what);
         return -1;

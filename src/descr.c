@@ -57,11 +57,10 @@ void nt_held_release(nt_held *h)
     }
 }
 
-static int native_code(char c, int *kind, int *is_char)
+static int native_code(char c, int *kind)
 {
-    *is_char = 0;
     switch (c) {
-    case 'c': *is_char = 1; *kind = CHAR_MIN < 0 ? NT_I8 : NT_U8; return 1;
+    case 'c': *kind = CHAR_MIN < 0 ? NT_I8 : NT_U8; return 1;
     case 'b': *kind = NT_I8; return 1;
     case 'B': *kind = NT_U8; return 1;
     case '?': *kind = NT_BOOL; return 1;
@@ -111,7 +110,6 @@ int nt_elem_decode(const Py_buffer *view, nt_elem *out, const char *what)
     const char *f = view->format != NULL ? view->format : "B";
     out->format = f;
     out->kind = NT_VOID;
-    out->is_char = 0;
     char order = '@';
     if (*f == '@' || *f == '=' || *f == '<' || *f == '>' || *f == '!')
         order = *f++;
@@ -123,13 +121,13 @@ int nt_elem_decode(const Py_buffer *view, nt_elem *out, const char *what)
     if (f[0] == '\0' || f[1] != '\0')
         return 0;                  /* struct, sub-array or unknown: no kind */
     int kind = NT_VOID;
-    int ok = order == '@' ? native_code(*f, &kind, &out->is_char)
+    int ok = order == '@' ? native_code(*f, &kind)
                           : standard_code(*f, &kind);
     /* ctypes exports c_long arrays as '<l' with the native 8-byte itemsize:
        believe the itemsize where the code is 'l' or 'L'. */
     if (ok && order != '@' && (*f == 'l' || *f == 'L')
         && view->itemsize == (Py_ssize_t)sizeof(long))
-        ok = native_code(*f, &kind, &out->is_char);
+        ok = native_code(*f, &kind);
     if (!ok || kind == NT_VOID)
         return 0;
     if (complex) {
@@ -167,4 +165,17 @@ int nt_is_aligned(const Py_buffer *view, size_t align)
             if (view->shape[d] > 1 && view->strides[d] % (Py_ssize_t)align != 0)
                 return 0;
     return 1;
+}
+
+int nt_format_kind(const char *format)
+{
+    const char *f = format;
+    char order = '@';
+    if (*f == '@' || *f == '=' || *f == '<' || *f == '>' || *f == '!')
+        order = *f++;
+    if (f[0] == '\0' || f[1] != '\0')
+        return NT_VOID;
+    int kind = NT_VOID;
+    int ok = order == '@' ? native_code(*f, &kind) : standard_code(*f, &kind);
+    return ok ? kind : NT_VOID;
 }

@@ -1,7 +1,7 @@
 /*
- * numthunk._core: module state and the small functions the
- * Python package needs from C (registration of its marker classes, checked
- * scalar conversion for ref(), backend_info()).
+ * numthunk._core: module state and the small functions the Python package
+ * needs from C (which values it must resolve before a bind, checked scalar
+ * conversion for ref(), backend_info()).
  */
 #include "pyapi.h"
 #include "native.h"
@@ -13,25 +13,34 @@
 #include <stdlib.h>
 #include <string.h>
 
-nt_module_state nt_state;
-
-static PyObject *mod_setup(PyObject *module, PyObject *args, PyObject *kwds)
+/* _unresolved(signature, values) -> None, or the indices of the values
+   the Python package must resolve before bind() hands them to the core
+   (ctypes/cffi objects, arr.ctypes, Functions for function pointers...). */
+static PyObject *mod_unresolved(PyObject *module, PyObject *args)
 {
     (void)module;
-    static char *kwlist[] = { "arg", "derived", "strided", "address", "adapt",
-                              "numba_type", NULL };
-    PyObject *arg, *derived, *strided, *address, *adapt, *numba_type = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO!O!O!O|O:_setup", kwlist, &arg,
-                                     &PyType_Type, &derived, &PyType_Type, &strided,
-                                     &PyType_Type, &address, &adapt, &numba_type))
+    PyObject *sigobj, *values;
+    if (!PyArg_ParseTuple(args, "O!O!:_unresolved", &nt_SignatureType, &sigobj,
+                          &PyTuple_Type, &values))
         return NULL;
-    Py_XSETREF(nt_state.numba_type_hook, Py_XNewRef(numba_type));
-    Py_XSETREF(nt_state.arg, Py_NewRef(arg));
-    Py_XSETREF(nt_state.derived_type, Py_NewRef(derived));
-    Py_XSETREF(nt_state.strided_type, Py_NewRef(strided));
-    Py_XSETREF(nt_state.address_type, Py_NewRef(address));
-    Py_XSETREF(nt_state.adapt, Py_NewRef(adapt));
-    Py_RETURN_NONE;
+    const nt_sig *sig = ((nt_SignatureObject *)sigobj)->sig;
+    Py_ssize_t n = PyTuple_GET_SIZE(values);
+    PyObject *out = NULL;
+    for (Py_ssize_t i = 0; i < n && i < sig->nargs; i++) {
+        PyObject *v = PyTuple_GET_ITEM(values, i);
+        if (v == &nt_Arg || !nt_needs_resolve(&sig->args[i], v))
+            continue;
+        if (out == NULL && (out = PyList_New(0)) == NULL)
+            return NULL;
+        PyObject *k = PyLong_FromSsize_t(i);
+        if (k == NULL || PyList_Append(out, k) < 0) {
+            Py_XDECREF(k);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(k);
+    }
+    return out != NULL ? out : Py_NewRef(Py_None);
 }
 
 /* _scalar(ctype, value) -> (kind_name, value): value checked exactly as a
@@ -59,7 +68,7 @@ static PyObject *mod_scalar(PyObject *module, PyObject *args)
     sig.args = &t;
     uint64_t cell[2] = { 0, 0 };
     nt_held *held = NULL;
-    if (nt_convert(&sig, 0, value, cell, &held, NULL) < 0)
+    if (nt_convert(&sig, 0, value, cell, &held, NULL, NULL) < 0)
         return NULL;
     nt_held_release(held);
     PyObject *v = nt_to_python(&t, cell);
@@ -166,8 +175,8 @@ static PyMethodDef module_methods[] = {
       "addresses of the reference kernels (demo and benchmarks)" },
     { "_capsule", mod_capsule, METH_VARARGS, "a signature-named capsule keeping owner alive" },
     { "_capsule_pointer", mod_capsule_pointer, METH_O, "the pointer and name of a capsule" },
-    { "_setup", (PyCFunction)(void (*)(void))mod_setup, METH_VARARGS | METH_KEYWORDS,
-      "register the Python package's marker classes and adapter" },
+    { "_unresolved", mod_unresolved, METH_VARARGS,
+      "indices of the values the Python package resolves before binding" },
     { "_scalar", mod_scalar, METH_VARARGS, "check a scalar against a C type" },
     { "backend_info", mod_backend_info, METH_NOARGS,
       "backend_info() -> dict: the engine and executable-memory policy new thunks get,\n"
@@ -196,24 +205,15 @@ PyMODINIT_FUNC PyInit__core(void)
     import_array();
     if (check_config() < 0)
         return NULL;
-    if ((nt_state.s_kind = PyUnicode_InternFromString("kind")) == NULL
-        || (nt_state.s_obj = PyUnicode_InternFromString("obj")) == NULL
-        || (nt_state.s_axis = PyUnicode_InternFromString("axis")) == NULL
-        || (nt_state.s_elements = PyUnicode_InternFromString("elements")) == NULL
-        || (nt_state.s_value = PyUnicode_InternFromString("value")) == NULL
-        || (nt_state.s_size = PyUnicode_InternFromString("size")) == NULL
-        || (nt_state.s_shape = PyUnicode_InternFromString("shape")) == NULL)
-        return NULL;
     if (PyType_Ready(&nt_SignatureType) < 0 || PyType_Ready(&nt_ThunkType) < 0)
         return NULL;
-    nt_state.signature_type = &nt_SignatureType;
-    nt_state.thunk_type = &nt_ThunkType;
     PyObject *m = PyModule_Create(&module_def);
     if (m == NULL)
         return NULL;
     if (PyModule_AddObjectRef(m, "Signature", (PyObject *)&nt_SignatureType) < 0
         || PyModule_AddObjectRef(m, "Thunk", (PyObject *)&nt_ThunkType) < 0
-        || PyModule_AddIntConstant(m, "MEMVIEW_SIZE", (long)sizeof(nt_memviewslice)) < 0) {
+        || PyModule_AddIntConstant(m, "MEMVIEW_SIZE", (long)sizeof(nt_memviewslice)) < 0
+        || nt_markers_ready(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -234,6 +234,9 @@ void nt_plan_set_bound(nt_plan *plan, int i);
 int nt_plan_finish(nt_plan *plan, nt_error *err); /* computes fwd, offsets */
 void nt_plan_free(nt_plan *plan);
 
+/* Bytes of a bound value cell of this type (8, 16, or a memoryview slice). */
+size_t nt_cell_size(const nt_type *t);
+
 /* A zeroed context with room for the plan's values. */
 nt_ctx *nt_ctx_new(const nt_plan *plan, void *target, nt_error *err);
 void nt_ctx_free_chain(nt_ctx *ctx);

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static size_t cell_size(const nt_type *t)
+size_t nt_cell_size(const nt_type *t)
 {
     switch (t->kind) {
     case NT_C128:    return 16;
@@ -63,7 +63,7 @@ int nt_plan_finish(nt_plan *plan, nt_error *err)
             plan->fwd_index[nfwd++] = i;
         } else {
             s->offset = (uint32_t)offset;
-            offset += cell_size(&plan->target->args[i]);
+            offset += nt_cell_size(&plan->target->args[i]);
         }
     }
     if (offset > UINT32_MAX / 2)

@@ -10,28 +10,44 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include <stdatomic.h>
+#include <structmember.h>
 
 #include "numthunk.h"
 
-/* ---- module state (single-phase module: one instance per process) ---- */
+/* ---- binding markers (markers.c): C types, read as structs ---- */
+
+extern PyTypeObject nt_ArgType, nt_DerivedType, nt_StridedType, nt_AddressType;
+extern PyObject nt_Arg;                  /* the ARG singleton */
+
+enum { NT_DERIVED_SIZE = 0, NT_DERIVED_SHAPE, NT_DERIVED_STRIDE };
 
 typedef struct {
-    PyTypeObject *signature_type;
-    PyTypeObject *thunk_type;
-    /* Registered by the Python package at import (numthunk/_api.py). */
-    PyObject *arg;            /* the ARG sentinel */
-    PyObject *derived_type;   /* size()/shape()/stride() markers */
-    PyObject *strided_type;   /* strided(arr): non-contiguous allowed */
-    PyObject *address_type;   /* address(n): an explicit pointer value */
-    PyObject *adapt;          /* adapt(obj, sig, index) -> replacement */
-    PyObject *numba_type_hook; /* hook(thunk) -> Numba type (set by numthunk._api) */
-    const nt_backend *forced; /* NUMTHUNK_BACKEND, or NULL for automatic */
-    /* interned attribute names of the markers */
-    PyObject *s_kind, *s_obj, *s_axis, *s_elements, *s_value, *s_size, *s_shape;
-} nt_module_state;
+    PyObject_HEAD
+    PyObject *obj;            /* the array the value is derived from */
+    Py_ssize_t axis;
+    int kind;                 /* NT_DERIVED_* */
+    int elements;             /* stride in elements rather than bytes */
+} nt_DerivedObject;
 
-extern nt_module_state nt_state;
+typedef struct {
+    PyObject_HEAD
+    PyObject *obj;
+} nt_StridedObject;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *owner;          /* kept alive with the binding */
+    uintptr_t value;
+} nt_AddressObject;
+
+#define nt_is_derived(v)  (Py_TYPE(v) == &nt_DerivedType)
+#define nt_is_strided(v)  (Py_TYPE(v) == &nt_StridedType)
+#define nt_is_address(v)  (Py_TYPE(v) == &nt_AddressType)
+
+/* A new Derived marker (what rebind() binds to a derived parameter that
+   follows its array). */
+PyObject *nt_derived_new(int kind, PyObject *obj, Py_ssize_t axis, int elements);
+int nt_markers_ready(PyObject *module);
 
 /* ---- Signature ---- */
 
@@ -64,10 +80,6 @@ extern PyTypeObject nt_SignatureType;
 
 /* A new Signature object that takes ownership of sig (freed on failure). */
 PyObject *nt_signature_wrap(PyTypeObject *type, nt_sig *sig);
-/* Raises the ValueError for a parse error, with the source and a caret. */
-void nt_raise_parse_error(const char *src, const nt_error *err);
-/* Raises the Python exception matching err->status. */
-void nt_raise(const nt_error *err);
 
 /* ---- descriptors (descr.c) ---- */
 
@@ -79,7 +91,6 @@ typedef struct nt_held {
 
 typedef struct {
     int kind;                 /* element kind, NT_VOID if the format is not a scalar */
-    int is_char;              /* format 'c' */
     const char *format;       /* as exported ("B" when the exporter gave none) */
 } nt_elem;
 
@@ -90,6 +101,8 @@ void nt_held_release(nt_held *h);
 /* Decodes the PEP 3118 format of a held buffer into an element kind. */
 int nt_elem_decode(const Py_buffer *view, nt_elem *out, const char *what);
 int nt_is_aligned(const Py_buffer *view, size_t align);
+/* The kind of a one-element PEP 3118 format ("<d", "i"), NT_VOID if none. */
+int nt_format_kind(const char *format);
 
 /* ---- conversion (convert.c) ---- */
 
@@ -106,13 +119,31 @@ typedef struct {
 
 /*
  * Converts value for target parameter i into cell (8, 16 or
- * sizeof(nt_memviewslice) bytes as plan.c lays them out). Buffers it
- * acquires are pushed onto *held (the caller owns and releases them).
+ * sizeof(nt_memviewslice) bytes as plan.c lays them out). A buffer it
+ * must hold is pushed onto *held (the caller owns and releases it);
+ * NumPy arrays are not held: the reference the binding keeps pins them
+ * as a held buffer would (resize() refuses either way). *key, when not
+ * NULL, receives the layout key of the buffer the value reads (its own
+ * for pointers, its array's for size()/shape()/stride(); 0 for none):
+ * rebind() matches derived values to their array by it.
  * mv is the declaration for NT_MEMVIEW parameters, else NULL.
- * Returns 0, or -1 with an exception set that names the parameter.
+ * Runs no code of the Python package; __index__/__float__ of the value
+ * itself may run. Returns 0, or -1 with an exception set that names the
+ * parameter.
  */
 int nt_convert(const nt_sig *sig, int i, PyObject *value, void *cell,
-               nt_held **held, const nt_mvspec *mv);
+               nt_held **held, const nt_mvspec *mv, uint64_t *key);
+
+/* 1 if value, bound to parameter t, needs the Python package to turn it
+   into something nt_convert takes (a ctypes or cffi object, arr.ctypes,
+   a Function or thunk for a function pointer, a ref() cell); else 0. */
+int nt_needs_resolve(const nt_type *t, PyObject *value);
+
+/* The value of derived marker d (size/shape/stride) read from the
+   buffer of new_source: what rebind() stores for a value that follows its
+   array. 0, or -1 with an exception set. */
+int nt_convert_derived_from(const nt_sig *sig, int j, nt_DerivedObject *d,
+                            PyObject *new_source, void *cell, uint64_t *key);
 
 /* The C return value at ret (ffi_arg-widened for narrow types) as Python. */
 PyObject *nt_to_python(const nt_type *t, const void *ret);
@@ -125,5 +156,12 @@ extern PyTypeObject nt_ThunkType;
    the plan, else native if it can, else libffi. */
 const nt_backend *nt_choose_backend(const nt_plan *plan, const nt_backend *wanted,
                                     nt_error *err);
+
+/* ---- errors (errors.c) ---- */
+
+/* Raises the Python exception matching err->status. */
+void nt_raise(const nt_error *err);
+/* Raises the ValueError for a parse error, with the source and a caret. */
+void nt_raise_parse_error(const char *src, const nt_error *err);
 
 #endif /* NUMTHUNK_PYAPI_H */

@@ -10,41 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void nt_raise(const nt_error *err)
-{
-    PyObject *exc;
-    switch (err->status) {
-    case NT_ERR_TYPE:        exc = PyExc_TypeError; break;
-    case NT_ERR_OVERFLOW:    exc = PyExc_OverflowError; break;
-    case NT_ERR_MEMORY:      exc = PyExc_MemoryError; break;
-    case NT_ERR_OS:          exc = PyExc_OSError; break;
-    case NT_ERR_UNSUPPORTED: exc = PyExc_NotImplementedError; break;
-    default:                 exc = PyExc_ValueError; break;
-    }
-    PyErr_SetString(exc, err->msg);
-}
-
-void nt_raise_parse_error(const char *src, const nt_error *err)
-{
-    if (err->status != NT_ERR_VALUE || err->column < 0) {
-        nt_raise(err);
-        return;
-    }
-    int col = err->column;
-    int len = (int)strlen(src);
-    if (col > len)
-        col = len;
-    char *pad = PyMem_Malloc((size_t)col + 1);
-    if (pad == NULL) {
-        PyErr_NoMemory();
-        return;
-    }
-    memset(pad, ' ', (size_t)col);
-    pad[col] = '\0';
-    PyErr_Format(PyExc_ValueError, "%s\n    %s\n    %s^", err->msg, src, pad);
-    PyMem_Free(pad);
-}
-
 PyObject *nt_signature_wrap(PyTypeObject *type, nt_sig *sig)
 {
     nt_SignatureObject *self = (nt_SignatureObject *)type->tp_alloc(type, 0);
@@ -347,7 +312,7 @@ static PyObject *describe_type(const nt_type *t)
         nt_sig *copy = nt_sig_copy(t->fn);
         if (copy == NULL)
             return PyErr_NoMemory();
-        fn = nt_signature_wrap(nt_state.signature_type, copy);
+        fn = nt_signature_wrap(&nt_SignatureType, copy);
         if (fn == NULL)
             return NULL;
     }

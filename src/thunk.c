@@ -2,11 +2,28 @@
  * numthunk._core.Thunk: a target, its bound values and the entry that
  * makes them one C function pointer.
  *
- * Creation: parse nothing (the Signature is parsed already), lay out a plan,
- * convert every bound value into a context cell with full checks, ask the
- * backend for an entry. Buffers stay held (array alive, not resizable) for
- * as long as a context that points into them may be read: until release(),
- * or reclaim() for contexts retired by rebind().
+ * Creation: parse nothing (the Signature is parsed already), take the plan
+ * for this binding pattern from the Signature's cache, convert every bound
+ * value into a context cell with full checks, ask the backend for an
+ * entry. A bound buffer stays pinned (a held Py_buffer, or for a NumPy
+ * array the binding's reference) for as long as a context that points into
+ * it may be read: until release(), or reclaim() for contexts retired by
+ * rebind().
+ *
+ * Every state change follows "resolve, then commit": values are converted
+ * first (their __index__/__float__ may run Python code, which may release,
+ * rebind or drop this thunk), then the state is checked again and the
+ * change published by C code that runs no Python code. Values the C
+ * converter does not know (ctypes/cffi objects, arr.ctypes, Functions and
+ * thunks for function pointers, ref() cells) are turned into ones it knows
+ * by the Python package before any of this starts.
+ *
+ * Calls from Python count as in flight from their `released` check to
+ * their return. release() waits for such calls made by other threads; one
+ * made from inside a call of the same thunk on this thread (a target that
+ * calls back into Python) marks the thunk released and leaves the teardown
+ * to that call's return. reclaim() with calls in flight is deferred the
+ * same way. Every counter and flag here changes with the GIL held.
  *
  * The entry never needs the GIL. __call__ (from Python) releases it only
  * for targets that declare nogil.
@@ -18,30 +35,85 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Longest chain of thunks whose target is another thunk. A libffi thunk
+   calls its target from its closure handler: measured 0.9 KiB of stack per
+   level (x86-64, libffi 3.4), so 128 levels fit a 256 KiB thread stack
+   with room to spare. Native handlers jump to their target (no frame) or
+   build one frame the size of the target's stack arguments. */
+#define NT_CHAIN_LIMIT_FFI 128
+#define NT_CHAIN_LIMIT 1024
+
+/* One bound parameter. */
 typedef struct {
-    PyObject_HEAD
+    PyObject *value;     /* what is bound (NULL where forwarded) */
+    nt_held *held;       /* the buffer held for it, if any */
+    uint64_t key;        /* layout key of the buffer it reads, 0 if none */
+} binding;
+
+/* What most thunks never need, allocated on first use. */
+typedef struct {
+    PyObject *csig;            /* the thunk's own Signature */
+    PyObject *numba_type;      /* Numba's type of this function value */
+    ffi_type **call_types;     /* non-NULL once call_cif is prepared */
+    ffi_cif call_cif;          /* for __call__ */
+    nt_mvspec *mvspecs;        /* nargs, for __Pyx_memviewslice parameters */
+    PyObject **retired;        /* values replaced by rebind(), until reclaim() */
+    Py_ssize_t nretired, capretired;
+    nt_held *retired_held;     /* their buffers */
+} extra;
+
+typedef struct {
+    PyObject_VAR_HEAD          /* ob_size: the target's parameter count */
     nt_SignatureObject *sig;   /* the target's signature */
     PyObject *owner;           /* keeps the target's code alive */
-    void *target;
-    nt_plan *plan;
+    nt_plan *plan;             /* lives until dealloc (rebind reads it) */
     nt_entry *entry;
     void *address;
+    void *target;
     nt_ctx *ctx;               /* the published context */
-    PyObject **bound;          /* nargs: bound objects, NULL where forwarded */
-    nt_held **held;            /* nargs: buffers the current binding holds */
-    nt_held *retired;          /* buffers of replaced bindings */
-    nt_mvspec *mvspecs;        /* nargs, or NULL when no memoryview params */
-    PyObject *csig;            /* the thunk's own Signature, made on demand */
-    PyObject *numba_type;      /* Numba's type of this function value, cached */
-    ffi_cif *call_cif;         /* for __call__, made on demand */
-    ffi_type **call_types;
-    int nogil;
-    int released;
-    int plan_owned;            /* 1: not from the Signature's cache */
-    atomic_long inflight;      /* __call__s in progress */
+    extra *x;
     PyObject *weakreflist;
+    int32_t inflight;          /* calls from Python in progress */
+    uint32_t gen;              /* bumped by every published rebind */
+    uint16_t chain;            /* thunks between this one and a real target */
+    uint8_t nogil : 1, released : 1, torn : 1, reclaim_pending : 1,
+            plan_owned : 1, ffi_chain : 1;
+    binding b[];
 } ThunkObject;
 
+/* The thunks this thread is calling through __call__, innermost first:
+   release() must not wait for its own caller. */
+typedef struct call_frame {
+    ThunkObject *thunk;
+    struct call_frame *up;
+} call_frame;
+
+static _Thread_local call_frame *calls;
+
+static int in_own_call(ThunkObject *self)
+{
+    for (call_frame *f = calls; f != NULL; f = f->up)
+        if (f->thunk == self)
+            return 1;
+    return 0;
+}
+
+static extra *extra_of(ThunkObject *self)
+{
+    if (self->x == NULL) {
+        self->x = PyMem_Calloc(1, sizeof(extra));
+        if (self->x == NULL)
+            PyErr_NoMemory();
+    }
+    return self->x;
+}
+
+static const nt_mvspec *mvspec_of(ThunkObject *self, int i)
+{
+    if (self->x == NULL || self->x->mvspecs == NULL || self->x->mvspecs[i].ndim == 0)
+        return NULL;
+    return &self->x->mvspecs[i];
+}
 
 static int released_error(ThunkObject *self)
 {
@@ -52,61 +124,128 @@ static int released_error(ThunkObject *self)
     return 0;
 }
 
-static void release_lists(ThunkObject *self)
+/* ---- teardown ---- */
+
+/* Frees the contexts and buffers rebind() retired. Everything is detached
+   from the thunk before anything is released: releasing a buffer or a
+   reference may run Python code, which then sees a consistent thunk. */
+static void reclaim_now(ThunkObject *self)
 {
-    int n = self->sig != NULL ? self->sig->sig->nargs : 0;
-    if (self->held != NULL)
-        for (int i = 0; i < n; i++) {
-            nt_held_release(self->held[i]);
-            self->held[i] = NULL;
-        }
-    nt_held_release(self->retired);
-    self->retired = NULL;
+    nt_ctx *older = NULL;
+    if (self->ctx != NULL) {
+        older = self->ctx->older;
+        self->ctx->older = NULL;
+    }
+    PyObject **objs = NULL;
+    Py_ssize_t n = 0;
+    nt_held *held = NULL;
+    if (self->x != NULL) {
+        objs = self->x->retired;
+        n = self->x->nretired;
+        held = self->x->retired_held;
+        self->x->retired = NULL;
+        self->x->nretired = self->x->capretired = 0;
+        self->x->retired_held = NULL;
+    }
+    nt_ctx_free_chain(older);
+    nt_held_release(held);
+    for (Py_ssize_t k = 0; k < n; k++)
+        Py_DECREF(objs[k]);
+    PyMem_Free(objs);
 }
 
-/* Tears everything down; idempotent. Waits for __call__s in other threads. */
-static void thunk_teardown(ThunkObject *self)
+/* The address traps from now on; contexts, buffers and bound values go.
+   Only with no call from Python in flight. Idempotent. */
+static void teardown(ThunkObject *self)
 {
-    if (self->released)
+    if (self->torn)
         return;
     self->released = 1;
-    if (atomic_load(&self->inflight) > 0) {
-        Py_BEGIN_ALLOW_THREADS
-        while (atomic_load(&self->inflight) > 0)
-            usleep(50);
-        Py_END_ALLOW_THREADS
-    }
-    if (self->entry != NULL && self->plan != NULL)
+    self->torn = 1;
+    if (self->entry != NULL)
         self->plan->backend->entry_free(self->entry);
     self->entry = NULL;
+    reclaim_now(self);
     nt_ctx_free_chain(self->ctx);
     self->ctx = NULL;
-    release_lists(self);
-    int n = self->sig != NULL ? self->sig->sig->nargs : 0;
-    if (self->bound != NULL)
-        for (int i = 0; i < n; i++)
-            Py_CLEAR(self->bound[i]);
-    if (self->plan_owned)
-        nt_plan_free(self->plan);
-    self->plan = NULL;
+    for (Py_ssize_t i = 0; i < Py_SIZE(self); i++) {
+        nt_held *h = self->b[i].held;
+        self->b[i].held = NULL;
+        self->b[i].key = 0;
+        nt_held_release(h);
+        Py_CLEAR(self->b[i].value);
+    }
+}
+
+/* A call from Python ends: the last one out does what release() or
+   reclaim() left to it. */
+static void call_done(ThunkObject *self)
+{
+    if (--self->inflight > 0)
+        return;
+    if (self->released) {
+        teardown(self);
+    } else if (self->reclaim_pending) {
+        self->reclaim_pending = 0;
+        reclaim_now(self);
+    }
+}
+
+static int thunk_traverse(ThunkObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->sig);
+    Py_VISIT(self->owner);
+    for (Py_ssize_t i = 0; i < Py_SIZE(self); i++) {
+        Py_VISIT(self->b[i].value);
+        for (nt_held *h = self->b[i].held; h != NULL; h = h->next)
+            Py_VISIT(h->view.obj);
+    }
+    if (self->x != NULL) {
+        Py_VISIT(self->x->csig);
+        Py_VISIT(self->x->numba_type);
+        for (Py_ssize_t k = 0; k < self->x->nretired; k++)
+            Py_VISIT(self->x->retired[k]);
+        for (nt_held *h = self->x->retired_held; h != NULL; h = h->next)
+            Py_VISIT(h->view.obj);
+    }
+    return 0;
+}
+
+static int thunk_clear(ThunkObject *self)
+{
+    /* A thunk with a call in flight is reachable from that call. */
+    if (self->inflight > 0)
+        return 0;
+    teardown(self);
+    Py_CLEAR(self->owner);
+    if (self->x != NULL) {
+        Py_CLEAR(self->x->csig);
+        Py_CLEAR(self->x->numba_type);
+    }
+    return 0;
 }
 
 static void thunk_dealloc(ThunkObject *self)
 {
+    PyObject_GC_UnTrack(self);
     if (self->weakreflist != NULL)
         PyObject_ClearWeakRefs((PyObject *)self);
-    thunk_teardown(self);
-    PyMem_Free(self->bound);
-    PyMem_Free(self->held);
-    PyMem_Free(self->mvspecs);
-    PyMem_Free(self->call_cif);
-    PyMem_Free(self->call_types);
-    Py_XDECREF(self->csig);
-    Py_XDECREF(self->numba_type);
+    teardown(self);
+    if (self->plan_owned)
+        nt_plan_free(self->plan);
+    if (self->x != NULL) {
+        Py_XDECREF(self->x->csig);
+        Py_XDECREF(self->x->numba_type);
+        PyMem_Free(self->x->call_types);
+        PyMem_Free(self->x->mvspecs);
+        PyMem_Free(self->x);
+    }
     Py_XDECREF(self->owner);
     Py_XDECREF(self->sig);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
+
+/* ---- creation ---- */
 
 /* memviews: {index: (type_text, ndim, contig, const)} */
 static int collect_mvspecs(ThunkObject *self, PyObject *memviews)
@@ -128,8 +267,11 @@ static int collect_mvspecs(ThunkObject *self, PyObject *memviews)
         }
         return 0;
     }
-    self->mvspecs = PyMem_Calloc((size_t)sig->nargs, sizeof(nt_mvspec));
-    if (self->mvspecs == NULL) {
+    extra *x = extra_of(self);
+    if (x == NULL)
+        return -1;
+    x->mvspecs = PyMem_Calloc((size_t)sig->nargs, sizeof(nt_mvspec));
+    if (x->mvspecs == NULL) {
         PyErr_NoMemory();
         return -1;
     }
@@ -174,56 +316,99 @@ static int collect_mvspecs(ThunkObject *self, PyObject *memviews)
             PyErr_Format(PyExc_ValueError, "memoryview %ld: contig must be 'C', 'F' or None", i);
             return -1;
         }
-        self->mvspecs[i] = (nt_mvspec){ t.kind, ndim, c, is_const };
+        x->mvspecs[i] = (nt_mvspec){ t.kind, ndim, c, is_const };
     }
     return 0;
 }
 
-static const nt_mvspec *mvspec_of(ThunkObject *self, int i)
-{
-    if (self->mvspecs == NULL || self->mvspecs[i].ndim == 0)
-        return NULL;
-    return &self->mvspecs[i];
-}
 
-static PyObject *thunk_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+
+typedef struct {
+    nt_SignatureObject *sig;
+    PyObject *address, *values, *owner, *memviews, *via;
+    const char *engine;
+    int nogil;
+} new_args;
+
+static int parse_new_args(PyObject *args, PyObject *kwds, new_args *a)
 {
     static char *kwlist[] = { "signature", "address", "args", "owner", "nogil",
-                              "memviews", "engine", NULL };
-    PyObject *sigobj, *address, *values, *owner = Py_None, *memviews = Py_None;
-    const char *engine = NULL;
-    int nogil = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!OO!|OpOz:Thunk", kwlist,
-                                     &nt_SignatureType, &sigobj, &address,
-                                     &PyTuple_Type, &values, &owner, &nogil, &memviews,
-                                     &engine))
-        return NULL;
-    const nt_backend *wanted = NULL;
-    if (engine != NULL && strcmp(engine, "ffi") == 0) {
-        wanted = &nt_backend_ffi;
-    } else if (engine != NULL && strcmp(engine, "native") == 0) {
-        if (nt_backend_native == NULL) {
-            PyErr_SetString(PyExc_ValueError, "engine='native': this platform has no native backend");
-            return NULL;
+                              "memviews", "engine", "via", NULL };
+    *a = (new_args){ NULL, NULL, NULL, Py_None, Py_None, Py_None, NULL, 1 };
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    if (kwds == NULL && n >= 3 && n <= 8) {
+        /* bind() passes everything by position: keyword parsing would be a
+           sizeable part of the creation cost. */
+        PyObject *const *v = &PyTuple_GET_ITEM(args, 0);
+        a->sig = (nt_SignatureObject *)v[0];
+        a->address = v[1];
+        a->values = v[2];
+        if (n > 3)
+            a->owner = v[3];
+        if (n > 4 && (a->nogil = PyObject_IsTrue(v[4])) < 0)
+            return -1;
+        if (n > 5)
+            a->memviews = v[5];
+        if (n > 6 && v[6] != Py_None) {
+            if (!PyUnicode_Check(v[6])) {
+                PyErr_SetString(PyExc_TypeError, "engine must be a str or None");
+                return -1;
+            }
+            if ((a->engine = PyUnicode_AsUTF8(v[6])) == NULL)
+                return -1;
         }
-        wanted = nt_backend_native;
-    } else if (engine != NULL && strcmp(engine, "auto") != 0) {
-        PyErr_Format(PyExc_ValueError, "engine must be 'native', 'ffi' or 'auto', not '%s'", engine);
-        return NULL;
+        if (n > 7)
+            a->via = v[7];
+        if (!PyObject_TypeCheck(v[0], &nt_SignatureType) || !PyTuple_Check(v[2])) {
+            PyErr_SetString(PyExc_TypeError, "Thunk(signature, address, args: tuple, ...)");
+            return -1;
+        }
+        return 0;
     }
-    const nt_sig *sig = ((nt_SignatureObject *)sigobj)->sig;
-    if (!PyLong_Check(address)) {
+    return PyArg_ParseTupleAndKeywords(args, kwds, "O!OO!|OpOzO:Thunk", kwlist,
+                                       &nt_SignatureType, &a->sig, &a->address,
+                                       &PyTuple_Type, &a->values, &a->owner, &a->nogil,
+                                       &a->memviews, &a->engine, &a->via) ? 0 : -1;
+}
+
+static int engine_of(const char *engine, const nt_backend **wanted)
+{
+    *wanted = NULL;
+    if (engine == NULL || strcmp(engine, "auto") == 0)
+        return 0;
+    if (strcmp(engine, "ffi") == 0) {
+        *wanted = &nt_backend_ffi;
+        return 0;
+    }
+    if (strcmp(engine, "native") == 0) {
+        if (nt_backend_native == NULL) {
+            PyErr_SetString(PyExc_ValueError,
+                            "engine='native': this platform has no native backend");
+            return -1;
+        }
+        *wanted = nt_backend_native;
+        return 0;
+    }
+    PyErr_Format(PyExc_ValueError, "engine must be 'native', 'ffi' or 'auto', not '%s'", engine);
+    return -1;
+}
+
+/* The target address, and the argument count against the signature. */
+static void *check_target(const new_args *a)
+{
+    const nt_sig *sig = a->sig->sig;
+    if (!PyLong_Check(a->address)) {
         PyErr_Format(PyExc_TypeError, "target address must be an int, got %.100s",
-                     Py_TYPE(address)->tp_name);
+                     Py_TYPE(a->address)->tp_name);
         return NULL;
     }
-    void *target = PyLong_AsVoidPtr(address);
+    void *target = PyLong_AsVoidPtr(a->address);
     if (target == NULL) {
         if (!PyErr_Occurred())
             PyErr_SetString(PyExc_ValueError, "target address is 0 (NULL)");
         return NULL;
     }
-    Py_ssize_t nvalues = PyTuple_GET_SIZE(values);
+    Py_ssize_t nvalues = PyTuple_GET_SIZE(a->values);
     if (nvalues != sig->nargs) {
         char text[512];
         nt_sig_format(sig, text, sizeof(text));
@@ -237,59 +422,110 @@ static PyObject *thunk_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_TypeError, "targets returning a memoryview slice are not supported");
         return NULL;
     }
+    return target;
+}
 
-    ThunkObject *self = (ThunkObject *)type->tp_alloc(type, 0);
-    if (self == NULL)
-        return NULL;
-    atomic_init(&self->inflight, 0);
-    Py_INCREF(sigobj);
-    self->sig = (nt_SignatureObject *)sigobj;
-    Py_INCREF(owner);
-    self->owner = owner;
-    self->target = target;
-    self->nogil = nogil;
-    size_t n = (size_t)(sig->nargs > 0 ? sig->nargs : 1);
-    self->bound = PyMem_Calloc(n, sizeof(PyObject *));
-    self->held = PyMem_Calloc(n, sizeof(nt_held *));
-    if (self->bound == NULL || self->held == NULL) {
-        PyErr_NoMemory();
-        goto error;
-    }
-    if (collect_mvspecs(self, memviews) < 0)
-        goto error;
-
-    nt_error err = { NT_OK, -1, "" };
+static int take_plan(ThunkObject *self, PyObject *values, const nt_backend *wanted)
+{
+    const nt_sig *sig = self->sig->sig;
     uint8_t small[64];
     uint8_t *pattern = sig->nargs <= 64 ? small : PyMem_Malloc((size_t)sig->nargs);
     if (pattern == NULL) {
         PyErr_NoMemory();
-        goto error;
+        return -1;
     }
     for (int i = 0; i < sig->nargs; i++)
-        pattern[i] = PyTuple_GET_ITEM(values, i) == nt_state.arg;
-    self->plan = nt_signature_plan((nt_SignatureObject *)sigobj, pattern, wanted,
-                                   &self->plan_owned, &err);
+        pattern[i] = PyTuple_GET_ITEM(values, i) == &nt_Arg;
+    nt_error err = { NT_OK, -1, "" };
+    int owned = 0;
+    self->plan = nt_signature_plan(self->sig, pattern, wanted, &owned, &err);
+    self->plan_owned = owned != 0;
     if (pattern != small)
         PyMem_Free(pattern);
-    if (self->plan == NULL)
-        goto error_nt;
-    const nt_backend *backend = self->plan->backend;
-    self->ctx = nt_ctx_new(self->plan, target, &err);
-    if (self->ctx == NULL)
-        goto error_nt;
+    if (self->plan == NULL) {
+        nt_raise(&err);
+        return -1;
+    }
+    return 0;
+}
+
+/* A thunk whose target is another thunk (via) runs through both: the
+   chain is bounded so that a call cannot run out of C stack. */
+static int check_chain(ThunkObject *self, PyObject *via)
+{
+    int ffi = self->plan->backend == &nt_backend_ffi;
+    if (via == NULL || via == Py_None || !PyObject_TypeCheck(via, &nt_ThunkType)) {
+        self->ffi_chain = ffi;
+        return 0;
+    }
+    ThunkObject *inner = (ThunkObject *)via;
+    int chain = inner->chain + 1;
+    self->ffi_chain = ffi || inner->ffi_chain;
+    int limit = self->ffi_chain ? NT_CHAIN_LIMIT_FFI : NT_CHAIN_LIMIT;
+    if (chain > limit) {
+        PyErr_Format(PyExc_ValueError,
+                     "this thunk's target is a thunk %d levels deep; composed thunks "
+                     "may nest at most %d levels%s (each level calls the next, and a "
+                     "deeper chain could overflow a thread's C stack)",
+                     chain, limit,
+                     self->ffi_chain ? " when a libffi thunk is among them" : "");
+        return -1;
+    }
+    self->chain = (uint16_t)chain;
+    return 0;
+}
+
+static int convert_bound(ThunkObject *self, PyObject *values)
+{
+    const nt_sig *sig = self->sig->sig;
     for (int i = 0; i < sig->nargs; i++) {
         const nt_slot *s = &self->plan->slots[i];
         if (s->src != NT_SRC_BOUND)
             continue;
         PyObject *v = PyTuple_GET_ITEM(values, i);
-        if (nt_convert(sig, i, v, self->ctx->values + s->offset, &self->held[i],
-                       mvspec_of(self, i)) < 0)
-            goto error;
-        Py_INCREF(v);
-        self->bound[i] = v;
+        binding *b = &self->b[i];
+        if (nt_convert(sig, i, v, self->ctx->values + s->offset, &b->held,
+                       mvspec_of(self, i), &b->key) < 0)
+            return -1;
+        b->value = Py_NewRef(v);
     }
-    if (backend->entry_new(self->plan, self->ctx, &self->entry, &self->address, &err) != NT_OK)
+    return 0;
+}
+
+static PyObject *thunk_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    new_args a;
+    const nt_backend *wanted;
+    if (parse_new_args(args, kwds, &a) < 0 || engine_of(a.engine, &wanted) < 0)
+        return NULL;
+    void *target = check_target(&a);
+    if (target == NULL)
+        return NULL;
+    Py_ssize_t nargs = a.sig->sig->nargs;
+    /* Not tracked by the collector until complete: nothing can reach it
+       while its values are converted. */
+    ThunkObject *self = PyObject_GC_NewVar(ThunkObject, type, nargs);
+    if (self == NULL)
+        return NULL;
+    memset((char *)self + sizeof(PyVarObject), 0,
+           offsetof(ThunkObject, b) - sizeof(PyVarObject) + (size_t)nargs * sizeof(binding));
+    self->sig = (nt_SignatureObject *)Py_NewRef(a.sig);
+    self->owner = Py_NewRef(a.owner);
+    self->target = target;
+    self->nogil = a.nogil != 0;
+    nt_error err = { NT_OK, -1, "" };
+    if (collect_mvspecs(self, a.memviews) < 0 || take_plan(self, a.values, wanted) < 0
+        || check_chain(self, a.via) < 0)
+        goto error;
+    self->ctx = nt_ctx_new(self->plan, target, &err);
+    if (self->ctx == NULL)
         goto error_nt;
+    if (convert_bound(self, a.values) < 0)
+        goto error;
+    if (self->plan->backend->entry_new(self->plan, self->ctx, &self->entry, &self->address,
+                                       &err) != NT_OK)
+        goto error_nt;
+    PyObject_GC_Track(self);
     return (PyObject *)self;
 
 error_nt:
@@ -312,9 +548,12 @@ static PyObject *thunk_address(ThunkObject *self, void *closure)
 static PyObject *thunk_csig(ThunkObject *self, void *closure)
 {
     (void)closure;
-    if (self->csig != NULL)
-        return Py_NewRef(self->csig);
+    if (self->x != NULL && self->x->csig != NULL)
+        return Py_NewRef(self->x->csig);
     if (released_error(self) < 0)
+        return NULL;
+    extra *x = extra_of(self);
+    if (x == NULL)
         return NULL;
     nt_sig *copy = nt_sig_copy(self->sig->sig);
     if (copy == NULL)
@@ -335,27 +574,33 @@ static PyObject *thunk_csig(ThunkObject *self, void *closure)
         }
     }
     copy->nargs = k;
-    self->csig = nt_signature_wrap(Py_TYPE(self->sig), copy);
-    return Py_XNewRef(self->csig);
+    PyObject *csig = nt_signature_wrap(Py_TYPE(self->sig), copy);
+    if (csig == NULL)
+        return NULL;
+    if (x->csig == NULL)
+        x->csig = Py_NewRef(csig);
+    return csig;
 }
 
 /* Numba reads _numba_type_ twice for every call that passes the thunk to
    compiled code: a C getter with the type cached on the thunk keeps that
-   off the Python level. The Python package supplies the hook that makes
-   the type the first time (it imports Numba). */
+   off the Python level. The Python subclass makes the type the first time
+   (_make_numba_type imports Numba). */
 static PyObject *thunk_numba_type(ThunkObject *self, void *closure)
 {
     (void)closure;
-    if (self->numba_type != NULL)
-        return Py_NewRef(self->numba_type);
-    if (nt_state.numba_type_hook == NULL) {
-        PyErr_SetString(PyExc_AttributeError, "_numba_type_");
-        return NULL;
-    }
-    PyObject *t = PyObject_CallOneArg(nt_state.numba_type_hook, (PyObject *)self);
+    if (self->x != NULL && self->x->numba_type != NULL)
+        return Py_NewRef(self->x->numba_type);
+    PyObject *t = PyObject_CallMethod((PyObject *)self, "_make_numba_type", NULL);
     if (t == NULL)
         return NULL;
-    self->numba_type = Py_NewRef(t);
+    extra *x = extra_of(self);
+    if (x == NULL) {
+        Py_DECREF(t);
+        return NULL;
+    }
+    if (x->numba_type == NULL)
+        x->numba_type = Py_NewRef(t);
     return t;
 }
 
@@ -368,7 +613,7 @@ static PyObject *thunk_target_signature(ThunkObject *self, void *closure)
 static PyObject *thunk_target(ThunkObject *self, void *closure)
 {
     (void)closure;
-    return Py_NewRef(self->owner);
+    return Py_NewRef(self->owner != NULL ? self->owner : Py_None);
 }
 
 static PyObject *thunk_target_address(ThunkObject *self, void *closure)
@@ -389,6 +634,12 @@ static PyObject *thunk_released(ThunkObject *self, void *closure)
     return PyBool_FromLong(self->released);
 }
 
+static PyObject *thunk_chain(ThunkObject *self, void *closure)
+{
+    (void)closure;
+    return PyLong_FromLong(self->chain);
+}
+
 static PyObject *thunk_backend(ThunkObject *self, void *closure)
 {
     (void)closure;
@@ -403,13 +654,12 @@ static PyObject *thunk_bindings(ThunkObject *self, void *closure)
     (void)closure;
     if (released_error(self) < 0)
         return NULL;
-    int n = self->sig->sig->nargs;
-    PyObject *t = PyTuple_New(n);
+    PyObject *t = PyTuple_New(Py_SIZE(self));
     if (t == NULL)
         return NULL;
-    for (int i = 0; i < n; i++) {
-        PyObject *v = self->bound[i] != NULL ? self->bound[i] : nt_state.arg;
-        PyTuple_SET_ITEM(t, i, Py_NewRef(v != NULL ? v : Py_None));
+    for (Py_ssize_t i = 0; i < Py_SIZE(self); i++) {
+        PyObject *v = self->b[i].value != NULL ? self->b[i].value : &nt_Arg;
+        PyTuple_SET_ITEM(t, i, Py_NewRef(v));
     }
     return t;
 }
@@ -418,55 +668,63 @@ static PyObject *thunk_bindings(ThunkObject *self, void *closure)
 
 static int prepare_call_cif(ThunkObject *self)
 {
-    if (self->call_cif != NULL)
+    extra *x = extra_of(self);
+    if (x == NULL)
+        return -1;
+    if (x->call_types != NULL)
         return 0;
     const nt_plan *plan = self->plan;
     const nt_sig *sig = self->sig->sig;
-    ffi_cif *cif = PyMem_Calloc(1, sizeof(ffi_cif));
     ffi_type **types = PyMem_Calloc((size_t)(plan->nfwd > 0 ? plan->nfwd : 1), sizeof(ffi_type *));
-    if (cif == NULL || types == NULL) {
-        PyMem_Free(cif);
-        PyMem_Free(types);
+    if (types == NULL) {
         PyErr_NoMemory();
         return -1;
     }
     for (int k = 0; k < plan->nfwd; k++)
         types[k] = nt_ffi_type_of(&sig->args[plan->fwd_index[k]]);
-    if (ffi_prep_cif(cif, FFI_DEFAULT_ABI, (unsigned)plan->nfwd,
+    if (ffi_prep_cif(&x->call_cif, FFI_DEFAULT_ABI, (unsigned)plan->nfwd,
                      nt_ffi_type_of(&sig->ret), types) != FFI_OK) {
-        PyMem_Free(cif);
         PyMem_Free(types);
         PyErr_SetString(PyExc_NotImplementedError, "libffi cannot call this signature");
         return -1;
     }
-    self->call_cif = cif;
-    self->call_types = types;
+    x->call_types = types;
     return 0;
 }
 
-static PyObject *thunk_call(ThunkObject *self, PyObject *args, PyObject *kwds)
+/* Forwarded values the converter does not know go to the Python package's
+   _resolve_call first: before any state is read, so whatever that does
+   (even release this thunk) is seen by the check that follows. */
+static PyObject *resolve_call_args(ThunkObject *self, PyObject *args)
 {
-    if (released_error(self) < 0)
-        return NULL;
-    if (kwds != NULL && PyDict_Size(kwds) > 0) {
-        PyErr_SetString(PyExc_TypeError, "a thunk takes positional arguments only");
-        return NULL;
+    const nt_plan *plan = self->plan;
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    for (Py_ssize_t k = 0; k < n && k < plan->nfwd; k++) {
+        const nt_type *t = &self->sig->sig->args[plan->fwd_index[k]];
+        if (nt_needs_resolve(t, PyTuple_GET_ITEM(args, k))) {
+            PyObject *r = PyObject_CallMethod((PyObject *)self, "_resolve_call", "O", args);
+            if (r != NULL && !PyTuple_Check(r)) {
+                Py_DECREF(r);
+                PyErr_SetString(PyExc_TypeError, "_resolve_call must return a tuple");
+                return NULL;
+            }
+            return r;
+        }
     }
+    return Py_NewRef(args);
+}
+
+static PyObject *call_target(ThunkObject *self, PyObject *args)
+{
     const nt_plan *plan = self->plan;
     const nt_sig *sig = self->sig->sig;
-    Py_ssize_t nargs = PyTuple_GET_SIZE(args);
-    if (nargs != plan->nfwd) {
-        PyErr_Format(PyExc_TypeError, "the thunk takes %d argument%s, got %zd",
-                     plan->nfwd, plan->nfwd == 1 ? "" : "s", nargs);
-        return NULL;
-    }
-    if (prepare_call_cif(self) < 0)
-        return NULL;
     /* Each forwarded value gets a cell big enough for any kind. */
     nt_memviewslice *cells = NULL;
     void **avalues = NULL;
     nt_held *held = NULL;
     PyObject *result = NULL;
+    if (prepare_call_cif(self) < 0)
+        return NULL;
     if (plan->nfwd > 0) {
         cells = PyMem_Calloc((size_t)plan->nfwd, sizeof(nt_memviewslice));
         avalues = PyMem_Calloc((size_t)plan->nfwd, sizeof(void *));
@@ -478,22 +736,28 @@ static PyObject *thunk_call(ThunkObject *self, PyObject *args, PyObject *kwds)
     for (int k = 0; k < plan->nfwd; k++) {
         int i = plan->fwd_index[k];
         if (nt_convert(sig, i, PyTuple_GET_ITEM(args, k), &cells[k], &held,
-                       mvspec_of(self, i)) < 0)
+                       mvspec_of(self, i), NULL) < 0)
             goto done;
         avalues[k] = &cells[k];
+    }
+    /* Conversion may have run Python code: a release() made meanwhile
+       left the thunk standing for this call, which now gives up. */
+    if (self->released) {
+        PyErr_SetString(PyExc_ValueError,
+                        "the thunk was released while its arguments were converted");
+        goto done;
     }
     union { uint64_t w[2]; double d[2]; ffi_arg a; } ret;
     memset(&ret, 0, sizeof(ret));
     void *fn = self->address;
-    atomic_fetch_add(&self->inflight, 1);
+    ffi_cif *cif = &self->x->call_cif;
     if (self->nogil) {
         Py_BEGIN_ALLOW_THREADS
-        ffi_call(self->call_cif, FFI_FN(fn), &ret, avalues);
+        ffi_call(cif, FFI_FN(fn), &ret, avalues);
         Py_END_ALLOW_THREADS
     } else {
-        ffi_call(self->call_cif, FFI_FN(fn), &ret, avalues);
+        ffi_call(cif, FFI_FN(fn), &ret, avalues);
     }
-    atomic_fetch_sub(&self->inflight, 1);
     /* A target that needs the GIL (Cython) may return with an exception set. */
     if (!self->nogil && PyErr_Occurred())
         goto done;
@@ -502,6 +766,37 @@ done:
     nt_held_release(held);
     PyMem_Free(cells);
     PyMem_Free(avalues);
+    return result;
+}
+
+static PyObject *thunk_call(ThunkObject *self, PyObject *args, PyObject *kwds)
+{
+    if (kwds != NULL && PyDict_GET_SIZE(kwds) > 0) {
+        PyErr_SetString(PyExc_TypeError, "a thunk takes positional arguments only");
+        return NULL;
+    }
+    PyObject *resolved = resolve_call_args(self, args);
+    if (resolved == NULL)
+        return NULL;
+    PyObject *result = NULL;
+    if (released_error(self) < 0)
+        goto out;
+    Py_ssize_t nargs = PyTuple_GET_SIZE(resolved);
+    if (nargs != self->plan->nfwd) {
+        PyErr_Format(PyExc_TypeError, "the thunk takes %d argument%s, got %zd",
+                     self->plan->nfwd, self->plan->nfwd == 1 ? "" : "s", nargs);
+        goto out;
+    }
+    /* In flight from here: release() and reclaim() leave the entry, the
+       contexts and the buffers alone until this call returns. */
+    self->inflight++;
+    call_frame frame = { self, calls };
+    calls = &frame;
+    result = call_target(self, resolved);
+    calls = frame.up;
+    call_done(self);
+out:
+    Py_DECREF(resolved);
     return result;
 }
 
@@ -531,22 +826,129 @@ static int param_index(ThunkObject *self, PyObject *key)
     return (int)i;
 }
 
-/* The object a binding reads from: the array inside strided()/size()/... */
-static PyObject *source_of(PyObject *bound)
+/* What a rebind prepares besides the new value itself: the derived values
+   that follow the array (size(arr) bound beside arr), and the context. */
+typedef struct {
+    int n;                     /* followers */
+    int *idx;                  /* parameter of each follower */
+    PyObject **marker;         /* its new Derived marker (owned) */
+    uint64_t *cell;            /* its new cell */
+    uint64_t *key;
+    nt_ctx *fresh;
+} rebind_prep;
+
+static void prep_discard(rebind_prep *p)
 {
-    if (bound == NULL)
-        return NULL;
-    if ((nt_state.strided_type != NULL
-         && PyObject_TypeCheck(bound, (PyTypeObject *)nt_state.strided_type))
-        || (nt_state.derived_type != NULL
-            && PyObject_TypeCheck(bound, (PyTypeObject *)nt_state.derived_type))) {
-        PyObject *obj = PyObject_GetAttrString(bound, "obj");
-        if (obj == NULL)
-            PyErr_Clear();
-        return obj;   /* new reference */
-    }
-    return Py_NewRef(bound);
+    for (int k = 0; k < p->n; k++)
+        Py_CLEAR(p->marker[k]);
+    p->n = 0;
 }
+
+static void prep_free(rebind_prep *p)
+{
+    prep_discard(p);
+    PyMem_Free(p->idx);
+    free(p->fresh);
+}
+
+/* Derived values read from the array parameter i holds now follow the new
+   value. Runs no Python code of its own, but allocating a marker may start
+   a collection (finalizers): the caller checks the thunk again after. */
+static int prepare_followers(ThunkObject *self, int i, PyObject *value, uint64_t newkey,
+                             rebind_prep *p)
+{
+    const nt_sig *sig = self->sig->sig;
+    uint64_t oldkey = self->b[i].key;
+    PyObject *source = nt_is_strided(value) ? ((nt_StridedObject *)value)->obj : value;
+    for (int j = 0; j < sig->nargs && oldkey != 0; j++) {
+        PyObject *v = self->b[j].value;
+        if (j == i || v == NULL || !nt_is_derived(v) || self->b[j].key != oldkey)
+            continue;
+        nt_DerivedObject *d = (nt_DerivedObject *)v;
+        if (newkey == 0) {
+            char what[256];
+            nt_param_label(sig, j, what, sizeof(what));
+            PyErr_Format(PyExc_TypeError,
+                         "rebind: %s holds %s() of the array parameter %d held, and a "
+                         "%.100s has no shape to follow; rebind that parameter too, "
+                         "or bind a buffer", what,
+                         d->kind == NT_DERIVED_SIZE ? "size"
+                         : d->kind == NT_DERIVED_SHAPE ? "shape" : "stride",
+                         i + 1, Py_TYPE(value)->tp_name);
+            return -1;
+        }
+        int k = p->n;
+        p->marker[k] = nt_derived_new(d->kind, source, d->axis, d->elements);
+        if (p->marker[k] == NULL)
+            return -1;
+        p->n++;
+        p->idx[k] = j;
+        if (nt_convert_derived_from(sig, j, (nt_DerivedObject *)p->marker[k], source,
+                                    &p->cell[k], &p->key[k]) < 0)
+            return -1;
+    }
+    /* Room for what commit() retires, so that it cannot fail. */
+    extra *x = extra_of(self);
+    if (x == NULL)
+        return -1;
+    Py_ssize_t need = x->nretired + 1 + p->n;
+    if (need > x->capretired) {
+        Py_ssize_t cap = need * 2;
+        PyObject **r = PyMem_Realloc(x->retired, (size_t)cap * sizeof(PyObject *));
+        if (r == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        x->retired = r;
+        x->capretired = cap;
+    }
+    return 0;
+}
+
+static void retire(ThunkObject *self, int j, PyObject *value, uint64_t key)
+{
+    binding *b = &self->b[j];
+    extra *x = self->x;
+    x->retired[x->nretired++] = b->value;     /* the reference moves */
+    nt_held *h = b->held;
+    while (h != NULL) {
+        nt_held *next = h->next;
+        h->next = x->retired_held;
+        x->retired_held = h;
+        h = next;
+    }
+    b->value = value;                         /* the reference moves in */
+    b->held = NULL;
+    b->key = key;
+}
+
+/* Publishes: the current context with the new cells, one release-store.
+   No Python code runs here. */
+static void commit(ThunkObject *self, int i, PyObject *value, const void *cell,
+                   nt_held *held, uint64_t key, rebind_prep *p)
+{
+    const nt_plan *plan = self->plan;
+    nt_ctx *fresh = p->fresh;
+    p->fresh = NULL;
+    memcpy(fresh->values, self->ctx->values, plan->values_size);
+    memcpy(fresh->values + plan->slots[i].offset, cell,
+           nt_cell_size(&self->sig->sig->args[i]));
+    for (int k = 0; k < p->n; k++)
+        memcpy(fresh->values + plan->slots[p->idx[k]].offset, &p->cell[k], 8);
+    fresh->older = self->ctx;
+    plan->backend->entry_swap(self->entry, fresh);
+    self->ctx = fresh;
+    self->gen++;
+    retire(self, i, Py_NewRef(value), key);
+    self->b[i].held = held;
+    for (int k = 0; k < p->n; k++) {
+        retire(self, p->idx[k], p->marker[k], p->key[k]);
+        p->marker[k] = NULL;
+    }
+    p->n = 0;
+}
+
+#define REBIND_RETRIES 100
 
 static PyObject *thunk_rebind(ThunkObject *self, PyObject *args)
 {
@@ -559,93 +961,66 @@ static PyObject *thunk_rebind(ThunkObject *self, PyObject *args)
     if (i < 0)
         return NULL;
     const nt_sig *sig = self->sig->sig;
-    nt_plan *plan = self->plan;
-    if (plan->slots[i].src != NT_SRC_BOUND) {
+    if (self->plan->slots[i].src != NT_SRC_BOUND) {
         PyErr_Format(PyExc_ValueError,
                      "parameter %d is forwarded (numthunk.ARG), not bound; it cannot be rebound",
                      i);
         return NULL;
     }
-    if (value == nt_state.arg) {
+    if (value == &nt_Arg) {
         PyErr_SetString(PyExc_ValueError,
                         "rebind cannot turn a bound parameter into a forwarded one");
         return NULL;
     }
-    int n = sig->nargs;
-    nt_error err = { NT_OK, -1, "" };
-    nt_ctx *fresh = NULL;
-    nt_held **newheld = PyMem_Calloc((size_t)n, sizeof(nt_held *));
-    PyObject **newbound = PyMem_Calloc((size_t)n, sizeof(PyObject *));
-    PyObject *old_source = NULL, *new_source = NULL;
-    if (newheld == NULL || newbound == NULL) {
+    /* Resolve: the new value into a cell of its own (Python code may run). */
+    nt_memviewslice cell;
+    nt_held *held = NULL;
+    uint64_t newkey = 0;
+    if (nt_convert(sig, i, value, &cell, &held, mvspec_of(self, i), &newkey) < 0)
+        return NULL;
+    rebind_prep p = { 0, NULL, NULL, NULL, NULL, NULL };
+    size_t n = (size_t)(sig->nargs > 0 ? sig->nargs : 1);
+    p.idx = PyMem_Malloc((n + 1) * (sizeof(int) + sizeof(PyObject *) + 2 * sizeof(uint64_t)));
+    if (p.idx == NULL) {
         PyErr_NoMemory();
         goto error;
     }
-    fresh = nt_ctx_new(plan, self->target, &err);
-    if (fresh == NULL) {
+    p.marker = (PyObject **)(p.idx + n + (n & 1));
+    p.cell = (uint64_t *)(p.marker + n);
+    p.key = p.cell + n;
+    nt_error err = { NT_OK, -1, "" };
+    p.fresh = nt_ctx_new(self->plan, self->target, &err);
+    if (p.fresh == NULL) {
         nt_raise(&err);
         goto error;
     }
-    memcpy(fresh->values, self->ctx->values, plan->values_size);
-    if (nt_convert(sig, i, value, fresh->values + plan->slots[i].offset, &newheld[i],
-                   mvspec_of(self, i)) < 0)
-        goto error;
-    newbound[i] = Py_NewRef(value);
-    /* Values derived from the array this parameter held follow the new one. */
-    old_source = source_of(self->bound[i]);
-    new_source = source_of(value);
-    for (int j = 0; j < n && old_source != NULL; j++) {
-        PyObject *b = self->bound[j];
-        if (j == i || b == NULL || nt_state.derived_type == NULL
-            || !PyObject_TypeCheck(b, (PyTypeObject *)nt_state.derived_type))
-            continue;
-        PyObject *src = source_of(b);
-        int same = src == old_source;
-        Py_XDECREF(src);
-        if (!same)
-            continue;
-        PyObject *marker = PyObject_CallMethod(b, "_with_obj", "O", new_source);
-        if (marker == NULL)
+    /* Prepare against the current bindings; a rebind that completes in
+       the meantime (from a finalizer, or another thread) means again. */
+    for (int attempt = 0;; attempt++) {
+        if (self->released) {
+            PyErr_SetString(PyExc_ValueError,
+                            "the thunk was released while rebind() converted the new value");
             goto error;
-        newbound[j] = marker;
-        if (nt_convert(sig, j, marker, fresh->values + plan->slots[j].offset, &newheld[j],
-                       mvspec_of(self, j)) < 0)
-            goto error;
-    }
-    /* Publish: one release-store. The old context stays readable. */
-    fresh->older = self->ctx;
-    plan->backend->entry_swap(self->entry, fresh);
-    self->ctx = fresh;
-    for (int j = 0; j < n; j++) {
-        if (newbound[j] == NULL)
-            continue;
-        nt_held *h = self->held[j];
-        while (h != NULL) {
-            nt_held *next = h->next;
-            h->next = self->retired;
-            self->retired = h;
-            h = next;
         }
-        self->held[j] = newheld[j];
-        Py_XSETREF(self->bound[j], newbound[j]);
+        uint32_t gen = self->gen;
+        if (prepare_followers(self, i, value, newkey, &p) < 0)
+            goto error;
+        if (self->gen == gen && !self->released)
+            break;
+        prep_discard(&p);
+        if (attempt == REBIND_RETRIES) {
+            PyErr_SetString(PyExc_RuntimeError,
+                            "rebind() was overtaken by other rebinds of this thunk "
+                            "100 times in a row");
+            goto error;
+        }
     }
-    PyMem_Free(newheld);
-    PyMem_Free(newbound);
-    Py_XDECREF(old_source);
-    Py_XDECREF(new_source);
+    commit(self, i, value, &cell, held, newkey, &p);
+    prep_free(&p);
     Py_RETURN_NONE;
 error:
-    if (newheld != NULL)
-        for (int j = 0; j < n; j++)
-            nt_held_release(newheld[j]);
-    if (newbound != NULL)
-        for (int j = 0; j < n; j++)
-            Py_XDECREF(newbound[j]);
-    PyMem_Free(newheld);
-    PyMem_Free(newbound);
-    free(fresh);
-    Py_XDECREF(old_source);
-    Py_XDECREF(new_source);
+    prep_free(&p);
+    nt_held_release(held);
     return NULL;
 }
 
@@ -654,17 +1029,30 @@ static PyObject *thunk_reclaim(ThunkObject *self, PyObject *unused)
     (void)unused;
     if (released_error(self) < 0)
         return NULL;
-    nt_ctx_free_chain(self->ctx->older);
-    self->ctx->older = NULL;
-    nt_held_release(self->retired);
-    self->retired = NULL;
+    if (self->inflight > 0)
+        self->reclaim_pending = 1;    /* the last call out reclaims */
+    else
+        reclaim_now(self);
     Py_RETURN_NONE;
 }
 
 static PyObject *thunk_release(ThunkObject *self, PyObject *unused)
 {
     (void)unused;
-    thunk_teardown(self);
+    if (!self->released) {
+        self->released = 1;
+        /* Calls from other threads are waited for; a call of this thread
+           (we are inside it: its target called back) tears down on return. */
+        if (self->inflight > 0 && !in_own_call(self)) {
+            while (self->inflight > 0 && !self->torn) {
+                Py_BEGIN_ALLOW_THREADS
+                usleep(50);
+                Py_END_ALLOW_THREADS
+            }
+        }
+    }
+    if (self->inflight == 0)
+        teardown(self);
     Py_RETURN_NONE;
 }
 
@@ -679,8 +1067,26 @@ static PyObject *thunk_enter(ThunkObject *self, PyObject *unused)
 static PyObject *thunk_exit(ThunkObject *self, PyObject *args)
 {
     (void)args;
-    thunk_teardown(self);
+    PyObject *r = thunk_release(self, NULL);
+    if (r == NULL)
+        return NULL;
+    Py_DECREF(r);
     Py_RETURN_FALSE;
+}
+
+/* _needs_resolve(key, value): the parameter's index if the Python package
+   must resolve value before rebind() takes it, else None. */
+static PyObject *thunk_needs_resolve(ThunkObject *self, PyObject *args)
+{
+    PyObject *key, *value;
+    if (!PyArg_ParseTuple(args, "OO:_needs_resolve", &key, &value))
+        return NULL;
+    int i = param_index(self, key);
+    if (i < 0)
+        return NULL;
+    if (!nt_needs_resolve(&self->sig->sig->args[i], value))
+        Py_RETURN_NONE;
+    return PyLong_FromLong(i);
 }
 
 static PyGetSetDef thunk_getset[] = {
@@ -693,6 +1099,8 @@ static PyGetSetDef thunk_getset[] = {
     { "released", (getter)thunk_released, NULL, "whether release() was called", NULL },
     { "backend", (getter)thunk_backend, NULL, "the engine running this thunk", NULL },
     { "bindings", (getter)thunk_bindings, NULL, "bound values, ARG where forwarded", NULL },
+    { "chain", (getter)thunk_chain, NULL,
+      "how many thunks stand between this one and a target that is not a thunk", NULL },
     { "_numba_type_", (getter)thunk_numba_type, NULL, "Numba's type of this function value", NULL },
     { NULL, NULL, NULL, NULL, NULL }
 };
@@ -701,9 +1109,13 @@ static PyMethodDef thunk_methods[] = {
     { "rebind", (PyCFunction)thunk_rebind, METH_VARARGS,
       "rebind(index_or_name, value): replace a bound value; .address does not change" },
     { "reclaim", (PyCFunction)thunk_reclaim, METH_NOARGS,
-      "free contexts and buffers retired by rebind(); no call may be in flight" },
+      "free contexts and buffers retired by rebind(); with calls from Python in "
+      "flight, when the last of them returns" },
     { "release", (PyCFunction)thunk_release, METH_NOARGS,
-      "free the thunk; its address traps from now on; no call may be in flight" },
+      "free the thunk; its address traps from now on. Waits for calls from Python "
+      "in other threads; from inside a call of this thunk, takes effect when that "
+      "call returns" },
+    { "_needs_resolve", (PyCFunction)thunk_needs_resolve, METH_VARARGS, NULL },
     { "__enter__", (PyCFunction)thunk_enter, METH_NOARGS, NULL },
     { "__exit__", (PyCFunction)thunk_exit, METH_VARARGS, NULL },
     { NULL, NULL, 0, NULL }
@@ -712,11 +1124,15 @@ static PyMethodDef thunk_methods[] = {
 PyTypeObject nt_ThunkType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "numthunk._core.Thunk",
-    .tp_basicsize = sizeof(ThunkObject),
+    .tp_basicsize = offsetof(ThunkObject, b),
+    .tp_itemsize = sizeof(binding),
     .tp_dealloc = (destructor)thunk_dealloc,
     .tp_call = (ternaryfunc)thunk_call,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "Thunk(signature, address, args, owner=None, nogil=True, memviews=None)",
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Thunk(signature, address, args, owner=None, nogil=True, memviews=None, "
+              "engine=None, via=None)",
+    .tp_traverse = (traverseproc)thunk_traverse,
+    .tp_clear = (inquiry)thunk_clear,
     .tp_weaklistoffset = offsetof(ThunkObject, weakreflist),
     .tp_getset = thunk_getset,
     .tp_methods = thunk_methods,

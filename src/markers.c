@@ -1,0 +1,350 @@
+/*
+ * Binding markers: the values bind() takes besides buffers and scalars.
+ *
+ *   ARG                      forward this parameter
+ *   Derived (size/shape/stride of a bound array), re-read on rebind
+ *   Strided(arr)             a non-contiguous buffer's data pointer
+ *   Address(n, owner=None)   an explicit pointer value
+ *
+ * They are types of the extension, so the converter (convert.c) reads them
+ * as C structs: converting a value never calls into the Python package.
+ */
+#include "pyapi.h"
+
+#define NO_IMPORT_ARRAY
+#define PY_ARRAY_UNIQUE_SYMBOL nt_ARRAY_API
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+
+#include <string.h>
+
+/* ---- ARG ---- */
+
+static PyObject *arg_repr(PyObject *self)
+{
+    (void)self;
+    return PyUnicode_FromString("numthunk.ARG");
+}
+
+static PyObject *arg_reduce(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyUnicode_FromString("ARG");
+}
+
+static PyMethodDef arg_methods[] = {
+    { "__reduce__", arg_reduce, METH_NOARGS, NULL },
+    { NULL, NULL, 0, NULL }
+};
+
+PyTypeObject nt_ArgType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "numthunk._core.ArgType",
+    .tp_basicsize = sizeof(PyObject),
+    .tp_repr = arg_repr,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "the type of numthunk.ARG: forward this parameter",
+    .tp_methods = arg_methods,
+};
+
+PyObject nt_Arg = { _PyObject_EXTRA_INIT 1, &nt_ArgType };
+
+/* ---- a short description of an array, for reprs ---- */
+
+static PyObject *short_repr(PyObject *obj)
+{
+    if (!PyArray_Check(obj))
+        return PyUnicode_FromString(Py_TYPE(obj)->tp_name);
+    PyArrayObject *a = (PyArrayObject *)obj;
+    PyObject *dtype = PyObject_Str((PyObject *)PyArray_DESCR(a));
+    if (dtype == NULL)
+        return NULL;
+    char dims[128] = "scalar";
+    size_t used = 0;
+    for (int d = 0; d < PyArray_NDIM(a) && used < sizeof(dims) - 24; d++)
+        used += (size_t)PyOS_snprintf(dims + used, sizeof(dims) - used, "%s%zd",
+                                      d ? "x" : "", (Py_ssize_t)PyArray_DIM(a, d));
+    PyObject *r = PyUnicode_FromFormat("array[%U, %s]", dtype, dims);
+    Py_DECREF(dtype);
+    return r;
+}
+
+/* ---- Derived: size(arr), shape(arr, axis), stride(arr, axis) ---- */
+
+static const char *const derived_names[] = { "size", "shape", "stride" };
+
+static int derived_traverse(nt_DerivedObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->obj);
+    return 0;
+}
+
+static int derived_clear(nt_DerivedObject *self)
+{
+    Py_CLEAR(self->obj);
+    return 0;
+}
+
+static void derived_dealloc(nt_DerivedObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    derived_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+PyObject *nt_derived_new(int kind, PyObject *obj, Py_ssize_t axis, int elements)
+{
+    nt_DerivedObject *self = PyObject_GC_New(nt_DerivedObject, &nt_DerivedType);
+    if (self == NULL)
+        return NULL;
+    self->kind = kind;
+    self->obj = Py_NewRef(obj);
+    self->axis = axis;
+    self->elements = elements;
+    PyObject_GC_Track(self);
+    return (PyObject *)self;
+}
+
+static PyObject *derived_tp_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    (void)type;
+    static char *kwlist[] = { "kind", "obj", "axis", "elements", NULL };
+    const char *kind;
+    PyObject *obj;
+    Py_ssize_t axis = 0;
+    int elements = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sO|np:Derived", kwlist, &kind, &obj,
+                                     &axis, &elements))
+        return NULL;
+    for (int k = 0; k < 3; k++)
+        if (strcmp(kind, derived_names[k]) == 0)
+            return nt_derived_new(k, obj, axis, elements);
+    PyErr_Format(PyExc_ValueError, "Derived kind must be 'size', 'shape' or 'stride', not '%s'",
+                 kind);
+    return NULL;
+}
+
+static PyObject *derived_repr(nt_DerivedObject *self)
+{
+    PyObject *what = short_repr(self->obj);
+    if (what == NULL)
+        return NULL;
+    PyObject *r;
+    if (self->kind == NT_DERIVED_SIZE)
+        r = PyUnicode_FromFormat("size(%U)", what);
+    else
+        r = PyUnicode_FromFormat("%s(%U, %zd%s)", derived_names[self->kind], what,
+                                 self->axis, self->elements ? ", elements=True" : "");
+    Py_DECREF(what);
+    return r;
+}
+
+static PyObject *derived_kind(nt_DerivedObject *self, void *closure)
+{
+    (void)closure;
+    return PyUnicode_FromString(derived_names[self->kind]);
+}
+
+static PyObject *derived_elements(nt_DerivedObject *self, void *closure)
+{
+    (void)closure;
+    return PyBool_FromLong(self->elements);
+}
+
+static PyMemberDef derived_members[] = {
+    { "obj", T_OBJECT_EX, offsetof(nt_DerivedObject, obj), READONLY, "the array" },
+    { "axis", T_PYSSIZET, offsetof(nt_DerivedObject, axis), READONLY, "the axis" },
+    { NULL, 0, 0, 0, NULL }
+};
+
+static PyGetSetDef derived_getset[] = {
+    { "kind", (getter)derived_kind, NULL, "'size', 'shape' or 'stride'", NULL },
+    { "elements", (getter)derived_elements, NULL, "stride in elements, not bytes", NULL },
+    { NULL, NULL, NULL, NULL, NULL }
+};
+
+PyTypeObject nt_DerivedType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "numthunk._core.Derived",
+    .tp_basicsize = sizeof(nt_DerivedObject),
+    .tp_dealloc = (destructor)derived_dealloc,
+    .tp_repr = (reprfunc)derived_repr,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Derived(kind, obj, axis=0, elements=False): a value derived from a bound "
+              "array, re-read when the array is rebound",
+    .tp_traverse = (traverseproc)derived_traverse,
+    .tp_clear = (inquiry)derived_clear,
+    .tp_members = derived_members,
+    .tp_getset = derived_getset,
+    .tp_new = derived_tp_new,
+};
+
+/* ---- Strided(arr) ---- */
+
+static int strided_traverse(nt_StridedObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->obj);
+    return 0;
+}
+
+static int strided_clear(nt_StridedObject *self)
+{
+    Py_CLEAR(self->obj);
+    return 0;
+}
+
+static void strided_dealloc(nt_StridedObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    strided_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *strided_tp_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = { "obj", NULL };
+    PyObject *obj;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:strided", kwlist, &obj))
+        return NULL;
+    nt_StridedObject *self = (nt_StridedObject *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->obj = Py_NewRef(obj);
+    return (PyObject *)self;
+}
+
+static PyObject *strided_repr(nt_StridedObject *self)
+{
+    PyObject *what = short_repr(self->obj);
+    if (what == NULL)
+        return NULL;
+    PyObject *r = PyUnicode_FromFormat("strided(%U)", what);
+    Py_DECREF(what);
+    return r;
+}
+
+static PyMemberDef strided_members[] = {
+    { "obj", T_OBJECT_EX, offsetof(nt_StridedObject, obj), READONLY, "the buffer" },
+    { NULL, 0, 0, 0, NULL }
+};
+
+PyTypeObject nt_StridedType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "numthunk._core.Strided",
+    .tp_basicsize = sizeof(nt_StridedObject),
+    .tp_dealloc = (destructor)strided_dealloc,
+    .tp_repr = (reprfunc)strided_repr,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "strided(arr): bind a non-contiguous buffer's data pointer, for targets "
+              "that also take its strides",
+    .tp_traverse = (traverseproc)strided_traverse,
+    .tp_clear = (inquiry)strided_clear,
+    .tp_members = strided_members,
+    .tp_new = strided_tp_new,
+};
+
+/* ---- Address(n, owner=None) ---- */
+
+static int address_traverse(nt_AddressObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->owner);
+    return 0;
+}
+
+static int address_clear(nt_AddressObject *self)
+{
+    Py_CLEAR(self->owner);
+    return 0;
+}
+
+static void address_dealloc(nt_AddressObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    address_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *address_tp_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = { "value", "owner", NULL };
+    PyObject *value, *owner = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O:address", kwlist, &value, &owner))
+        return NULL;
+    PyObject *num = PyNumber_Index(value);
+    if (num == NULL)
+        return NULL;
+    /* Negative or wider than a pointer: OverflowError either way. */
+    unsigned long long v = PyLong_AsUnsignedLongLong(num);
+    int bad = v == (unsigned long long)-1 && PyErr_Occurred();
+    if (bad)
+        PyErr_Clear();
+    if (bad || v > UINTPTR_MAX) {
+        PyObject *hex = PyNumber_ToBase(num, 16);
+        if (hex != NULL)
+            PyErr_Format(PyExc_OverflowError, "address %U is not a valid pointer value", hex);
+        Py_XDECREF(hex);
+        Py_DECREF(num);
+        return NULL;
+    }
+    Py_DECREF(num);
+    nt_AddressObject *self = (nt_AddressObject *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->value = (uintptr_t)v;
+    self->owner = Py_NewRef(owner);
+    return (PyObject *)self;
+}
+
+static PyObject *address_value(nt_AddressObject *self, void *closure)
+{
+    (void)closure;
+    return PyLong_FromVoidPtr((void *)self->value);
+}
+
+static PyObject *address_repr(nt_AddressObject *self)
+{
+    char buf[40];
+    PyOS_snprintf(buf, sizeof(buf), "address(0x%llx)", (unsigned long long)self->value);
+    return PyUnicode_FromString(buf);
+}
+
+static PyMemberDef address_members[] = {
+    { "owner", T_OBJECT, offsetof(nt_AddressObject, owner), READONLY,
+      "kept alive with the binding" },
+    { NULL, 0, 0, 0, NULL }
+};
+
+static PyGetSetDef address_getset[] = {
+    { "value", (getter)address_value, NULL, "the pointer value (int)", NULL },
+    { NULL, NULL, NULL, NULL, NULL }
+};
+
+PyTypeObject nt_AddressType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "numthunk._core.Address",
+    .tp_basicsize = sizeof(nt_AddressObject),
+    .tp_dealloc = (destructor)address_dealloc,
+    .tp_repr = (reprfunc)address_repr,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "address(n, owner=None): an explicit pointer value; owner is kept alive "
+              "with the binding",
+    .tp_traverse = (traverseproc)address_traverse,
+    .tp_clear = (inquiry)address_clear,
+    .tp_members = address_members,
+    .tp_getset = address_getset,
+    .tp_new = address_tp_new,
+};
+
+int nt_markers_ready(PyObject *module)
+{
+    if (PyType_Ready(&nt_ArgType) < 0 || PyType_Ready(&nt_DerivedType) < 0
+        || PyType_Ready(&nt_StridedType) < 0 || PyType_Ready(&nt_AddressType) < 0)
+        return -1;
+    if (PyModule_AddObjectRef(module, "ARG", &nt_Arg) < 0
+        || PyModule_AddObjectRef(module, "Derived", (PyObject *)&nt_DerivedType) < 0
+        || PyModule_AddObjectRef(module, "Strided", (PyObject *)&nt_StridedType) < 0
+        || PyModule_AddObjectRef(module, "Address", (PyObject *)&nt_AddressType) < 0)
+        return -1;
+    return 0;
+}
