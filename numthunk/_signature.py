@@ -169,7 +169,7 @@ def _numba_string_to_c(text):
     from . import _numba
     try:
         return _numba.string_to_c(text)
-    except Exception:
+    except (ImportError, ValueError, TypeError):
         # Not Numba's either (or Numba is not installed): the C parser's
         # error, with its caret, is the one to show.
         return None

@@ -462,12 +462,12 @@ static int check_chain(ThunkObject *self, PyObject *via)
     int chain = inner->chain + 1;
     self->ffi_chain = ffi || inner->ffi_chain;
     int limit = self->ffi_chain ? NT_CHAIN_LIMIT_FFI : NT_CHAIN_LIMIT;
-    if (chain > limit) {
+    if (chain + 1 > limit) {
         PyErr_Format(PyExc_ValueError,
-                     "this thunk's target is a thunk %d levels deep; composed thunks "
-                     "may nest at most %d levels%s (each level calls the next, and a "
-                     "deeper chain could overflow a thread's C stack)",
-                     chain, limit,
+                     "this thunk would make a chain of %d thunks, each the target of "
+                     "the next; composed thunks may nest at most %d levels%s (each level "
+                     "calls the next, and a deeper chain could overflow a thread's C stack)",
+                     chain + 1, limit,
                      self->ffi_chain ? " when a libffi thunk is among them" : "");
         return -1;
     }
@@ -702,7 +702,7 @@ static PyObject *resolve_call_args(ThunkObject *self, PyObject *args)
     for (Py_ssize_t k = 0; k < n && k < plan->nfwd; k++) {
         const nt_type *t = &self->sig->sig->args[plan->fwd_index[k]];
         if (nt_needs_resolve(t, PyTuple_GET_ITEM(args, k))) {
-            PyObject *r = PyObject_CallMethod((PyObject *)self, "_resolve_call", "O", args);
+            PyObject *r = PyObject_CallMethod((PyObject *)self, "_resolve_call", "(O)", args);
             if (r != NULL && !PyTuple_Check(r)) {
                 Py_DECREF(r);
                 PyErr_SetString(PyExc_TypeError, "_resolve_call must return a tuple");

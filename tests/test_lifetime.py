@@ -6,6 +6,7 @@ import gc
 import subprocess
 import sys
 import threading
+import time
 import weakref
 
 import numpy as np
@@ -14,6 +15,11 @@ import pytest
 import numthunk as nt
 
 SUM = "double (const double *x, int n)"
+
+
+@pytest.fixture(params=["native", "ffi"])
+def engine(request):
+    return request.param
 
 
 def test_bound_array_kept_alive(cfn):
@@ -94,24 +100,34 @@ def test_ctypes_view_keeps_thunk_alive(cfn):
     assert fn() == 4.0
 
 
-def test_release_waits_for_calls_from_other_threads(cfn):
+def test_release_waits_for_calls_from_other_threads(engine):
     """release() from one thread while another is inside __call__ (GIL
-    released around a nogil target) must wait, then make further calls fail."""
-    spin = cfn("f_d_pi", SUM)
-    big = np.ones(20_000_000)
-    t = nt.bind(spin, big, nt.size(big))
+    released around a nogil target) waits for that call to return, then
+    makes further calls fail. The target forwards its argument and holds
+    the call open for a while, so the window is real."""
+    order = []
+    started = threading.Event()
+
+    def body(x):
+        started.set()
+        time.sleep(0.2)                 # the GIL is free: release() runs now
+        order.append("call returns")
+        return x * 2
+
+    cb = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double)(body)
+    t = nt.bind(cb, nt.ARG, engine=engine)
     results = []
-
-    def worker():
-        results.append(t())
-
-    th = threading.Thread(target=worker)
+    th = threading.Thread(target=lambda: results.append(t(21.0)))
     th.start()
+    assert started.wait(10)
     t.release()
-    th.join()
-    assert results == [20_000_000.0] or results == []  # the call either ran fully or never started
+    order.append("release returns")
+    th.join(20)
+    assert not th.is_alive()
+    assert results == [42.0]
+    assert order == ["call returns", "release returns"]
     with pytest.raises(ValueError, match="released"):
-        t()
+        t(1.0)
 
 
 def test_released_thunk_traps(fixture_path):

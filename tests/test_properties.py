@@ -77,4 +77,18 @@ def test_any_objects_bind_or_raise_cleanly(cfn, a, b):
     except (TypeError, ValueError, OverflowError) as exc:
         assert "argument" in str(exc) or "takes" in str(exc)
         return
+    # Bound: only what the parameters allow, kept as given.
+    pointer_ok = a is nt.ARG or a is None or isinstance(a, nt.Address) or (
+        isinstance(a, np.ndarray) and a.dtype == np.float64 and a.flags.c_contiguous)
+    int_ok = b is nt.ARG or isinstance(b, nt._api._Derived) or (
+        isinstance(b, int) and -2**31 <= b < 2**31)
+    assert pointer_ok and int_ok, (a, b)
+    assert all(x is y for x, y in zip(t.bindings, (a, b)))
+    # Calls that read only what was bound give the sum the C function gives.
+    if isinstance(a, np.ndarray) and b is not nt.ARG:
+        n = 2 if isinstance(b, nt._api._Derived) else int(b)
+        if 0 <= n <= a.size:
+            assert t() == a[:n].sum()
+    elif a is nt.ARG and b is nt.ARG:
+        assert t(np.arange(3.0), 3) == 3.0
     t.release()

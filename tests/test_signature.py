@@ -119,10 +119,18 @@ def test_format_parse_roundtrip(ret, args):
 @settings(max_examples=500, deadline=None)
 @given(st.text(alphabet="abcdefint ()*,.;[]{}0123456789void const unsigned long", max_size=40))
 def test_parser_never_crashes(text):
+    """Any text parses into a signature that prints and parses back to
+    itself, or is refused with a ValueError that points at the column."""
     try:
-        nt.Signature(text)
-    except ValueError:
-        pass
+        sig = nt.Signature(text)
+    except ValueError as exc:
+        lines = str(exc).split("\n")
+        assert len(lines) == 3 and lines[2].strip() == "^", str(exc)
+        assert lines[1] == "    " + text
+        return
+    again = nt.Signature(str(sig))
+    assert again == sig and str(again) == str(sig)
+    assert sig.nargs == len(sig.argtypes)
 
 
 def test_copy_keeps_names():
