@@ -215,8 +215,11 @@ class Function:
         # The call thunk keeps alive what keeps the code alive (owner), not
         # this Function: no reference cycle per Function.
         if self._call_thunk is None:
-            self._call_thunk = _make_thunk(self, (ARG,) * len(self._user_params), None,
-                                           self.owner)
+            args = (ARG,) * len(self._user_params)
+            if self.fixed:
+                args = _with_fixed(self, args)
+            self._call_thunk = Thunk(self._signature, self.address, args, self.owner,
+                                     self.nogil, self.memoryviews, None, self.owner)
         return self._call_thunk
 
     def __call__(self, *args):
@@ -315,31 +318,30 @@ def bind(target, *args, signature=None, nogil=None, engine=None):
     ``nogil``: override the target's GIL policy. ``engine``: 'native',
     'ffi' or 'auto' (default: NUMTHUNK_BACKEND, else native where the
     platform and the signature allow, else libffi)."""
-    fn = as_function(target, signature, nogil)
-    return _make_thunk(fn, args, engine, fn)
-
-
-def _make_thunk(fn, args, engine, owner):
+    if type(target) is Function and signature is None and nogil is None:
+        fn = target
+    else:
+        fn = as_function(target, signature, nogil)
     if fn.fixed:
-        if len(args) != len(fn._user_params):
-            raise TypeError(f"the target '{fn.csig}' takes {len(fn._user_params)} "
-                            f"argument(s), got {len(args)}")
-        full = [None] * fn._signature.nargs
-        for i, v in fn.fixed.items():
-            full[i] = v
-        for i, v in zip(fn._user_params, args):
-            full[i] = v
-        args = full
-    args = tuple(args)
-    sig = fn._signature
-    # Resolve before the core sees anything: foreign objects become values
-    # the C converter takes without calling back into this package.
-    todo = _core._unresolved(sig, args)
-    if todo is not None:
-        args = _resolve(sig, args, todo)
-    via = fn.owner if isinstance(fn.owner, _core.Thunk) else None
+        args = _with_fixed(fn, args)
     # Positional: keyword parsing would be a fifth of the creation cost.
-    return Thunk(sig, fn.address, args, owner, fn.nogil, fn.memoryviews or None, engine, via)
+    # Values the core does not convert itself go through
+    # Thunk._resolve_values first; fn.owner tells the core when the target
+    # is itself a thunk (composed thunks).
+    return Thunk(fn._signature, fn.address, args, fn, fn.nogil, fn.memoryviews, engine,
+                 fn.owner)
+
+
+def _with_fixed(fn, args):
+    if len(args) != len(fn._user_params):
+        raise TypeError(f"the target '{fn.csig}' takes {len(fn._user_params)} "
+                        f"argument(s), got {len(args)}")
+    full = [None] * fn._signature.nargs
+    for i, v in fn.fixed.items():
+        full[i] = v
+    for i, v in zip(fn._user_params, args):
+        full[i] = v
+    return tuple(full)
 
 
 class Thunk(_core.Thunk):
@@ -403,6 +405,12 @@ class Thunk(_core.Thunk):
         if i is not None:
             value = _resolve(self.target_signature, (value,), (0,), index=i)[0]
         return _core.Thunk.rebind(self, key, value)
+
+    @classmethod
+    def _resolve_values(cls, sig, values):
+        # called by the core before a thunk is made, when some values are
+        # foreign (see _resolve)
+        return _resolve(sig, values, range(len(values)))
 
     def _resolve_call(self, args):
         # called by the core, before the call starts, for forwarded values

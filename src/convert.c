@@ -32,6 +32,24 @@ void nt_param_label(const nt_sig *sig, int i, char *buf, size_t n)
         PyOS_snprintf(buf, n, "argument %d (%s)", i + 1, type);
 }
 
+/* The parameter's label ("argument 2 (n: int)"), formatted only when a
+   message needs it: the checks that pass never pay for it. */
+typedef struct {
+    const nt_sig *sig;
+    int i;
+    int done;
+    char text[256];
+} nt_label;
+
+static const char *W(nt_label *l)
+{
+    if (!l->done) {
+        nt_param_label(l->sig, l->i, l->text, sizeof(l->text));
+        l->done = 1;
+    }
+    return l->text;
+}
+
 /* ---- integers ---- */
 
 typedef struct {
@@ -67,7 +85,7 @@ static int is_boollike(PyObject *v)
     return PyBool_Check(v) || PyArray_IsScalar(v, Bool);
 }
 
-static int overflow(const char *what, const nt_type *t, PyObject *num)
+static int overflow(nt_label *what, const nt_type *t, PyObject *num)
 {
     char type[64];
     nt_type_format(t, type, sizeof(type));
@@ -75,19 +93,19 @@ static int overflow(const char *what, const nt_type *t, PyObject *num)
     if (t->kind == NT_BOOL)
         PyErr_Format(PyExc_OverflowError,
                      "%s: %S is not a valid C bool (expected True, False, 0 or 1)",
-                     what, num);
+                     W(what), num);
     else if (r.is_signed)
         PyErr_Format(PyExc_OverflowError,
                      "%s: %S does not fit in a %d-bit C %s (range %lld..%llu)",
-                     what, num, r.bits, type, r.min, r.max);
+                     W(what), num, r.bits, type, r.min, r.max);
     else
         PyErr_Format(PyExc_OverflowError,
                      "%s: %S does not fit in a %d-bit unsigned C %s (range 0..%llu)",
-                     what, num, r.bits, type, r.max);
+                     W(what), num, r.bits, type, r.max);
     return -1;
 }
 
-static int store_int(const nt_type *t, long long v, void *cell, const char *what)
+static int store_int(const nt_type *t, long long v, void *cell, nt_label *what)
 {
     int_range r = range_of(t->kind);
     int fits = r.is_signed ? v >= r.min && (v <= 0 || (unsigned long long)v <= r.max)
@@ -100,7 +118,7 @@ static int store_int(const nt_type *t, long long v, void *cell, const char *what
             char type[64];
             nt_type_format(t, type, sizeof(type));
             PyErr_Format(PyExc_OverflowError,
-                         "%s: %S is negative but C %s is unsigned", what, num, type);
+                         "%s: %S is negative but C %s is unsigned", W(what), num, type);
         } else {
             overflow(what, t, num);
         }
@@ -112,7 +130,7 @@ static int store_int(const nt_type *t, long long v, void *cell, const char *what
     return 0;
 }
 
-static int convert_int(const nt_type *t, PyObject *value, void *cell, const char *what)
+static int convert_int(const nt_type *t, PyObject *value, void *cell, nt_label *what)
 {
     if (PyLong_CheckExact(value)) {
         /* the common case: a plain int that fits in a long long */
@@ -132,7 +150,7 @@ static int convert_int(const nt_type *t, PyObject *value, void *cell, const char
         PyErr_Format(PyExc_TypeError,
                      "%s: expected an integer, got %.100s %R (no silent truncation: "
                      "convert it explicitly if that is what you mean)",
-                     what, Py_TYPE(value)->tp_name, value);
+                     W(what), Py_TYPE(value)->tp_name, value);
         return -1;
     }
     if (PyBytes_Check(value) && PyBytes_GET_SIZE(value) == 1
@@ -145,14 +163,14 @@ static int convert_int(const nt_type *t, PyObject *value, void *cell, const char
     }
     if (PyUnicode_Check(value) || PyBytes_Check(value) || PyByteArray_Check(value)) {
         PyErr_Format(PyExc_TypeError, "%s: expected an integer, got %.100s",
-                     what, Py_TYPE(value)->tp_name);
+                     W(what), Py_TYPE(value)->tp_name);
         return -1;
     }
     PyObject *num = PyNumber_Index(value);
     if (num == NULL) {
         PyErr_Clear();
         PyErr_Format(PyExc_TypeError, "%s: expected an integer, got %.100s",
-                     what, Py_TYPE(value)->tp_name);
+                     W(what), Py_TYPE(value)->tp_name);
         return -1;
     }
     int_range r = range_of(t->kind);
@@ -178,7 +196,7 @@ static int convert_int(const nt_type *t, PyObject *value, void *cell, const char
             char type[64];
             nt_type_format(t, type, sizeof(type));
             PyErr_Format(PyExc_OverflowError,
-                         "%s: %S is negative but C %s is unsigned", what, num, type);
+                         "%s: %S is negative but C %s is unsigned", W(what), num, type);
             goto done;
         }
         unsigned long long v = PyLong_AsUnsignedLongLong(num);
@@ -208,25 +226,25 @@ done:
    ulp (ties round to even, which is 2^128). */
 #define FLOAT_OVERFLOW 0x1.ffffffp+127
 
-static int reject_nonnumber(PyObject *value, const char *what, const char *expected)
+static int reject_nonnumber(PyObject *value, nt_label *what, const char *expected)
 {
     if (PyUnicode_Check(value) || PyBytes_Check(value) || PyByteArray_Check(value)
         || value == Py_None) {
         PyErr_Format(PyExc_TypeError, "%s: expected %s, got %.100s",
-                     what, expected, Py_TYPE(value)->tp_name);
+                     W(what), expected, Py_TYPE(value)->tp_name);
         return -1;
     }
     return 0;
 }
 
-static int as_double(PyObject *value, double *out, const char *what)
+static int as_double(PyObject *value, double *out, nt_label *what)
 {
     if (reject_nonnumber(value, what, "a real number") < 0)
         return -1;
     if (PyComplex_Check(value) || PyArray_IsScalar(value, ComplexFloating)) {
         PyErr_Format(PyExc_TypeError,
                      "%s: expected a real number, got %.100s %R",
-                     what, Py_TYPE(value)->tp_name, value);
+                     W(what), Py_TYPE(value)->tp_name, value);
         return -1;
     }
     double d = PyFloat_AsDouble(value);
@@ -234,11 +252,11 @@ static int as_double(PyObject *value, double *out, const char *what)
         if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
             PyErr_Clear();
             PyErr_Format(PyExc_OverflowError,
-                         "%s: %R is too large for a C double", what, value);
+                         "%s: %R is too large for a C double", W(what), value);
         } else {
             PyErr_Clear();
             PyErr_Format(PyExc_TypeError, "%s: expected a real number, got %.100s",
-                         what, Py_TYPE(value)->tp_name);
+                         W(what), Py_TYPE(value)->tp_name);
         }
         return -1;
     }
@@ -246,19 +264,19 @@ static int as_double(PyObject *value, double *out, const char *what)
     return 0;
 }
 
-static int to_float(double d, float *out, PyObject *value, const char *what)
+static int to_float(double d, float *out, PyObject *value, nt_label *what)
 {
     if (isfinite(d) && fabs(d) >= FLOAT_OVERFLOW) {
         PyErr_Format(PyExc_OverflowError,
                      "%s: %R is beyond the range of a C float (max 3.4028234663852886e+38)",
-                     what, value);
+                     W(what), value);
         return -1;
     }
     *out = (float)d;
     return 0;
 }
 
-static int convert_real(const nt_type *t, PyObject *value, void *cell, const char *what)
+static int convert_real(const nt_type *t, PyObject *value, void *cell, nt_label *what)
 {
     double d;
     if (as_double(value, &d, what) < 0)
@@ -275,7 +293,7 @@ static int convert_real(const nt_type *t, PyObject *value, void *cell, const cha
     return 0;
 }
 
-static int convert_complex(const nt_type *t, PyObject *value, void *cell, const char *what)
+static int convert_complex(const nt_type *t, PyObject *value, void *cell, nt_label *what)
 {
     if (reject_nonnumber(value, what, "a complex number") < 0)
         return -1;
@@ -283,7 +301,7 @@ static int convert_complex(const nt_type *t, PyObject *value, void *cell, const 
     if (c.real == -1.0 && PyErr_Occurred()) {
         PyErr_Clear();
         PyErr_Format(PyExc_TypeError, "%s: expected a complex number, got %.100s",
-                     what, Py_TYPE(value)->tp_name);
+                     W(what), Py_TYPE(value)->tp_name);
         return -1;
     }
     if (t->kind == NT_C128) {
@@ -361,7 +379,7 @@ static uint64_t layout_key(const layout *l)
 static const char *const derived_names[] = { "size", "shape", "stride" };
 
 static int derived_value(const nt_DerivedObject *d, const layout *l, Py_ssize_t *out,
-                         const char *what)
+                         nt_label *what)
 {
     if (d->kind == NT_DERIVED_SIZE) {
         Py_ssize_t n = 1;
@@ -374,7 +392,7 @@ static int derived_value(const nt_DerivedObject *d, const layout *l, Py_ssize_t 
     if (ax < 0 || ax >= l->ndim) {
         PyErr_Format(PyExc_ValueError,
                      "%s: %s(arr, %zd) asks for axis %zd but the array has %d dimension%s",
-                     what, derived_names[d->kind], d->axis, d->axis, l->ndim,
+                     W(what), derived_names[d->kind], d->axis, d->axis, l->ndim,
                      l->ndim == 1 ? "" : "s");
         return -1;
     }
@@ -387,7 +405,7 @@ static int derived_value(const nt_DerivedObject *d, const layout *l, Py_ssize_t 
         if (stride % l->itemsize != 0) {
             PyErr_Format(PyExc_ValueError,
                          "%s: stride %zd bytes of axis %zd is not a whole number "
-                         "of %zd-byte elements", what, stride, ax, l->itemsize);
+                         "of %zd-byte elements", W(what), stride, ax, l->itemsize);
             return -1;
         }
         stride /= l->itemsize;
@@ -396,7 +414,7 @@ static int derived_value(const nt_DerivedObject *d, const layout *l, Py_ssize_t 
     return 0;
 }
 
-static int store_int(const nt_type *t, long long v, void *cell, const char *what);
+static int store_int(const nt_type *t, long long v, void *cell, nt_label *what);
 
 /* The array behind a source object: arr.ctypes is resolved by the Python
    package before it gets here; strided(arr) is unwrapped. */
@@ -406,12 +424,12 @@ static PyObject *source_object(PyObject *obj)
 }
 
 static int derived_from(const nt_type *t, const nt_DerivedObject *d, PyObject *src,
-                        void *cell, uint64_t *key, const char *what)
+                        void *cell, uint64_t *key, nt_label *what)
 {
     if (!NT_IS_INT(t->kind) || t->kind == NT_BOOL) {
         PyErr_Format(PyExc_TypeError,
                      "%s: size(), shape() and stride() bind integer parameters only",
-                     what);
+                     W(what));
         return -1;
     }
     src = source_object(src);
@@ -426,7 +444,7 @@ static int derived_from(const nt_type *t, const nt_DerivedObject *d, PyObject *s
         if (key != NULL)
             *key = layout_key(&l);
     } else {
-        nt_held *h = nt_held_get(src, what);
+        nt_held *h = nt_held_get(src, W(what));
         if (h == NULL)
             return -1;
         layout l = layout_of_view(&h->view);
@@ -443,9 +461,11 @@ static int derived_from(const nt_type *t, const nt_DerivedObject *d, PyObject *s
 int nt_convert_derived_from(const nt_sig *sig, int j, nt_DerivedObject *d,
                             PyObject *new_source, void *cell, uint64_t *key)
 {
-    char what[256];
-    nt_param_label(sig, j, what, sizeof(what));
-    return derived_from(&sig->args[j], d, new_source, cell, key, what);
+    nt_label what;
+    what.sig = sig;
+    what.i = j;
+    what.done = 0;
+    return derived_from(&sig->args[j], d, new_source, cell, key, &what);
 }
 
 /* ---- buffers for T * ---- */
@@ -551,7 +571,7 @@ static int is_pointer_object(const Py_buffer *v)
    itself: what the caller means is its value. A typed pointer ('&<d': a
    pointer to double) must point to the parameter's pointee type. */
 static int convert_ctypes_pointer(const nt_type *t, const Py_buffer *v, void *cell,
-                                  const char *what)
+                                  nt_label *what)
 {
     const char *f = skip_order(v->format);
     if (*f == '&' && t->kind == NT_PTR && t->base != NT_VOID) {
@@ -568,14 +588,14 @@ static int convert_ctypes_pointer(const nt_type *t, const Py_buffer *v, void *ce
             nt_type_format(t, type, sizeof(type));
             PyErr_Format(PyExc_TypeError,
                          "%s: expected %s, got a ctypes pointer to %s (format '%s')",
-                         what, type,
+                         W(what), type,
                          kind == NT_VOID ? "an unsupported type" : kind_label(kind),
                          v->format);
             return -1;
         }
     } else if (*f == '&' && t->kind == NT_FNPTR) {
         PyErr_Format(PyExc_TypeError,
-                     "%s: a ctypes data pointer cannot be bound to a function pointer", what);
+                     "%s: a ctypes data pointer cannot be bound to a function pointer", W(what));
         return -1;
     }
     void *p;
@@ -585,11 +605,11 @@ static int convert_ctypes_pointer(const nt_type *t, const Py_buffer *v, void *ce
 }
 
 static int convert_buffer(const nt_type *t, PyObject *obj, int strided, void *cell,
-                          nt_held **held, uint64_t *key, const char *what)
+                          nt_held **held, uint64_t *key, nt_label *what)
 {
     if (t->kind == NT_PTR && t->depth == 1 && array_fast(t, obj, strided, cell, key))
         return 0;
-    nt_held *h = nt_held_get(obj, what);
+    nt_held *h = nt_held_get(obj, W(what));
     if (h == NULL)
         return -1;
     const Py_buffer *v = &h->view;
@@ -604,7 +624,7 @@ static int convert_buffer(const nt_type *t, PyObject *obj, int strided, void *ce
     }
     if (t->kind == NT_FNPTR) {
         PyErr_Format(PyExc_TypeError,
-                     "%s: a buffer cannot be bound to a function pointer", what);
+                     "%s: a buffer cannot be bound to a function pointer", W(what));
         goto error;
     }
     if (t->depth != 1) {
@@ -613,11 +633,11 @@ static int convert_buffer(const nt_type *t, PyObject *obj, int strided, void *ce
         PyErr_Format(PyExc_TypeError,
                      "%s: a buffer can be bound to a single-level pointer (T *) only, "
                      "not to %s; pass numthunk.address(...) for other pointers",
-                     what, type);
+                     W(what), type);
         goto error;
     }
     nt_elem e;
-    if (nt_elem_decode(v, &e, what) < 0)
+    if (nt_elem_decode(v, &e, W(what)) < 0)
         goto error;
     if (!element_matches(t, e.kind)) {
         char type[64];
@@ -626,18 +646,18 @@ static int convert_buffer(const nt_type *t, PyObject *obj, int strided, void *ce
             PyErr_Format(PyExc_TypeError,
                          "%s: expected a buffer of %s for %s, got format '%s', "
                          "which is not a supported scalar type",
-                         what, kind_label(t->base), type, e.format);
+                         W(what), kind_label(t->base), type, e.format);
         else
             PyErr_Format(PyExc_TypeError,
                          "%s: expected a buffer of %s for %s, got %s (format '%s')",
-                         what, kind_label(t->base), type, kind_label(e.kind), e.format);
+                         W(what), kind_label(t->base), type, kind_label(e.kind), e.format);
         goto error;
     }
     if (v->readonly && !(t->cflags & NT_CONST_BASE)) {
         PyErr_Format(PyExc_ValueError,
                      "%s: the buffer is read-only but the parameter is a non-const "
                      "pointer (the target may write through it); pass a writable "
-                     "array, or declare the parameter const", what);
+                     "array, or declare the parameter const", W(what));
         goto error;
     }
     size_t align = t->base == NT_VOID ? 1 : kind_align(t->base);
@@ -645,14 +665,14 @@ static int convert_buffer(const nt_type *t, PyObject *obj, int strided, void *ce
         PyErr_Format(PyExc_ValueError,
                      "%s: the buffer's data is not aligned to %zu bytes "
                      "(address %p); copy it, e.g. np.require(arr, requirements='A')",
-                     what, align, v->buf);
+                     W(what), align, v->buf);
         goto error;
     }
     if (!strided && !PyBuffer_IsContiguous(v, 'C')) {
         PyErr_Format(PyExc_ValueError,
                      "%s: the buffer is not C-contiguous; pass numthunk.strided(arr) "
                      "if the target takes strides too, or np.ascontiguousarray(arr) "
-                     "to copy it", what);
+                     "to copy it", W(what));
         goto error;
     }
     void *p = v->buf;
@@ -672,26 +692,26 @@ error:
 /* ---- Cython typed memoryviews (__Pyx_memviewslice by value) ---- */
 
 static int convert_memview(PyObject *obj, void *cell, nt_held **held,
-                           const nt_mvspec *mv, uint64_t *key, const char *what)
+                           const nt_mvspec *mv, uint64_t *key, nt_label *what)
 {
     if (mv == NULL) {
         PyErr_Format(PyExc_TypeError,
                      "%s: a __Pyx_memviewslice parameter needs a declaration of its "
                      "dtype and ndim (the capsule signature does not carry them), "
-                     "e.g. memoryviews={<index>: 'double[:, ::1]'}", what);
+                     "e.g. memoryviews={<index>: 'double[:, ::1]'}", W(what));
         return -1;
     }
-    nt_held *h = nt_held_get(obj, what);
+    nt_held *h = nt_held_get(obj, W(what));
     if (h == NULL)
         return -1;
     const Py_buffer *v = &h->view;
     nt_elem e;
-    if (nt_elem_decode(v, &e, what) < 0)
+    if (nt_elem_decode(v, &e, W(what)) < 0)
         goto error;
     if (e.kind != mv->kind) {
         PyErr_Format(PyExc_TypeError,
                      "%s: the memoryview is declared %s, got a buffer of %s (format '%s')",
-                     what, kind_label(mv->kind),
+                     W(what), kind_label(mv->kind),
                      e.kind == NT_VOID ? "an unsupported type" : kind_label(e.kind),
                      e.format);
         goto error;
@@ -699,28 +719,28 @@ static int convert_memview(PyObject *obj, void *cell, nt_held **held,
     if (v->ndim != mv->ndim) {
         PyErr_Format(PyExc_ValueError,
                      "%s: the memoryview is declared %d-dimensional, got a buffer with "
-                     "%d dimension%s", what, mv->ndim, v->ndim, v->ndim == 1 ? "" : "s");
+                     "%d dimension%s", W(what), mv->ndim, v->ndim, v->ndim == 1 ? "" : "s");
         goto error;
     }
     if (v->ndim > NT_MEMVIEW_MAX_DIMS) {
         PyErr_Format(PyExc_ValueError, "%s: memoryviews have at most %d dimensions",
-                     what, NT_MEMVIEW_MAX_DIMS);
+                     W(what), NT_MEMVIEW_MAX_DIMS);
         goto error;
     }
     if (v->readonly && !mv->is_const) {
         PyErr_Format(PyExc_ValueError,
                      "%s: the buffer is read-only but the memoryview is not declared "
-                     "const", what);
+                     "const", W(what));
         goto error;
     }
     if (!nt_is_aligned(v, kind_align(mv->kind))) {
-        PyErr_Format(PyExc_ValueError, "%s: the buffer's data is not aligned", what);
+        PyErr_Format(PyExc_ValueError, "%s: the buffer's data is not aligned", W(what));
         goto error;
     }
     if (mv->contig && !PyBuffer_IsContiguous(v, mv->contig)) {
         PyErr_Format(PyExc_ValueError,
                      "%s: the memoryview is declared %s-contiguous but the buffer is not",
-                     what, mv->contig == 'C' ? "C" : "Fortran");
+                     W(what), mv->contig == 'C' ? "C" : "Fortran");
         goto error;
     }
     nt_memviewslice s;
@@ -751,7 +771,7 @@ error:
 /* ---- pointers ---- */
 
 static int convert_pointer(const nt_type *t, PyObject *value, void *cell, nt_held **held,
-                           uint64_t *key, const char *what)
+                           uint64_t *key, nt_label *what)
 {
     if (value == Py_None) {
         memset(cell, 0, 8);
@@ -765,13 +785,13 @@ static int convert_pointer(const nt_type *t, PyObject *value, void *cell, nt_hel
     if (PyLong_Check(value) && !PyBool_Check(value)) {
         PyErr_Format(PyExc_TypeError,
                      "%s: a bare int is not accepted as a pointer; wrap it "
-                     "explicitly: numthunk.address(%S)", what, value);
+                     "explicitly: numthunk.address(%S)", W(what), value);
         return -1;
     }
     if (nt_is_derived(value)) {
         PyErr_Format(PyExc_TypeError,
                      "%s: size(), shape() and stride() bind integer parameters only",
-                     what);
+                     W(what));
         return -1;
     }
     if (nt_is_strided(value)) {
@@ -779,7 +799,7 @@ static int convert_pointer(const nt_type *t, PyObject *value, void *cell, nt_hel
         if (t->kind == NT_PTR && PyObject_CheckBuffer(inner))
             return convert_buffer(t, inner, 1, cell, held, key, what);
         PyErr_Format(PyExc_TypeError, "%s: strided() takes an array, not a %.100s",
-                     what, Py_TYPE(inner)->tp_name);
+                     W(what), Py_TYPE(inner)->tp_name);
         return -1;
     }
     if (PyObject_CheckBuffer(value))
@@ -789,7 +809,7 @@ static int convert_pointer(const nt_type *t, PyObject *value, void *cell, nt_hel
     PyErr_Format(PyExc_TypeError,
                  "%s: cannot bind a %.100s object to %s (expected a buffer such as a "
                  "NumPy array, None, numthunk.address(n), a ctypes or cffi pointer%s)",
-                 what, Py_TYPE(value)->tp_name, type,
+                 W(what), Py_TYPE(value)->tp_name, type,
                  t->kind == NT_FNPTR ? ", a thunk or a numthunk.Function" : "");
     return -1;
 }
@@ -816,10 +836,11 @@ int nt_convert(const nt_sig *sig, int i, PyObject *value, void *cell,
     const nt_type *t = &sig->args[i];
     if (key != NULL)
         *key = 0;
-    /* The label is built for the message only; the checks that pass need
-       none. Conversions that may fail format it on their error path. */
-    char what[256];
-    nt_param_label(sig, i, what, sizeof(what));
+    nt_label label;            /* text left unset: filled on first use */
+    label.sig = sig;
+    label.i = i;
+    label.done = 0;
+    nt_label *what = &label;
     if (nt_is_derived(value) && t->kind != NT_PTR && t->kind != NT_FNPTR
         && t->kind != NT_MEMVIEW) {
         nt_DerivedObject *d = (nt_DerivedObject *)value;
@@ -838,7 +859,7 @@ int nt_convert(const nt_sig *sig, int i, PyObject *value, void *cell,
     case NT_MEMVIEW:
         return convert_memview(source_object(value), cell, held, mv, key, what);
     default:
-        PyErr_Format(PyExc_TypeError, "%s: parameters of this type cannot be bound", what);
+        PyErr_Format(PyExc_TypeError, "%s: parameters of this type cannot be bound", W(what));
         return -1;
     }
 }

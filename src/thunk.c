@@ -492,11 +492,39 @@ static int convert_bound(ThunkObject *self, PyObject *values)
     return 0;
 }
 
-static PyObject *thunk_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+/* Values the converter does not know go to the Python package's
+   _resolve_values first, before anything is made. NULL: error; else a new
+   reference to the values to bind. */
+static PyObject *resolve_values(PyTypeObject *type, const new_args *a)
 {
-    new_args a;
+    const nt_sig *sig = a->sig->sig;
+    Py_ssize_t n = PyTuple_GET_SIZE(a->values);
+    for (Py_ssize_t i = 0; i < n && i < sig->nargs; i++) {
+        PyObject *v = PyTuple_GET_ITEM(a->values, i);
+        if (v != &nt_Arg && nt_needs_resolve(&sig->args[i], v)) {
+            PyObject *r = PyObject_CallMethod((PyObject *)type, "_resolve_values", "OO",
+                                              a->sig, a->values);
+            if (r == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+                /* the bare core type: the converter refuses them by name */
+                PyErr_Clear();
+                return Py_NewRef(a->values);
+            }
+            if (r != NULL && (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != n)) {
+                Py_DECREF(r);
+                PyErr_SetString(PyExc_TypeError,
+                                "_resolve_values must return a tuple of the same length");
+                return NULL;
+            }
+            return r;
+        }
+    }
+    return Py_NewRef(a->values);
+}
+
+static PyObject *thunk_make(PyTypeObject *type, new_args a)
+{
     const nt_backend *wanted;
-    if (parse_new_args(args, kwds, &a) < 0 || engine_of(a.engine, &wanted) < 0)
+    if (engine_of(a.engine, &wanted) < 0)
         return NULL;
     void *target = check_target(&a);
     if (target == NULL)
@@ -533,6 +561,22 @@ error_nt:
 error:
     Py_DECREF(self);
     return NULL;
+}
+
+static PyObject *thunk_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    new_args a;
+    if (parse_new_args(args, kwds, &a) < 0)
+        return NULL;
+    if (PyTuple_GET_SIZE(a.values) != a.sig->sig->nargs)
+        return thunk_make(type, a);        /* check_target says why */
+    PyObject *values = resolve_values(type, &a);
+    if (values == NULL)
+        return NULL;
+    a.values = values;
+    PyObject *self = thunk_make(type, a);
+    Py_DECREF(values);
+    return self;
 }
 
 /* ---- attributes ---- */
@@ -703,6 +747,10 @@ static PyObject *resolve_call_args(ThunkObject *self, PyObject *args)
         const nt_type *t = &self->sig->sig->args[plan->fwd_index[k]];
         if (nt_needs_resolve(t, PyTuple_GET_ITEM(args, k))) {
             PyObject *r = PyObject_CallMethod((PyObject *)self, "_resolve_call", "(O)", args);
+            if (r == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+                PyErr_Clear();
+                return Py_NewRef(args);
+            }
             if (r != NULL && !PyTuple_Check(r)) {
                 Py_DECREF(r);
                 PyErr_SetString(PyExc_TypeError, "_resolve_call must return a tuple");
