@@ -237,6 +237,37 @@ void nt_plan_free(nt_plan *plan);
 /* Bytes of a bound value cell of this type (8, 16, or a memoryview slice). */
 size_t nt_cell_size(const nt_type *t);
 
+/*
+ * Plans are cached per target signature and shared by every thunk with the
+ * same binding pattern (pattern[i] = 1 where parameter i is forwarded) and
+ * engine request: a thunk then owns only its context and entry. The cache
+ * belongs to the Signature object; plans it holds live as long as it.
+ */
+#define NT_PLAN_CACHE 8
+
+typedef struct {
+    nt_plan *plan;
+    const struct nt_backend *wanted;   /* the engine request it was made for */
+    uint8_t *pattern;                  /* nargs bytes */
+} nt_plan_slot;
+
+typedef struct {
+    int n;
+    nt_plan_slot slots[NT_PLAN_CACHE];
+} nt_plan_cache;
+
+/* The prepared plan for sig with this pattern and engine request, from the
+   cache or made now. *owned is set when the cache was full and the caller
+   must free the plan. NULL with err filled on failure. */
+nt_plan *nt_plan_cache_get(nt_plan_cache *cache, const nt_sig *sig, const uint8_t *pattern,
+                           const struct nt_backend *wanted, int *owned, nt_error *err);
+void nt_plan_cache_free(nt_plan_cache *cache);
+
+/* The backend a plan runs on: wanted (or NUMTHUNK_BACKEND) if it can run
+   the plan, else native if it can, else libffi. */
+const struct nt_backend *nt_choose_backend(const nt_plan *plan,
+                                           const struct nt_backend *wanted, nt_error *err);
+
 /* A zeroed context with room for the plan's values. */
 nt_ctx *nt_ctx_new(const nt_plan *plan, void *target, nt_error *err);
 void nt_ctx_free_chain(nt_ctx *ctx);

@@ -1,5 +1,5 @@
 /*
- * Binding plans and contexts (ABI-independent).
+ * Binding plans, their cache, and contexts (ABI-independent).
  *
  * A plan says, for each target parameter, whether the thunk's caller
  * forwards it or a bound value cell in the context supplies it. Backends
@@ -107,4 +107,67 @@ void nt_ctx_free_chain(nt_ctx *ctx)
         free(ctx);
         ctx = older;
     }
+}
+
+/* ---- the plan cache ---- */
+
+static nt_plan *make_plan(const nt_sig *sig, const uint8_t *pattern,
+                          const nt_backend *wanted, nt_error *err)
+{
+    nt_plan *plan = nt_plan_new(sig, err);
+    if (plan == NULL)
+        return NULL;
+    for (int i = 0; i < sig->nargs; i++) {
+        if (pattern[i])
+            nt_plan_set_arg(plan, i);
+        else
+            nt_plan_set_bound(plan, i);
+    }
+    if (nt_plan_finish(plan, err) != NT_OK)
+        goto error;
+    const nt_backend *backend = nt_choose_backend(plan, wanted, err);
+    if (backend == NULL)
+        goto error;
+    plan->backend = backend;
+    if (backend->prepare(plan, err) != NT_OK)
+        goto error;
+    return plan;
+error:
+    nt_plan_free(plan);
+    return NULL;
+}
+
+nt_plan *nt_plan_cache_get(nt_plan_cache *cache, const nt_sig *sig, const uint8_t *pattern,
+                           const nt_backend *wanted, int *owned, nt_error *err)
+{
+    size_t n = (size_t)sig->nargs;
+    for (int k = 0; k < cache->n; k++) {
+        nt_plan_slot *slot = &cache->slots[k];
+        if (slot->wanted == wanted && (n == 0 || memcmp(slot->pattern, pattern, n) == 0)) {
+            *owned = 0;
+            return slot->plan;
+        }
+    }
+    nt_plan *plan = make_plan(sig, pattern, wanted, err);
+    if (plan == NULL)
+        return NULL;
+    *owned = 1;
+    if (cache->n < NT_PLAN_CACHE) {
+        uint8_t *copy = malloc(n > 0 ? n : 1);
+        if (copy != NULL) {
+            memcpy(copy, pattern, n);
+            cache->slots[cache->n++] = (nt_plan_slot){ plan, wanted, copy };
+            *owned = 0;
+        }
+    }
+    return plan;
+}
+
+void nt_plan_cache_free(nt_plan_cache *cache)
+{
+    for (int k = 0; k < cache->n; k++) {
+        nt_plan_free(cache->slots[k].plan);
+        free(cache->slots[k].pattern);
+    }
+    cache->n = 0;
 }

@@ -51,23 +51,11 @@ int nt_markers_ready(PyObject *module);
 
 /* ---- Signature ---- */
 
-/* Plans are cached on the target's Signature object and shared by every
-   thunk with the same binding pattern and engine request: a thunk then
-   owns only its context and entry. */
-#define NT_PLAN_CACHE 8
-
-typedef struct {
-    nt_plan *plan;
-    const nt_backend *wanted;   /* the engine request the plan was made for */
-    uint8_t *pattern;           /* nargs bytes: 1 where forwarded */
-} nt_plan_slot;
-
 typedef struct {
     PyObject_HEAD
     nt_sig *sig;
     Py_hash_t hash;           /* -1 until computed */
-    int nplans;
-    nt_plan_slot plans[NT_PLAN_CACHE];
+    nt_plan_cache plans;      /* plans for the binding patterns seen so far */
 } nt_SignatureObject;
 
 /* The plan for this signature with pattern[i] = 1 where parameter i is
@@ -151,11 +139,6 @@ PyObject *nt_to_python(const nt_type *t, const void *ret);
 /* ---- Thunk ---- */
 
 extern PyTypeObject nt_ThunkType;
-
-/* The backend a plan runs on: wanted (or NUMTHUNK_BACKEND) if it can run
-   the plan, else native if it can, else libffi. */
-const nt_backend *nt_choose_backend(const nt_plan *plan, const nt_backend *wanted,
-                                    nt_error *err);
 
 /* ---- errors (errors.c) ---- */
 

@@ -109,66 +109,17 @@ static PyObject *signature_new(PyTypeObject *type, PyObject *args, PyObject *kwd
     return nt_signature_wrap(type, sig);
 }
 
-static nt_plan *make_plan(const nt_sig *sig, const uint8_t *pattern,
-                          const nt_backend *wanted, nt_error *err)
-{
-    nt_plan *plan = nt_plan_new(sig, err);
-    if (plan == NULL)
-        return NULL;
-    for (int i = 0; i < sig->nargs; i++) {
-        if (pattern[i])
-            nt_plan_set_arg(plan, i);
-        else
-            nt_plan_set_bound(plan, i);
-    }
-    if (nt_plan_finish(plan, err) != NT_OK)
-        goto error;
-    const nt_backend *backend = nt_choose_backend(plan, wanted, err);
-    if (backend == NULL)
-        goto error;
-    plan->backend = backend;
-    if (backend->prepare(plan, err) != NT_OK)
-        goto error;
-    return plan;
-error:
-    nt_plan_free(plan);
-    return NULL;
-}
-
 nt_plan *nt_signature_plan(nt_SignatureObject *self, const uint8_t *pattern,
                            const nt_backend *wanted, int *owned, nt_error *err)
 {
-    size_t n = (size_t)self->sig->nargs;
-    for (int k = 0; k < self->nplans; k++) {
-        nt_plan_slot *slot = &self->plans[k];
-        if (slot->wanted == wanted && (n == 0 || memcmp(slot->pattern, pattern, n) == 0)) {
-            *owned = 0;
-            return slot->plan;
-        }
-    }
-    nt_plan *plan = make_plan(self->sig, pattern, wanted, err);
-    if (plan == NULL)
-        return NULL;
-    *owned = 1;
-    if (self->nplans < NT_PLAN_CACHE) {
-        uint8_t *copy = PyMem_Malloc(n > 0 ? n : 1);
-        if (copy != NULL) {
-            memcpy(copy, pattern, n);
-            self->plans[self->nplans++] = (nt_plan_slot){ plan, wanted, copy };
-            *owned = 0;
-        }
-    }
-    return plan;
+    return nt_plan_cache_get(&self->plans, self->sig, pattern, wanted, owned, err);
 }
 
 static void signature_dealloc(nt_SignatureObject *self)
 {
     /* Thunks hold a reference to their target's Signature, so no thunk
        uses these plans any more. */
-    for (int k = 0; k < self->nplans; k++) {
-        nt_plan_free(self->plans[k].plan);
-        PyMem_Free(self->plans[k].pattern);
-    }
+    nt_plan_cache_free(&self->plans);
     nt_sig_free(self->sig);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }

@@ -60,9 +60,10 @@ _Static_assert(NT_KIND_COUNT <= 256, "kinds fit in a uint8_t");
 #define CHAR_KIND (CHAR_MIN < 0 ? NT_I8 : NT_U8)
 
 /*
- * Index 0 is "void" so that a zeroed nt_type formats as "void". Canonical
- * per-kind names (used when a type carries no matching spelling) are listed
- * in canonical_spelling() and must stay in this table.
+ * Index 0 is "void" so that a zeroed nt_type formats as "void". The C
+ * names the formatter prints for a kind whose type carries no matching
+ * spelling (base_name() in sig.c: int8_t, double, ...) must stay in this
+ * table, so that printed text parses back.
  *
  * ssize_t, Py_ssize_t, Py_hash_t: ssize_t is POSIX, not C11; CPython and
  * POSIX both give it the width of size_t.
