@@ -94,12 +94,7 @@ class Ref:
 
 ref = Ref
 
-_KIND_DTYPE = {
-    "bool": np.bool_, "int8": np.int8, "uint8": np.uint8, "int16": np.int16,
-    "uint16": np.uint16, "int32": np.int32, "uint32": np.uint32, "int64": np.int64,
-    "uint64": np.uint64, "float32": np.float32, "float64": np.float64,
-    "complex64": np.complex64, "complex128": np.complex128,
-}
+_KIND_DTYPE = {k[0]: np.dtype(k[4]) for k in _core.kinds}
 
 
 def _short(obj):
@@ -244,6 +239,18 @@ def _is_numba_cfunc(obj):
             and hasattr(obj, "address") and hasattr(obj, "_sig"))
 
 
+_cfunc_signatures = {}      # Numba signature -> numthunk Signature
+
+
+def _cfunc_signature(cfunc):
+    """The numthunk Signature of a Numba @cfunc object."""
+    nbsig = cfunc._sig
+    sig = _cfunc_signatures.get(nbsig)
+    if sig is None:
+        sig = _cfunc_signatures.setdefault(nbsig, Signature(_numba.signature_to_c(nbsig)))
+    return sig
+
+
 def as_function(target, signature=None, nogil=None):
     """The :class:`Function` behind any supported target."""
     if signature is None and nogil is None:
@@ -280,8 +287,7 @@ def as_function(target, signature=None, nogil=None):
             fn = Function(fn.address, signature, nogil=fn.nogil, owner=target)
         return fn
     if _is_numba_cfunc(target):
-        from . import _numba
-        sig = Signature(signature) if signature is not None else _numba.cfunc_signature(target)
+        sig = Signature(signature) if signature is not None else _cfunc_signature(target)
         fn = Function(target.address, sig, nogil=True if nogil is None else nogil,
                       owner=target, name=getattr(target, "__name__", None))
         if signature is None and nogil is None:
@@ -535,3 +541,5 @@ def _resolve_one(obj, what, ctype_text, desc):
 
 
 _NUMBA_TYPES = _numba.function_types
+
+_numba.set_classes(Thunk, Function)

@@ -15,29 +15,25 @@ make that fast and robust:
   thing Numba compiles.
 
 This module imports Numba only inside functions: ``import numthunk`` never
-imports Numba.
+imports Numba. It imports nothing of the package but the core: numthunk._api
+names the classes to register (set_classes) and numthunk._signature asks it
+for C text, so there is no import cycle.
 """
 
 import re
 import threading
 
-__all__ = ["type_to_c", "signature_to_c", "string_to_c", "cfunc_signature",
-           "type_from_desc", "signature_from_c", "function_type", "register"]
+from . import _core
 
-_SCALAR_C = {
-    "bool": "bool",
-    "int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t", "uint16": "uint16_t",
-    "int32": "int", "uint32": "unsigned int", "int64": "int64_t", "uint64": "uint64_t",
-    "float32": "float", "float64": "double",
-    "complex64": "float complex", "complex128": "double complex",
-    "none": "void",
-}
+__all__ = ["type_to_c", "signature_to_c", "string_to_c",
+           "type_from_desc", "signature_from_c", "function_type", "register", "set_classes"]
 
-_KIND_NUMBA = {
-    "bool": "boolean", "int8": "int8", "uint8": "uint8", "int16": "int16", "uint16": "uint16",
-    "int32": "int32", "uint32": "uint32", "int64": "int64", "uint64": "uint64",
-    "float32": "float32", "float64": "float64", "complex128": "complex128",
-}
+# From the core's kind table: Numba's name for a kind (str(t) of a Numba
+# scalar type is that name, "bool" for boolean) and its C text.
+_SCALAR_C = {k[5]: k[3] for k in _core.kinds}
+_SCALAR_C.update({"bool": "bool", "none": "void"})
+# complex64 is refused as a Numba value (see type_from_desc)
+_KIND_NUMBA = {k[0]: k[5] for k in _core.kinds if k[0] != "complex64"}
 
 
 # ---------------------------------------------------------------- Numba -> C
@@ -189,20 +185,6 @@ def string_to_c(text):
     return signature_to_c(parse_numba_signature(text))
 
 
-_cfunc_signatures = {}      # Numba signature -> numthunk Signature
-
-
-def cfunc_signature(cfunc):
-    """The numthunk Signature of a Numba @cfunc object."""
-    nbsig = cfunc._sig
-    sig = _cfunc_signatures.get(nbsig)
-    if sig is None:
-        from ._signature import Signature
-
-        sig = _cfunc_signatures.setdefault(nbsig, Signature(signature_to_c(nbsig)))
-    return sig
-
-
 # ---------------------------------------------------------------- C -> Numba
 
 
@@ -286,6 +268,16 @@ def _typeof_numthunk(val, c):
     return val._numba_type_
 
 
+_classes = ()
+
+
+def set_classes(*classes):
+    """The classes whose instances are Numba function values (numthunk._api
+    names Thunk and Function at import: this module never imports it)."""
+    global _classes
+    _classes = classes
+
+
 def register():
     """Make Thunk and Function Numba function values (done once, lazily)."""
     global _registered
@@ -302,9 +294,7 @@ def register():
         from numba.core.types import WrapperAddressProtocol
         from numba.core.typing.typeof import typeof_impl
 
-        from ._api import Function, Thunk
-
-        for cls in (Thunk, Function):
+        for cls in _classes:
             # Lowering a global or closure value needs isinstance(WAP).
             WrapperAddressProtocol.register(cls)
             # More specific than the WAP entry, which would rebuild the

@@ -175,12 +175,7 @@ def _numba_string_to_c(text):
         return None
 
 
-_CTYPES_OF_KIND = {
-    "bool": ctypes.c_bool, "int8": ctypes.c_int8, "uint8": ctypes.c_uint8,
-    "int16": ctypes.c_int16, "uint16": ctypes.c_uint16, "int32": ctypes.c_int32,
-    "uint32": ctypes.c_uint32, "int64": ctypes.c_int64, "uint64": ctypes.c_uint64,
-    "float32": ctypes.c_float, "float64": ctypes.c_double,
-}
+_CTYPES_OF_KIND = {k[0]: getattr(ctypes, k[6]) for k in _core.kinds if k[6]}
 
 
 def _ctypes_of(desc):

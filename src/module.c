@@ -77,6 +77,56 @@ static PyObject *mod_scalar(PyObject *module, PyObject *args)
     return Py_BuildValue("(sN)", nt_kind_name(t.kind), v);
 }
 
+/* The scalar kinds, for the Python package: one table, read once, instead
+   of parallel mappings in each adapter. Per kind: (name, size, signed,
+   C text, NumPy dtype char, Numba type name, ctypes type name or None). */
+typedef struct {
+    int kind;
+    int is_signed;
+    const char *c_text;
+    const char *dtype;
+    const char *numba;
+    const char *ctypes;
+} kind_row;
+
+static const kind_row kind_rows[] = {
+    { NT_BOOL, 0, "bool", "?", "boolean", "c_bool" },
+    { NT_I8, 1, "int8_t", "b", "int8", "c_int8" },
+    { NT_U8, 0, "uint8_t", "B", "uint8", "c_uint8" },
+    { NT_I16, 1, "int16_t", "h", "int16", "c_int16" },
+    { NT_U16, 0, "uint16_t", "H", "uint16", "c_uint16" },
+    { NT_I32, 1, sizeof(int) == 4 ? "int" : "int32_t", "i", "int32", "c_int32" },
+    { NT_U32, 0, sizeof(int) == 4 ? "unsigned int" : "uint32_t", "I", "uint32", "c_uint32" },
+    { NT_I64, 1, "int64_t", "q", "int64", "c_int64" },
+    { NT_U64, 0, "uint64_t", "Q", "uint64", "c_uint64" },
+    { NT_F32, 1, "float", "f", "float32", "c_float" },
+    { NT_F64, 1, "double", "d", "float64", "c_double" },
+    { NT_C64, 1, "float complex", "F", "complex64", NULL },
+    { NT_C128, 1, "double complex", "D", "complex128", NULL },
+};
+
+static PyObject *kind_table(void)
+{
+    size_t n = sizeof(kind_rows) / sizeof(kind_rows[0]);
+    PyObject *t = PyTuple_New((Py_ssize_t)n);
+    if (t == NULL)
+        return NULL;
+    for (size_t k = 0; k < n; k++) {
+        const kind_row *r = &kind_rows[k];
+        nt_type ty = { (uint8_t)r->kind, 0, 0, 0, 0, NULL };
+        PyObject *row = Py_BuildValue("(snOsssz)", nt_kind_name(r->kind),
+                                      (Py_ssize_t)nt_type_size(&ty),
+                                      r->is_signed ? Py_True : Py_False, r->c_text,
+                                      r->dtype, r->numba, r->ctypes);
+        if (row == NULL) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, (Py_ssize_t)k, row);
+    }
+    return t;
+}
+
 /* What new thunks get now (after any executable-memory fallback), and the
    configuration read from the environment, whole. */
 static PyObject *mod_backend_info(PyObject *module, PyObject *unused)
@@ -217,5 +267,12 @@ PyMODINIT_FUNC PyInit__core(void)
         Py_DECREF(m);
         return NULL;
     }
+    PyObject *kinds = kind_table();
+    if (kinds == NULL || PyModule_AddObjectRef(m, "kinds", kinds) < 0) {
+        Py_XDECREF(kinds);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_DECREF(kinds);
     return m;
 }

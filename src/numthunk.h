@@ -256,11 +256,18 @@ typedef struct {
     nt_plan_slot slots[NT_PLAN_CACHE];
 } nt_plan_cache;
 
+/* Picks the engine for a new plan (nt_choose_backend). */
+typedef const struct nt_backend *(*nt_backend_chooser)(const nt_plan *plan,
+                                                       const struct nt_backend *wanted,
+                                                       nt_error *err);
+
 /* The prepared plan for sig with this pattern and engine request, from the
-   cache or made now. *owned is set when the cache was full and the caller
-   must free the plan. NULL with err filled on failure. */
+   cache or made now with the engine choose() picks. *owned is set when the
+   cache was full and the caller must free the plan. NULL with err filled
+   on failure. */
 nt_plan *nt_plan_cache_get(nt_plan_cache *cache, const nt_sig *sig, const uint8_t *pattern,
-                           const struct nt_backend *wanted, int *owned, nt_error *err);
+                           const struct nt_backend *wanted, nt_backend_chooser choose,
+                           int *owned, nt_error *err);
 void nt_plan_cache_free(nt_plan_cache *cache);
 
 /* The backend a plan runs on: wanted (or NUMTHUNK_BACKEND) if it can run

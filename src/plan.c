@@ -112,7 +112,7 @@ void nt_ctx_free_chain(nt_ctx *ctx)
 /* ---- the plan cache ---- */
 
 static nt_plan *make_plan(const nt_sig *sig, const uint8_t *pattern,
-                          const nt_backend *wanted, nt_error *err)
+                          const nt_backend *wanted, nt_backend_chooser choose, nt_error *err)
 {
     nt_plan *plan = nt_plan_new(sig, err);
     if (plan == NULL)
@@ -125,7 +125,7 @@ static nt_plan *make_plan(const nt_sig *sig, const uint8_t *pattern,
     }
     if (nt_plan_finish(plan, err) != NT_OK)
         goto error;
-    const nt_backend *backend = nt_choose_backend(plan, wanted, err);
+    const nt_backend *backend = choose(plan, wanted, err);
     if (backend == NULL)
         goto error;
     plan->backend = backend;
@@ -138,7 +138,8 @@ error:
 }
 
 nt_plan *nt_plan_cache_get(nt_plan_cache *cache, const nt_sig *sig, const uint8_t *pattern,
-                           const nt_backend *wanted, int *owned, nt_error *err)
+                           const nt_backend *wanted, nt_backend_chooser choose,
+                           int *owned, nt_error *err)
 {
     size_t n = (size_t)sig->nargs;
     for (int k = 0; k < cache->n; k++) {
@@ -148,7 +149,7 @@ nt_plan *nt_plan_cache_get(nt_plan_cache *cache, const nt_sig *sig, const uint8_
             return slot->plan;
         }
     }
-    nt_plan *plan = make_plan(sig, pattern, wanted, err);
+    nt_plan *plan = make_plan(sig, pattern, wanted, choose, err);
     if (plan == NULL)
         return NULL;
     *owned = 1;

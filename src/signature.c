@@ -112,7 +112,8 @@ static PyObject *signature_new(PyTypeObject *type, PyObject *args, PyObject *kwd
 nt_plan *nt_signature_plan(nt_SignatureObject *self, const uint8_t *pattern,
                            const nt_backend *wanted, int *owned, nt_error *err)
 {
-    return nt_plan_cache_get(&self->plans, self->sig, pattern, wanted, owned, err);
+    return nt_plan_cache_get(&self->plans, self->sig, pattern, wanted, nt_choose_backend,
+                             owned, err);
 }
 
 static void signature_dealloc(nt_SignatureObject *self)
