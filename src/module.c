@@ -1,7 +1,7 @@
 /*
  * numthunk._core: module state and the small functions the Python package
- * needs from C (which values it must resolve before a bind, checked scalar
- * conversion for ref(), backend_info()).
+ * needs from C (the kind table, checked scalar conversion for ref(),
+ * backend_info()).
  */
 #include "pyapi.h"
 #include "native.h"
@@ -12,36 +12,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-/* _unresolved(signature, values) -> None, or the indices of the values
-   the Python package must resolve before bind() hands them to the core
-   (ctypes/cffi objects, arr.ctypes, Functions for function pointers...). */
-static PyObject *mod_unresolved(PyObject *module, PyObject *args)
-{
-    (void)module;
-    PyObject *sigobj, *values;
-    if (!PyArg_ParseTuple(args, "O!O!:_unresolved", &nt_SignatureType, &sigobj,
-                          &PyTuple_Type, &values))
-        return NULL;
-    const nt_sig *sig = ((nt_SignatureObject *)sigobj)->sig;
-    Py_ssize_t n = PyTuple_GET_SIZE(values);
-    PyObject *out = NULL;
-    for (Py_ssize_t i = 0; i < n && i < sig->nargs; i++) {
-        PyObject *v = PyTuple_GET_ITEM(values, i);
-        if (v == &nt_Arg || !nt_needs_resolve(&sig->args[i], v))
-            continue;
-        if (out == NULL && (out = PyList_New(0)) == NULL)
-            return NULL;
-        PyObject *k = PyLong_FromSsize_t(i);
-        if (k == NULL || PyList_Append(out, k) < 0) {
-            Py_XDECREF(k);
-            Py_DECREF(out);
-            return NULL;
-        }
-        Py_DECREF(k);
-    }
-    return out != NULL ? out : Py_NewRef(Py_None);
-}
 
 /* _scalar(ctype, value) -> (kind_name, value): value checked exactly as a
    bound value of that C type would be, and read back from its C cell. */
@@ -225,8 +195,6 @@ static PyMethodDef module_methods[] = {
       "addresses of the reference kernels (demo and benchmarks)" },
     { "_capsule", mod_capsule, METH_VARARGS, "a signature-named capsule keeping owner alive" },
     { "_capsule_pointer", mod_capsule_pointer, METH_O, "the pointer and name of a capsule" },
-    { "_unresolved", mod_unresolved, METH_VARARGS,
-      "indices of the values the Python package resolves before binding" },
     { "_scalar", mod_scalar, METH_VARARGS, "check a scalar against a C type" },
     { "backend_info", mod_backend_info, METH_NOARGS,
       "backend_info() -> dict: the engine and executable-memory policy new thunks get,\n"
