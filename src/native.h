@@ -42,12 +42,6 @@ typedef struct nt_config {
 
 const nt_config *nt_config_get(void);
 
-/* The engine a plan runs on: wanted (NULL: the configured one) if it can
-   run the plan, else native if it can, else libffi. NULL, err filled, if
-   none can. */
-const nt_backend *nt_choose_backend(const nt_plan *plan,
-                                    const nt_backend *wanted, nt_error *err);
-
 /* What NEW thunks get now, for plans the native engine can run: the engine,
    its memory policy, and the executable-memory fallbacks taken so far. */
 #define NT_FALLBACK_MAX 4
@@ -60,10 +54,6 @@ typedef struct nt_engine_status {
 } nt_engine_status;
 
 void nt_engine_status_get(nt_engine_status *out);
-
-/* The name of the engine an entry runs on (a native plan's entries are
-   libffi closures once executable memory ran out). */
-const char *nt_entry_engine_name(const nt_plan *plan, const nt_entry *entry);
 
 /* ------------------------------------------------------------------------ */
 /* What an architecture provides                                             */

@@ -270,8 +270,9 @@ nt_plan *nt_plan_cache_get(nt_plan_cache *cache, const nt_sig *sig, const uint8_
                            int *owned, nt_error *err);
 void nt_plan_cache_free(nt_plan_cache *cache);
 
-/* The backend a plan runs on: wanted (or NUMTHUNK_BACKEND) if it can run
-   the plan, else native if it can, else libffi. */
+/* The engine a plan runs on: wanted (NULL: the configured one) if it can
+   run the plan, else native if it can, else libffi. NULL, err filled, if
+   none can (backend.c). */
 const struct nt_backend *nt_choose_backend(const nt_plan *plan,
                                            const struct nt_backend *wanted, nt_error *err);
 
@@ -304,6 +305,9 @@ typedef struct nt_backend {
 } nt_backend;
 
 extern const nt_backend nt_backend_ffi;
+/* The name of the engine an entry runs on: a native plan's entries are
+   libffi closures once executable memory has run out (backend.c). */
+const char *nt_entry_engine_name(const nt_plan *plan, const nt_entry *entry);
 /* The libffi type of a value (struct ffi_type *), for calls from Python. */
 struct _ffi_type *nt_ffi_type_of(const nt_type *t);
 /* NULL on platforms without a native backend. */

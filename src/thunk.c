@@ -453,7 +453,9 @@ static int take_plan(ThunkObject *self, PyObject *values, const nt_backend *want
    chain is bounded so that a call cannot run out of C stack. */
 static int check_chain(ThunkObject *self, PyObject *via)
 {
-    int ffi = self->plan->backend == &nt_backend_ffi;
+    /* the entry's engine, not the plan's: a native plan's entries are
+       libffi closures once executable memory has run out */
+    int ffi = strcmp(nt_entry_engine_name(self->plan, self->entry), nt_backend_ffi.name) == 0;
     if (via == NULL || via == Py_None || !PyObject_TypeCheck(via, &nt_ThunkType)) {
         self->ffi_chain = ffi;
         return 0;
@@ -542,8 +544,7 @@ static PyObject *thunk_make(PyTypeObject *type, new_args a)
     self->target = target;
     self->nogil = a.nogil != 0;
     nt_error err = { NT_OK, -1, "" };
-    if (collect_mvspecs(self, a.memviews) < 0 || take_plan(self, a.values, wanted) < 0
-        || check_chain(self, a.via) < 0)
+    if (collect_mvspecs(self, a.memviews) < 0 || take_plan(self, a.values, wanted) < 0)
         goto error;
     self->ctx = nt_ctx_new(self->plan, target, &err);
     if (self->ctx == NULL)
@@ -553,6 +554,8 @@ static PyObject *thunk_make(PyTypeObject *type, new_args a)
     if (self->plan->backend->entry_new(self->plan, self->ctx, &self->entry, &self->address,
                                        &err) != NT_OK)
         goto error_nt;
+    if (check_chain(self, a.via) < 0)
+        goto error;
     PyObject_GC_Track(self);
     return (PyObject *)self;
 
@@ -689,7 +692,7 @@ static PyObject *thunk_backend(ThunkObject *self, void *closure)
     (void)closure;
     if (released_error(self) < 0)
         return NULL;
-    return PyUnicode_FromString(self->plan->backend->name);
+    return PyUnicode_FromString(nt_entry_engine_name(self->plan, self->entry));
 }
 
 /* (value or ARG, ...) in target parameter order */

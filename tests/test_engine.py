@@ -268,6 +268,8 @@ bad += [i for i, t in enumerate(again) if call(t.address)() != 4.0 * i]
 with open("/proc/self/maps") as fh:
     rwx = [line for line in fh if "w" in line.split()[1] and "x" in line.split()[1]]
 info = nt.backend_info()
+# what each thunk reports is the engine its own entry runs on
+info["thunk_engines"] = (thunks[1].backend, again[-1].backend)
 print(repr((bad, rwx, info)))
 """
 
@@ -288,6 +290,7 @@ def test_memfd_refused_under_file_size_limit_falls_back_to_sealed_pages():
     assert rwx == [], rwx
     assert info["engine"] == "native-x86_64-sysv", info
     assert info["memory_policy"] == "mprotect-sealed", info
+    assert info["thunk_engines"] == ("native-x86_64-sysv",) * 2, info
     assert len(info["fallbacks"]) == 1, info
     assert info["fallbacks"][0].startswith("memfd-pwrite: "), info
     assert "File too large" in info["fallbacks"][0], info
@@ -301,6 +304,7 @@ def test_no_memory_policy_left_new_thunks_go_to_libffi():
     info, _ = run_many(256 * 1024, 30000, NUMTHUNK_EXECMEM="memfd")
     assert info["engine"] == "libffi", info
     assert info["memory_policy"] == "libffi closures", info
+    assert info["thunk_engines"] == ("native-x86_64-sysv", "libffi"), info
     assert info["config"]["execmem"] == "memfd", info
     assert [r.split(":")[0] for r in info["fallbacks"]] == [
         "memfd-pwrite", "no executable-memory policy left"], info
