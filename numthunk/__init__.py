@@ -16,6 +16,7 @@ from ._api import (
 )
 from ._signature import Signature
 from ._cython import unpack
+from . import _recipe
 
 backend_info = _core.backend_info
 
@@ -30,4 +31,6 @@ __all__ = [
 def cython(module, name, **options):
     """A target from a Cython module's ``__pyx_capi__`` (see numthunk._cython)."""
     from ._cython import cython_function
-    return cython_function(module, name, **options)
+    # the call is recorded on the Function: another process repeats it
+    return _recipe.remember_cython(cython_function(module, name, **options), module, name,
+                                   options)

@@ -147,7 +147,7 @@ class Function:
 
     __slots__ = ("address", "_signature", "nogil", "owner", "name", "memoryviews",
                  "fixed", "_user_params", "_call_thunk", "_protocol_sig", "_nbtype",
-                 "__weakref__")
+                 "_recipe", "__weakref__")
 
     def __init__(self, address, signature, *, nogil=True, owner=None, name=None,
                  memoryviews=None, fixed=None):
@@ -171,6 +171,32 @@ class Function:
         self._user_params = [i for i in range(sig.nargs) if i not in self.fixed]
         self._call_thunk = None
         self._nbtype = None
+        self._recipe = None
+
+    @classmethod
+    def from_library(cls, library, symbol, signature, *, nogil=True):
+        """The function ``symbol`` of a shared library: ``library`` is a path,
+        a name the dynamic loader resolves (``"libm.so.6"``, or ``"m"``
+        through ``ctypes.util.find_library``) or a loaded ``ctypes.CDLL``.
+        The library stays loaded while the Function or a thunk uses it. A
+        missing library or symbol raises OSError naming both. Such a
+        Function, and every thunk made from it, can be pickled: another
+        process loads the library and finds the symbol again."""
+        from . import _recipe
+        return _recipe.from_library(library, symbol, signature, nogil=nogil)
+
+    # Pickling by recipe (numthunk._recipe): the code is found again by
+    # name in the other process. A Function names code, so copying one
+    # gives the same object, as copying a Python function does.
+    def __reduce__(self):
+        from . import _recipe
+        return _recipe.reduce_function(self)
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
 
     @property
     def signature(self):
@@ -387,6 +413,21 @@ class Thunk(_core.Thunk):
 
     # What Numba's unboxing reads (the address getter itself, no call).
     _wrapper_address_ = _core.Thunk.address
+
+    # Pickling by recipe: the target by name, the bound values as values
+    # (numthunk._recipe). copy.copy: a new thunk on the same target and the
+    # same bound objects; copy.deepcopy: on copies of them.
+    def __reduce__(self):
+        from . import _recipe
+        return _recipe.reduce_thunk(self)
+
+    def __copy__(self):
+        from . import _recipe
+        return _recipe.copy_thunk(self)
+
+    def __deepcopy__(self, memo):
+        from . import _recipe
+        return _recipe.deepcopy_thunk(self, memo)
 
     def lowlevelcallable(self, signature=None, user_data=None):
         """A ``scipy.LowLevelCallable`` for this thunk. Its signature string

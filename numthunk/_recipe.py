@@ -1,0 +1,676 @@
+"""Recipes: how a thunk travels to another process.
+
+A thunk is a function pointer into this process: its address means nothing
+anywhere else. What travels is its recipe: the target, named so that
+another process can find it again, and the bound values, as values.
+
+Targets are named by
+- ``("symbol", library, symbol)``: a symbol of a shared library, for
+  ``Function.from_library``, ctypes functions of a ``CDLL`` and cffi
+  ABI-mode functions. ``library`` is what the loader is asked for in the
+  other process: a name it resolves (``"libm.so.6"``) stays a name, a path
+  is the absolute path of the file as loaded here, ``None`` is the process
+  itself (``CDLL(None)``);
+- ``("cffi", module, name)``: a function of a cffi API-mode module;
+- ``("cython", module, name, options)``: a ``numthunk.cython`` call;
+- ``("cfunc", module, qualname)``: a Numba ``@cfunc`` at the top level of an
+  importable module (the other process imports it: Numba compiles the
+  function again or loads it from its cache);
+- ``("thunk", thunk)``: another thunk, itself pickled by its recipe.
+
+Anything else is a raw address (``Function(int, sig)``, ``address(n)``,
+capsules, ctypes callbacks, pointers): pickling refuses it and says what to
+use instead.
+
+Bound values go into the same pickle as the target, in one tuple: an array
+bound as a pointer and a ``size()`` of it unpickle as one array, so the new
+thunk's pointer and size agree. Each process binds its own copy: live
+binding holds within a process, never across processes.
+"""
+
+import copy
+import copyreg
+import ctypes
+import ctypes.util
+import importlib
+import os
+import pickle
+import sys
+import weakref
+
+import numpy as np
+
+
+from ._api import (
+    ARG, Address, Function, Ref, Strided, Thunk, _is_numba_cfunc, _numpy_ctypes_array,
+    as_function, bind, ref, shape, size, stride, strided,
+)
+from ._signature import Signature
+
+__all__ = ["from_library", "reduce_function", "reduce_thunk", "copy_thunk",
+           "deepcopy_thunk", "remember_cython"]
+
+
+# ---------------------------------------------------------------- the loader
+
+
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+class _LinkMap(ctypes.Structure):
+    # the two leading members of glibc's struct link_map (<link.h>)
+    _fields_ = [("l_addr", ctypes.c_void_p), ("l_name", ctypes.c_char_p)]
+
+
+_RTLD_DI_LINKMAP = 2
+_dl_functions = None
+
+
+def _dl():
+    """(dladdr, dlinfo) from the C library (glibc >= 2.34) or libdl; None
+    where the platform has neither."""
+    global _dl_functions
+    if _dl_functions is None:
+        found = [None, None]
+        for name in (None, ctypes.util.find_library("dl")):
+            try:
+                libdl = ctypes.CDLL(name)
+            except OSError:
+                continue
+            for k, sym in enumerate(("dladdr", "dlinfo")):
+                if found[k] is None and hasattr(libdl, sym):
+                    found[k] = getattr(libdl, sym)
+        if found[0] is not None:
+            found[0].argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+            found[0].restype = ctypes.c_int
+        if found[1] is not None:
+            found[1].argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+            found[1].restype = ctypes.c_int
+        _dl_functions = tuple(found)
+    return _dl_functions
+
+
+def dladdr(address):
+    """``(file, symbol or None, symbol address or None)`` of the shared
+    object holding ``address``, or None."""
+    fn = _dl()[0]
+    if fn is None:
+        return None
+    info = _DlInfo()
+    if not fn(address, ctypes.byref(info)) or not info.dli_fname:
+        return None
+    fname = os.fsdecode(info.dli_fname)
+    sname = info.dli_sname.decode("utf-8", "replace") if info.dli_sname else None
+    return fname, sname, info.dli_saddr
+
+
+def _loaded_path(lib):
+    """The file the loader mapped for a CDLL ('' for the process itself)."""
+    dlinfo = _dl()[1]
+    if dlinfo is not None and lib._handle:
+        lm = ctypes.POINTER(_LinkMap)()
+        if dlinfo(lib._handle, _RTLD_DI_LINKMAP, ctypes.byref(lm)) == 0 and lm:
+            name = lm.contents.l_name
+            if name is not None:
+                return os.fsdecode(name)
+    name = lib._name
+    return os.path.abspath(name) if isinstance(name, str) and os.sep in name else name
+
+
+def _spec_of(lib):
+    """What another process asks the loader for to get ``lib`` again."""
+    name = lib._name
+    if name is None:
+        return None
+    if os.sep in name or (os.altsep and os.altsep in name):
+        path = _loaded_path(lib)
+        return path if path else os.path.abspath(name)
+    return name
+
+
+_libraries = {}
+
+
+def _load(spec):
+    """The CDLL for a recipe's library, loaded once per process (ctypes
+    never unloads a library; the cache only saves the dlopen)."""
+    lib = _libraries.get(spec)
+    if lib is None:
+        lib = _libraries[spec] = ctypes.CDLL(spec)
+    return lib
+
+
+def _symbol_address(lib, symbol):
+    try:
+        fn = getattr(lib, symbol) if isinstance(symbol, str) else lib[symbol]
+    except (AttributeError, ValueError):
+        return None
+    return ctypes.cast(fn, ctypes.c_void_p).value
+
+
+def from_library(library, symbol, signature, *, nogil=True):
+    """``Function.from_library``: see there."""
+    where = f"Function.from_library({_show(library)}, {symbol!r})"
+    if not isinstance(symbol, str) or not symbol:
+        raise TypeError(f"{where}: the symbol must be a non-empty str")
+    sig = signature if isinstance(signature, Signature) else Signature(signature)
+    if isinstance(library, ctypes.CDLL):
+        lib = library
+    else:
+        try:
+            text = os.fspath(library)
+        except TypeError:
+            raise TypeError(f"{where}: library must be a path, a library name or a "
+                            f"ctypes.CDLL, got {type(library).__name__}") from None
+        if isinstance(text, bytes):
+            text = os.fsdecode(text)
+        lib = _open(text, symbol, where)
+    address = _symbol_address(lib, symbol)
+    if not address:
+        path = _loaded_path(lib) or "the running program and its libraries"
+        raise OSError(f"{where}: symbol {symbol!r} not found in library "
+                      f"{_show(library)} (loaded from {path}); is it exported "
+                      "(not static, not C++-mangled), and spelled as in the library?")
+    fn = Function(address, sig, nogil=nogil, owner=lib, name=symbol)
+    fn._recipe = ("symbol", _spec_of(lib), symbol)
+    return fn
+
+
+def _open(text, symbol, where):
+    is_path = os.sep in text or (os.altsep and os.altsep in text)
+    if is_path:
+        path = os.path.abspath(text)
+        if not os.path.exists(path):
+            raise OSError(f"{where}: cannot load library {text!r} for symbol {symbol!r}: "
+                          f"no such file {path!r}")
+        try:
+            return ctypes.CDLL(path)
+        except OSError as exc:
+            raise OSError(f"{where}: cannot load library {path!r} for symbol "
+                          f"{symbol!r}: {exc}") from None
+    try:
+        return ctypes.CDLL(text)
+    except OSError as exc:
+        first = exc
+    found = ctypes.util.find_library(text)
+    if found:
+        try:
+            return ctypes.CDLL(found)
+        except OSError as exc:
+            first = exc
+    raise OSError(f"{where}: cannot load library {text!r} for symbol {symbol!r}: the "
+                  f"dynamic loader does not find it ({first}); ctypes.util.find_library"
+                  f"({text!r}) gives {found!r}; pass the library's path") from None
+
+
+def _show(library):
+    if isinstance(library, ctypes.CDLL):
+        return f"<CDLL {library._name!r}>"
+    return repr(library)
+
+
+# ---------------------------------------------------------------- naming targets
+
+
+_RAW_ADVICE = ("name the function instead: Function.from_library(library, symbol, "
+               "signature) for a C library function, a ctypes function of a CDLL, "
+               "numthunk.cython(module, name) for Cython, or a Numba @cfunc defined at the "
+               "top level of an importable module")
+
+
+class PicklingRefused(pickle.PicklingError):
+    """This object is bound to this process (a raw address, a callback, a
+    function without a name another process can find)."""
+
+
+def _refuse(what, why):
+    raise PicklingRefused(f"{what}: {why}")
+
+
+def _fn_label(fn):
+    return f"the function {fn.name or f'at {fn.address:#x}'} '{fn._signature}'"
+
+
+def locate(fn):
+    """The recipe naming ``fn``'s code in another process (cached on fn)."""
+    rec = getattr(fn, "_recipe", None)
+    if rec is not None:
+        return rec
+    owner = fn.owner
+    what = _fn_label(fn)
+    if owner is None:
+        _refuse(what, "it is a raw address (Function(address, signature)), which means "
+                f"nothing in another process; {_RAW_ADVICE}")
+    if isinstance(owner, Thunk):
+        rec = ("thunk", owner)
+    elif isinstance(owner, ctypes._CFuncPtr):
+        rec = _locate_ctypes(fn, owner, what)
+    elif _is_numba_cfunc(owner):
+        rec = _locate_cfunc(owner, what)
+    elif type(owner).__module__ == "_cffi_backend":
+        rec = _locate_cffi(fn, what)
+    elif isinstance(owner, ctypes.CDLL) and isinstance(fn.name, str) \
+            and _symbol_address(owner, fn.name) == fn.address:
+        rec = ("symbol", _spec_of(owner), fn.name)
+    elif type(owner).__name__ == "PyCapsule":
+        _refuse(what, "a capsule holds a raw address; for a Cython function use "
+                "numthunk.cython(module, name), which another process can repeat; "
+                f"otherwise {_RAW_ADVICE}")
+    else:
+        _refuse(what, f"numthunk does not know how to name a function owned by a "
+                f"{type(owner).__name__!r} object in another process; {_RAW_ADVICE}")
+    fn._recipe = rec
+    return rec
+
+
+def _locate_ctypes(fn, cf, what):
+    objects = getattr(cf, "_objects", None)
+    keep = objects.get("0") if isinstance(objects, dict) else None
+    if type(keep).__name__ == "CThunkObject":
+        _refuse(what, "it is a ctypes callback (CFUNCTYPE(...)(python_function)): it runs "
+                "Python code of this process; use a Numba @cfunc defined at the top level "
+                "of an importable module instead, or Function.from_library for C code")
+    name = getattr(cf, "__name__", None)
+    if isinstance(keep, ctypes.CDLL) and isinstance(name, str):
+        if _symbol_address(keep, name) == fn.address:
+            return ("symbol", _spec_of(keep), name)
+    _refuse(what, "it is a ctypes function pointer made from an address, not a function "
+            f"of a CDLL (lib.name); {_RAW_ADVICE}")
+
+
+def _lookup(modname, qualname):
+    obj = importlib.import_module(modname)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _locate_cfunc(cf, what):
+    py = getattr(cf, "_pyfunc", None)
+    modname = getattr(py, "__module__", None)
+    qualname = getattr(py, "__qualname__", None)
+    if not modname or not qualname or "<locals>" in qualname:
+        _refuse(what, f"the @cfunc {qualname or cf!r} is defined inside a function, so "
+                "another process cannot find it by name; define it at the top level of "
+                "an importable module")
+    try:
+        found = _lookup(modname, qualname)
+    except Exception as exc:
+        _refuse(what, f"the @cfunc cannot be found as {modname}.{qualname} ({exc}); "
+                "define it at the top level of an importable module")
+    if found is not cf:
+        _refuse(what, f"{modname}.{qualname} is not this @cfunc (it was redefined or "
+                "made by a factory); another process would get the other one")
+    return ("cfunc", modname, qualname)
+
+
+def _cffi_modules():
+    """{realpath of the extension file: module} for imported cffi API-mode modules."""
+    out = {}
+    for name, mod in list(sys.modules.items()):
+        path = getattr(mod, "__file__", None)
+        if path and hasattr(mod, "ffi") and hasattr(mod, "lib") \
+                and type(getattr(mod, "ffi")).__module__ == "_cffi_backend":
+            out[os.path.realpath(path)] = name
+    return out
+
+
+def _locate_cffi(fn, what):
+    found = dladdr(fn.address)
+    if found is None:
+        _refuse(what, "this cffi function is in no loaded library (a cffi callback "
+                f"runs Python code of this process); {_RAW_ADVICE}")
+    fname, sname, saddr = found
+    fname = os.path.abspath(fname)
+    modname = _cffi_modules().get(os.path.realpath(fname))
+    if modname is not None:
+        mod = sys.modules[modname]
+        names = ([sname] if sname else []) + [n for n in dir(mod.lib) if n != sname]
+        for name in names:
+            if _cffi_api_address(mod, name) == fn.address:
+                return ("cffi", modname, name)
+        _refuse(what, f"the function is in the cffi module {modname}, but no name of "
+                f"{modname}.lib has its address")
+    if sname and saddr == fn.address:
+        lib = _load(fname)
+        if _symbol_address(lib, sname) == fn.address:
+            return ("symbol", fname, sname)
+    _refuse(what, f"the function is in {fname} but not under an exported name there; "
+            "use Function.from_library(library, symbol, ffi.typeof(f))")
+
+
+def _cffi_api_address(mod, name):
+    try:
+        ptr = mod.ffi.addressof(mod.lib, name)
+    except Exception:
+        return None
+    if not _cffi_is_function(ptr):
+        return None
+    return int(mod.ffi.cast("uintptr_t", ptr))
+
+
+# ------------------------------------------------------------- resolving names
+
+
+def _resolve_symbol(rec):
+    _kind, spec, symbol = rec
+    try:
+        lib = _load(spec)
+    except OSError as exc:
+        raise OSError(f"cannot load library {spec!r} for symbol {symbol!r} in this "
+                      f"process: {exc}") from None
+    address = _symbol_address(lib, symbol)
+    if not address:
+        raise OSError(f"symbol {symbol!r} not found in library {spec!r} (loaded from "
+                      f"{_loaded_path(lib)}) in this process")
+    return address, lib, None
+
+
+def _resolve_cffi(rec):
+    _kind, modname, name = rec
+    mod = importlib.import_module(modname)
+    address = _cffi_api_address(mod, name)
+    if address is None:
+        raise AttributeError(f"the cffi module {modname} has no function {name!r} in "
+                             "this process")
+    return address, mod, None
+
+
+def _resolve_cfunc(rec):
+    _kind, modname, qualname = rec
+    try:
+        cf = _lookup(modname, qualname)
+    except Exception as exc:
+        raise AttributeError(f"cannot find the @cfunc {modname}.{qualname} in this process "
+                             f"({type(exc).__name__}: {exc}); a @cfunc travels by name, so "
+                             "its module must be importable here (on sys.path; not "
+                             "__main__ unless this process runs the same script)") from None
+    if not _is_numba_cfunc(cf):
+        raise TypeError(f"{modname}.{qualname} is a {type(cf).__name__}, not a Numba "
+                        "@cfunc, in this process")
+    return cf.address, cf, as_function(cf)._signature
+
+
+def _resolve_thunk(rec):
+    t = rec[1]
+    return t.address, t, t.csig
+
+
+def _resolve_cython(rec):
+    from . import cython
+    _kind, modname, name, options = rec
+    fn = cython(modname, name, **_options_from(options))
+    return fn.address, fn.owner, fn._signature
+
+
+_RESOLVE = {"symbol": _resolve_symbol, "cffi": _resolve_cffi, "cfunc": _resolve_cfunc,
+            "thunk": _resolve_thunk, "cython": _resolve_cython}
+
+_functions = weakref.WeakValueDictionary()
+
+
+def _function_from_recipe(rec, sigtext, nogil, name, memoryviews, fixed):
+    """Unpickle a Function: find its code by name, give it back its signature."""
+    key, fn = None, None
+    if rec[0] != "thunk":
+        key = (rec, sigtext, nogil, name, memoryviews, fixed)
+        try:
+            fn = _functions.get(key)
+        except TypeError:       # an unhashable fixed value
+            key = None
+    if fn is not None:
+        return fn
+    resolve = _RESOLVE.get(rec[0])
+    if resolve is None:
+        raise pickle.UnpicklingError(f"unknown numthunk target recipe {rec[0]!r}")
+    address, owner, found = resolve(rec)
+    sig = Signature(sigtext)
+    if found is not None and found != sig:
+        raise TypeError(f"the target {name or rec[1:]} has the signature '{found}' in this "
+                        f"process; the pickled thunk was made for '{sig}'")
+    fn = Function(address, sig, nogil=nogil, owner=owner, name=name,
+                  memoryviews=dict(memoryviews) if memoryviews else None,
+                  fixed=dict(fixed) if fixed else None)
+    fn._recipe = rec
+    if key is not None:
+        _functions[key] = fn
+    return fn
+
+
+_sig_texts = {}
+
+
+def _sig_text(sig):
+    """C text of a signature with its parameter names (rebind by name works
+    after the trip)."""
+    text = str(sig)
+    names = sig.names
+    key = (text, names)
+    cached = _sig_texts.get(key)
+    if cached is not None:
+        return cached
+    if any(names):
+        parts = []
+        for t, n in zip(sig.argtypes, names):
+            if not n:
+                parts.append(t)
+            elif "(*)" in t:
+                parts.append(t.replace("(*)", f"(*{n})", 1))
+            else:
+                parts.append(f"{t} {n}")
+        named = f"{sig.restype} ({', '.join(parts)})"
+        try:
+            again = Signature(named)
+        except (ValueError, TypeError):
+            again = None
+        if again is not None and again == sig and again.names == names:
+            text = named
+    if len(_sig_texts) < 1024:
+        _sig_texts[key] = text
+    return text
+
+
+def _frozen(d):
+    return tuple(sorted(d.items())) if d else None
+
+
+def reduce_function(fn):
+    """``Function.__reduce__``."""
+    try:
+        rec = locate(fn)
+    except PicklingRefused as exc:
+        raise PicklingRefused(f"cannot pickle {exc}") from None
+    return (_function_from_recipe,
+            (rec, _sig_text(fn._signature), fn.nogil, fn.name,
+             _frozen(fn.memoryviews), _frozen(fn.fixed)))
+
+
+def remember_cython(fn, module, name, options):
+    """Record the ``numthunk.cython`` call that made ``fn``: another process
+    repeats it."""
+    modname = module if isinstance(module, str) else getattr(module, "__name__", None)
+    if not isinstance(modname, str):
+        return fn
+    frozen = []
+    for k, v in sorted(options.items()):
+        if isinstance(v, dict):
+            v = ("dict", tuple(sorted(v.items(), key=lambda kv: repr(kv[0]))))
+        frozen.append((k, v))
+    fn._recipe = ("cython", modname, name, tuple(frozen))
+    return fn
+
+
+def _options_from(frozen):
+    out = {}
+    for k, v in frozen:
+        if isinstance(v, tuple) and len(v) == 2 and v[0] == "dict":
+            v = dict(v[1])
+        out[k] = v
+    return out
+
+
+# ---------------------------------------------------------------- bound values
+
+
+def _param_label(t, i):
+    sig = t.target_signature
+    name = sig.names[i]
+    return f"argument {i}{f' ({name}: ' if name else ' ('}{sig.argtypes[i]})"
+
+
+def _is_function_object(v):
+    return (isinstance(v, (Function, ctypes._CFuncPtr)) or _is_numba_cfunc(v)
+            or type(v).__name__ == "PyCapsule")
+
+
+def _travelling(t, i, v):
+    """What goes into the pickle for the bound value ``v`` of parameter i."""
+    if v is ARG or v is None or isinstance(v, (Thunk, np.ndarray)):
+        return v
+    arr = _numpy_ctypes_array(v)
+    if arr is not None:
+        return arr
+    if isinstance(v, Address):
+        raise PicklingRefused(f"cannot pickle the thunk: {_param_label(t, i)} is bound to a raw "
+                       f"address({v.value:#x}), which means nothing in another process; "
+                       "bind the array itself (it travels as a copy), or a function by "
+                       "name (Function.from_library, a @cfunc in an importable module)")
+    if _is_function_object(v) or (type(v).__module__ == "_cffi_backend"
+                                  and _cffi_is_function(v)):
+        fn = as_function(v)
+        try:
+            locate(fn)
+        except PicklingRefused as exc:
+            raise PicklingRefused(f"cannot pickle the thunk: {_param_label(t, i)} is bound to "
+                           f"{exc}") from None
+        return fn
+    if isinstance(v, (ctypes._Pointer, ctypes.c_void_p, ctypes.c_char_p)) \
+            or type(v).__module__ == "_cffi_backend":
+        raise PicklingRefused(f"cannot pickle the thunk: {_param_label(t, i)} is bound to a "
+                       f"{type(v).__name__} pointer, an address in this process; bind a "
+                       "NumPy array instead (it travels as a copy)")
+    return v
+
+
+def _cffi_is_function(v):
+    import _cffi_backend
+    ct = _cffi_backend.typeof(v)
+    return ct.kind == "function" or (ct.kind == "pointer" and ct.item.kind == "function")
+
+
+def _engine_of(t):
+    # A thunk on libffi stays on libffi; a native one takes the other
+    # process's default (the engine it can run there).
+    return "ffi" if t.backend == "libffi" else None
+
+
+def reduce_thunk(t):
+    """``Thunk.__reduce__``: the target's recipe and the bound values, in one
+    tuple (the pickle memo keeps an array and the markers made from it one
+    object)."""
+    if t.released:
+        raise PicklingRefused("cannot pickle a released thunk")
+    fn = t.target
+    if not isinstance(fn, Function):
+        raise PicklingRefused(f"cannot pickle the thunk: its target is a {type(fn).__name__}, "
+                       "not a numthunk.Function")
+    try:
+        locate(fn)
+    except PicklingRefused as exc:
+        raise PicklingRefused(f"cannot pickle the thunk: {exc}") from None
+    values = tuple(_travelling(t, i, v) for i, v in enumerate(t.bindings))
+    return (_thunk_from_recipe, (fn, values, _engine_of(t)))
+
+
+def _thunk_from_recipe(fn, values, engine):
+    if fn.fixed:
+        values = [values[i] for i in fn._user_params]
+    return bind(fn, *values, engine=engine)
+
+
+def copy_thunk(t):
+    """``copy.copy``: a new thunk, same target, the same bound objects (the
+    same arrays, live)."""
+    if t.released:
+        raise ValueError("cannot copy a released thunk")
+    return _thunk_from_recipe(t.target, t.bindings, _engine_of(t))
+
+
+def deepcopy_thunk(t, memo):
+    """``copy.deepcopy``: a new thunk, same target, copies of the bound
+    arrays, markers and ref cells (one copy per array, as in a pickle);
+    functions, thunks' targets and raw addresses are shared as they are."""
+    if t.released:
+        raise ValueError("cannot copy a released thunk")
+    values = []
+    for v in t.bindings:
+        if v is ARG or isinstance(v, Address) or _is_function_object(v) \
+                or isinstance(v, (ctypes._Pointer, ctypes.c_void_p, ctypes.c_char_p)) \
+                or type(v).__module__ == "_cffi_backend":
+            values.append(v)
+        else:
+            arr = _numpy_ctypes_array(v)
+            values.append(copy.deepcopy(arr if arr is not None else v, memo))
+    return _thunk_from_recipe(t.target, tuple(values), _engine_of(t))
+
+
+# ---------------------------------------------------------------- markers
+#
+# Registered with copyreg so that pickle, cloudpickle and copy.deepcopy all
+# rebuild a marker through its public constructor from its public fields.
+
+
+def _reduce_derived(d):
+    if d.kind == "size":
+        return (size, (d.obj,))
+    if d.kind == "shape":
+        return (shape, (d.obj, d.axis))
+    return (stride, (d.obj, d.axis, d.elements))
+
+
+def _reduce_strided(s):
+    return (strided, (s.obj,))
+
+
+def _reduce_ref(r):
+    return (ref, (r.value, r.ctype))
+
+
+class _LocalOwner:
+    """An address's owner inside a reduction: copy.deepcopy shares it (an
+    address stays valid in this process), pickle refuses it."""
+
+    __slots__ = ("address",)
+
+    def __init__(self, address):
+        self.address = address
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __reduce__(self):
+        raise PicklingRefused(f"cannot pickle {self.address!r}: a raw address means nothing in "
+                       "another process; bind the array itself (it travels as a copy)")
+
+
+def _address_again(value, holder):
+    return Address(value, holder.address.owner)
+
+
+def _reduce_address(a):
+    return (_address_again, (a.value, _LocalOwner(a)))
+
+
+def _register():
+    _probe = np.zeros(1)
+    for t in {type(size(_probe)), type(shape(_probe, 0)), type(stride(_probe, 0))}:
+        copyreg.pickle(t, _reduce_derived)
+    copyreg.pickle(Strided, _reduce_strided)
+    copyreg.pickle(Ref, _reduce_ref)
+    copyreg.pickle(Address, _reduce_address)
+
+
+_register()
+
