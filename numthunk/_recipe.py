@@ -584,7 +584,39 @@ def reduce_thunk(t):
     return (_thunk_from_recipe, (fn, values, _engine_of(t)))
 
 
+def _own_arrays(values):
+    """The unpickled arrays, each aligned and writeable: out-of-band pickle
+    buffers (protocol 5, as Dask sends them) come back as read-only views of
+    a received frame at any alignment, which bind() would refuse. Such an
+    array is copied once, and every marker made from it follows the copy."""
+    copies = {}
+
+    def own(a):
+        if not isinstance(a, np.ndarray) or (a.flags.aligned and a.flags.writeable):
+            return a
+        c = copies.get(id(a))
+        if c is None:
+            c = copies[id(a)] = np.array(a, order="K")
+        return c
+
+    out = list(values)
+    for i, v in enumerate(values):
+        if isinstance(v, np.ndarray):
+            out[i] = own(v)
+        elif type(v) in _DERIVED_TYPES:
+            obj = own(v.obj)
+            if obj is not v.obj:
+                maker, args = _reduce_derived(v)
+                out[i] = maker(obj, *args[1:])
+        elif type(v) is Strided:
+            obj = own(v.obj)
+            if obj is not v.obj:
+                out[i] = strided(obj)
+    return out if copies else values
+
+
 def _thunk_from_recipe(fn, values, engine):
+    values = _own_arrays(values)
     if fn.fixed:
         values = [values[i] for i in fn._user_params]
     return bind(fn, *values, engine=engine)
@@ -663,9 +695,14 @@ def _reduce_address(a):
     return (_address_again, (a.value, _LocalOwner(a)))
 
 
+_probe = np.zeros(1)
+_DERIVED_TYPES = frozenset({type(size(_probe)), type(shape(_probe, 0)),
+                            type(stride(_probe, 0))})
+del _probe
+
+
 def _register():
-    _probe = np.zeros(1)
-    for t in {type(size(_probe)), type(shape(_probe, 0)), type(stride(_probe, 0))}:
+    for t in _DERIVED_TYPES:
         copyreg.pickle(t, _reduce_derived)
     copyreg.pickle(Strided, _reduce_strided)
     copyreg.pickle(Ref, _reduce_ref)

@@ -607,3 +607,30 @@ def test_deepcopy_shares_addresses_and_functions(fixture_path):
         else:
             assert d.bindings[0] is k.square
     assert copy.deepcopy(ad) is not ad and copy.deepcopy(ad).owner is a
+
+
+def test_out_of_band_buffers_misaligned_and_read_only(fixture_path):
+    """Protocol 5 with out-of-band buffers, as Dask sends arrays: each buffer
+    arrives as a read-only view of a received frame, at any alignment. The
+    unpickled thunk binds an aligned, writeable copy, one per array."""
+    import travel_kernels as k
+
+    p = np.array([1.5, 0.3, 2.0, -0.2])
+    a = np.arange(30.0).reshape(5, 6)           # contiguous: out of band
+    thunks = [nt.bind(k.damped, nt.ARG, p, nt.size(p)),
+              nt.bind(nt.Function.from_library(fixture_path, "f_d_pzzzz", STRIDED),
+                      nt.strided(a), nt.shape(a, 0), nt.shape(a, 1),
+                      nt.stride(a, 0), nt.stride(a, 1))]
+    buffers = []
+    data = pickle.dumps(thunks, protocol=5, buffer_callback=buffers.append)
+    assert len(buffers) == 2
+    frames = [bytes(1) + bytes(b.raw()) for b in buffers]      # off by one byte
+    received = [memoryview(f)[1:] for f in frames]
+    u = pickle.loads(data, buffers=received)
+    assert u[0](0.7) == thunks[0](0.7)
+    assert u[1]() == thunks[1]()
+    arr = u[0].bindings[1]
+    assert arr.flags.aligned and arr.flags.writeable and arr is u[0].bindings[2].obj
+    assert all(b.obj is u[1].bindings[0].obj for b in u[1].bindings[1:])
+    arr[0] = 0.0                                 # live on its own copy
+    assert u[0](0.7) == -0.2 * 0.7
