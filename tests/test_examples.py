@@ -18,6 +18,8 @@ EXPECT = {
     "calcbox.py": "after vec[0] = 100: numthunk 109.0 | Numba cfunc closure 10.0",
     "integrand.py": "live parameters: 4.000000 -> 2.000000",
     "cython_kernel.py": "refused: argument 2",
+    "dask_sweep.py": "the workers' results are equal to the serial run",
+    "sweep_kernels.py": "f(0.0) = 1.000000",
 }
 
 
