@@ -254,6 +254,12 @@ def locate(fn):
     elif isinstance(owner, ctypes.CDLL) and isinstance(fn.name, str) \
             and _symbol_address(owner, fn.name) == fn.address:
         rec = ("symbol", _spec_of(owner), fn.name)
+    elif _cffi_api_function(owner) is not None:
+        rec = ("cffi", _cffi_api_function(owner), owner.__name__)
+    elif isinstance(owner, tuple) and len(owner) == 2 and isinstance(owner[0], Function):
+        _refuse(what, "it was bound with keep=, which holds memory the target reads "
+                "through pointers set up in this process; another process would need the "
+                "same set-up: make the thunk there")
     elif type(owner).__name__ == "PyCapsule":
         _refuse(what, "a capsule holds a raw address; for a Cython function use "
                 "numthunk.cython(module, name), which another process can repeat; "
@@ -315,6 +321,18 @@ def _cffi_modules():
                 and type(getattr(mod, "ffi")).__module__ == "_cffi_backend":
             out[os.path.realpath(path)] = name
     return out
+
+
+def _cffi_api_function(obj):
+    """The module name of a cffi API-mode ``module.lib.f``, else None."""
+    lib = getattr(obj, "__self__", None)
+    if type(obj).__name__ != "builtin_function_or_method" or lib is None \
+            or type(lib).__module__ != "_cffi_backend":
+        return None
+    for name, mod in list(sys.modules.items()):
+        if getattr(mod, "lib", None) is lib:
+            return name
+    return None
 
 
 def _locate_cffi(fn, what):
