@@ -278,9 +278,14 @@ def _locate_ctypes(fn, cf, what):
         _refuse(what, "it is a ctypes callback (CFUNCTYPE(...)(python_function)): it runs "
                 "Python code of this process; use a Numba @cfunc defined at the top level "
                 "of an importable module instead, or Function.from_library for C code")
-    name = getattr(cf, "__name__", None)
-    if isinstance(keep, ctypes.CDLL) and isinstance(name, str):
-        if _symbol_address(keep, name) == fn.address:
+    if isinstance(keep, ctypes.CDLL):
+        # lib.f (named by CDLL.__getattr__), or proto(("f", lib)) (unnamed:
+        # the loader knows the name of an exported symbol at this address)
+        name = getattr(cf, "__name__", None)
+        if not isinstance(name, str):
+            found = dladdr(fn.address)
+            name = found[1] if found is not None and found[2] == fn.address else None
+        if name is not None and _symbol_address(keep, name) == fn.address:
             return ("symbol", _spec_of(keep), name)
     _refuse(what, "it is a ctypes function pointer made from an address, not a function "
             f"of a CDLL (lib.name); {_RAW_ADVICE}")

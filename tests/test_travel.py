@@ -151,6 +151,8 @@ def _cases(fixture_path, lib):
     cf.argtypes = [ctypes.c_double, ctypes.POINTER(ctypes.c_double), ctypes.c_int]
     cf.restype = ctypes.c_double
     case("ctypes CDLL function", nt.bind(cf, nt.ARG, p, nt.size(p)), "t(2.0)")
+    proto = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double)
+    case("ctypes prototype((name, CDLL))", nt.bind(proto(("f_d_d", lib)), nt.ARG), "t(-4.5)")
 
     ffi = cffi.FFI()
     ffi.cdef("double f_d_dpi(double x, const double *p, int n);")
@@ -231,7 +233,7 @@ def fresh(paths, fixture_path, lib, tmp_path_factory):
 
 KINDS = [
     "from_library path", "from_library 'm' (a Function)", "from_library CDLL",
-    "ctypes CDLL function", "cffi ABI lib.f", "cffi API module function",
+    "ctypes CDLL function", "ctypes prototype((name, CDLL))", "cffi ABI lib.f", "cffi API module function",
     "cython memoryviews", "cython fused cpdef", "cython cpdef (a Function)",
     "numba cfunc", "numba cfunc, qualified name", "thunk as target",
     "thunk as function-pointer value", "cfunc as function-pointer value",
@@ -259,6 +261,7 @@ def test_round_trip_values_are_the_originals(fresh, fixture_path):
     assert got["from_library path"] == poly(1.5) == made["from_library path"][0](1.5)
     assert got["from_library 'm' (a Function)"] == np.cos(0.5)
     assert got["ctypes CDLL function"] == poly(2.0)
+    assert got["ctypes prototype((name, CDLL))"] == -4.5
     assert got["cffi ABI lib.f"] == poly(-1.0)
     assert got["cffi API module function"] == poly(3.0)
     assert got["cython memoryviews"] == [6.0, 22.0, 38.0]
