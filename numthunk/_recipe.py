@@ -544,36 +544,64 @@ def _param_label(t, i):
 
 
 def _is_function_object(v):
-    return (isinstance(v, (Function, ctypes._CFuncPtr)) or _is_numba_cfunc(v)
-            or type(v).__name__ == "PyCapsule")
+    return (isinstance(v, (Thunk, Function, ctypes._CFuncPtr)) or _is_numba_cfunc(v)
+            or type(v).__name__ == "PyCapsule"
+            or (type(v).__module__ == "_cffi_backend" and _cffi_is_function(v))
+            or _cffi_api_function(v) is not None)
+
+
+def _is_pointer_object(v):
+    return (isinstance(v, (ctypes._Pointer, ctypes.c_void_p, ctypes.c_char_p))
+            or type(v).__module__ == "_cffi_backend")
+
+
+def _function_behind(v):
+    """The function object an ``address()`` stands for, when bind() made it
+    from one for a function-pointer parameter; else None."""
+    owner = v.owner
+    if owner is None or not _is_function_object(owner):
+        return None
+    if isinstance(owner, Thunk):
+        return owner if owner.address == v.value else None
+    fn = as_function(owner)
+    if v.value == fn.address or (fn.fixed and v.value == fn._thunk().address):
+        return owner
+    return None
 
 
 def _travelling(t, i, v):
     """What goes into the pickle for the bound value ``v`` of parameter i."""
-    if v is ARG or v is None or isinstance(v, (Thunk, np.ndarray)):
+    if v is ARG or v is None or isinstance(v, np.ndarray):
         return v
     arr = _numpy_ctypes_array(v)
     if arr is not None:
         return arr
     if isinstance(v, Address):
-        raise PicklingRefused(f"cannot pickle the thunk: {_param_label(t, i)} is bound to a raw "
-                       f"address({v.value:#x}), which means nothing in another process; "
-                       "bind the array itself (it travels as a copy), or a function by "
-                       "name (Function.from_library, a @cfunc in an importable module)")
-    if _is_function_object(v) or (type(v).__module__ == "_cffi_backend"
-                                  and _cffi_is_function(v)):
+        behind = _function_behind(v)
+        if behind is None and v.owner is not None and _is_pointer_object(v.owner):
+            v = v.owner
+        elif behind is None:
+            raise PicklingRefused(
+                f"cannot pickle the thunk: {_param_label(t, i)} is bound to a raw "
+                f"address({v.value:#x}), which means nothing in another process; bind the "
+                "array itself (it travels as a copy), or a function by name "
+                "(Function.from_library, a @cfunc in an importable module)")
+        else:
+            v = behind
+    if isinstance(v, Thunk):
+        return v
+    if _is_function_object(v):
         fn = as_function(v)
         try:
             locate(fn)
         except PicklingRefused as exc:
-            raise PicklingRefused(f"cannot pickle the thunk: {_param_label(t, i)} is bound to "
-                           f"{exc}") from None
+            raise PicklingRefused(f"cannot pickle the thunk: {_param_label(t, i)} is bound "
+                                  f"to {exc}") from None
         return fn
-    if isinstance(v, (ctypes._Pointer, ctypes.c_void_p, ctypes.c_char_p)) \
-            or type(v).__module__ == "_cffi_backend":
+    if _is_pointer_object(v):
         raise PicklingRefused(f"cannot pickle the thunk: {_param_label(t, i)} is bound to a "
-                       f"{type(v).__name__} pointer, an address in this process; bind a "
-                       "NumPy array instead (it travels as a copy)")
+                              f"{type(v).__name__} pointer, an address in this process; bind "
+                              "a NumPy array instead (it travels as a copy)")
     return v
 
 
@@ -661,9 +689,13 @@ def deepcopy_thunk(t, memo):
         raise ValueError("cannot copy a released thunk")
     values = []
     for v in t.bindings:
-        if v is ARG or isinstance(v, Address) or _is_function_object(v) \
-                or isinstance(v, (ctypes._Pointer, ctypes.c_void_p, ctypes.c_char_p)) \
-                or type(v).__module__ == "_cffi_backend":
+        if isinstance(v, Address):
+            behind = _function_behind(v)
+            # a bound thunk is copied with its arrays; anything else an
+            # address stands for is shared
+            values.append(copy.deepcopy(behind, memo) if isinstance(behind, Thunk) else v)
+        elif v is ARG or (_is_function_object(v) and not isinstance(v, Thunk)) \
+                or _is_pointer_object(v):
             values.append(v)
         else:
             arr = _numpy_ctypes_array(v)
