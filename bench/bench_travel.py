@@ -10,6 +10,10 @@ the driver over the @cfunc kernels of examples/sweep_kernels.py: ``damped``
 processes of multiprocessing (spawn) and of Dask's LocalCluster, 20 tasks
 of 50 thunks each; pool and cluster start-up are reported apart, and the
 timed run follows a warm-up (the workers have imported the kernel).
+Besides the wall time, the CPU time the tasks spent, in all and in the
+busiest process: on a shared machine the wall time measures the
+neighbours, the busiest process's CPU time what the sweep would take with
+a free core per worker.
 
 Unpickling: ``pickle.loads`` of one thunk (a from_library target and a
 @cfunc target, bound to a 4-element array and its size), with the target
@@ -37,8 +41,9 @@ QUICK = "--quick" in sys.argv
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 EXAMPLES = os.path.join(ROOT, "examples")
-sys.path.insert(0, EXAMPLES)
+sys.path[:0] = [EXAMPLES, HERE]
 import sweep_kernels as k  # noqa: E402
+import travel_tasks  # noqa: E402
 
 N, CHUNK, TERMS = 1000, 50, 200
 POLY = "double (double x, const double *p, int n)"
@@ -76,10 +81,17 @@ def sweeps():
 
 
 def run_sweep(thunks, mapper):
+    """(wall seconds, CPU seconds of all tasks, CPU seconds of the busiest
+    process, results)."""
     chunks = [thunks[i:i + CHUNK] for i in range(0, len(thunks), CHUNK)]
     t0 = time.perf_counter()
-    out = [x for chunk in mapper(k.integrate_all, chunks) for x in chunk]
-    return time.perf_counter() - t0, out
+    answers = mapper(travel_tasks.integrate_timed, chunks)
+    wall = time.perf_counter() - t0
+    per_pid = {}
+    for pid, cpu, _out in answers:
+        per_pid[pid] = per_pid.get(pid, 0.0) + cpu
+    out = [x for _pid, _cpu, chunk in answers for x in chunk]
+    return wall, sum(per_pid.values()), max(per_pid.values()), out
 
 
 def bench_sweep():
@@ -87,44 +99,47 @@ def bench_sweep():
     rows = {}
     serial = {}
     for name, thunks in work.items():
-        sec, serial[name] = run_sweep(thunks, lambda f, cs: [f(c) for c in cs])
-        rows[name] = {"serial": sec}
+        *row, serial[name] = run_sweep(thunks, lambda f, cs: [f(c) for c in cs])
+        rows[name] = {"serial": row}
 
-    os.environ["PYTHONPATH"] = os.pathsep.join([ROOT, EXAMPLES] + (
+    os.environ["PYTHONPATH"] = os.pathsep.join([ROOT, EXAMPLES, HERE] + (
         [os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
     starts = {}
     t0 = time.perf_counter()
     with multiprocessing.get_context("spawn").Pool(2) as pool:
-        pool.map(k.integrate_all, [work["damped"][:2]] * 2)         # warm-up
+        pool.map(travel_tasks.integrate_timed, [work["damped"][:2]] * 2)     # warm-up
         starts["multiprocessing Pool(2, spawn)"] = time.perf_counter() - t0
         for name, thunks in work.items():
-            sec, out = run_sweep(thunks, pool.map)
+            *row, out = run_sweep(thunks, lambda f, cs: pool.map(f, cs, chunksize=1))
             assert out == serial[name]
-            rows[name]["multiprocessing Pool(2, spawn)"] = sec
+            rows[name]["Pool(2, spawn)"] = row
 
     from dask.distributed import Client, LocalCluster
     t0 = time.perf_counter()
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                       dashboard_address=None, silence_logs=logging.ERROR) as cluster, \
             Client(cluster) as client:
-        client.gather(client.map(k.integrate_all, [work["damped"][:2]] * 2, pure=False))
+        client.gather(client.map(travel_tasks.integrate_timed, [work["damped"][:2]] * 2,
+                                 pure=False))
         starts["Dask LocalCluster(2 workers)"] = time.perf_counter() - t0
 
         def dask_map(f, chunks):
             return client.gather(client.map(f, chunks, pure=False))
 
         for name, thunks in work.items():
-            sec, out = run_sweep(thunks, dask_map)
+            *row, out = run_sweep(thunks, dask_map)
             assert out == serial[name]
-            rows[name]["Dask LocalCluster(2 workers)"] = sec
+            rows[name]["Dask(2 workers)"] = row
 
-    cols = ["serial", "multiprocessing Pool(2, spawn)", "Dask LocalCluster(2 workers)"]
     print(f"\nSweep: {N} integrals (scipy.integrate.quad), {N // CHUNK} tasks of {CHUNK} "
-          "thunks; results equal to the serial run")
-    width = max(map(len, rows))
-    print(f"  {'integrand':<{width}}  " + "  ".join(f"{c:>30}" for c in cols))
+          "thunks; results equal to the serial run. wall: elapsed; cpu: CPU time of the "
+          "tasks, all processes; busiest: CPU time of the busiest process (the wall time "
+          "with a free core per worker)")
     for name, r in rows.items():
-        print(f"  {name:<{width}}  " + "  ".join(f"{r[c]:>28.3f} s" for c in cols))
+        print(f"  {name}")
+        for how, (wall, cpu, busiest) in r.items():
+            print(f"    {how:<18} wall {wall:7.3f} s   cpu {cpu:7.3f} s   "
+                  f"busiest {busiest:7.3f} s")
     for what, sec in starts.items():
         print(f"  start-up and warm-up of {what}: {sec:.2f} s")
 
