@@ -644,3 +644,18 @@ def test_out_of_band_buffers_misaligned_and_read_only(fixture_path):
     assert all(b.obj is u[1].bindings[0].obj for b in u[1].bindings[1:])
     arr[0] = 0.0                                 # live on its own copy
     assert u[0](0.7) == -0.2 * 0.7
+
+
+def test_function_fields_travel(lib):
+    """Parameter names (function-pointer ones too), nogil, name and fixed
+    values, arrays among them, come back as they were."""
+    fddi = nt.Function(ctypes.cast(lib.f_d_Fddi, ctypes.c_void_p).value, FDDI, owner=lib,
+                       name="f_d_Fddi", nogil=False)
+    u = pickle.loads(pickle.dumps(fddi))
+    assert u.signature.names == ("f", "a", "b", "n") and u.signature == fddi.signature
+    assert u.nogil is False and u.name == "f_d_Fddi" and u.address == fddi.address
+    a = np.array([1.0, 2.0, 3.0])
+    fixed = nt.Function(ctypes.cast(lib.f_d_pi, ctypes.c_void_p).value, SUM, owner=lib,
+                        name="f_d_pi", fixed={0: a, 1: nt.size(a)})
+    u = pickle.loads(pickle.dumps(fixed))
+    assert u() == 6.0 and u.fixed[0] is u.fixed[1].obj and u.fixed[0] is not a
