@@ -756,7 +756,19 @@ _DERIVED_TYPES = frozenset({type(size(_probe)), type(shape(_probe, 0)),
 del _probe
 
 
+def _forwarded():
+    return ARG
+
+
+def _reduce_arg(_arg):
+    # by a function of this module: a reduction to the name "ARG" alone
+    # makes pickle search every module for it when the type has no
+    # __module__ of its own (a C type's instances have none)
+    return (_forwarded, ())
+
+
 def _register():
+    copyreg.pickle(type(ARG), _reduce_arg)
     for t in _DERIVED_TYPES:
         copyreg.pickle(t, _reduce_derived)
     copyreg.pickle(Strided, _reduce_strided)

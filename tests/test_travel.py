@@ -659,3 +659,8 @@ def test_function_fields_travel(lib):
                         name="f_d_pi", fixed={0: a, 1: nt.size(a)})
     u = pickle.loads(pickle.dumps(fixed))
     assert u() == 6.0 and u.fixed[0] is u.fixed[1].obj and u.fixed[0] is not a
+
+
+def test_arg_is_one_object_everywhere():
+    assert pickle.loads(pickle.dumps(nt.ARG)) is nt.ARG
+    assert copy.copy(nt.ARG) is nt.ARG and copy.deepcopy(nt.ARG) is nt.ARG
