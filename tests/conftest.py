@@ -1,8 +1,11 @@
 """Shared fixtures: the C fixture library, compiled by the system compiler
-for this test session and loaded with ctypes."""
+for this test session and loaded with ctypes; and the second compiler, clang,
+for the tests that build their fixtures with both."""
 
 import ctypes
+import importlib.util
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -16,15 +19,54 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BUILD = os.path.join(HERE, "_build")
 
 
-def compile_shared(source, name, compiler=None, extra=()):
-    """Compile a C file into a shared library under tests/_build and return its path."""
-    cc = compiler or os.environ.get("CC") or sysconfig.get_config_var("CC").split()[0] or "cc"
-    if shutil.which(cc) is None:
-        raise RuntimeError(f"C compiler {cc!r} not found: the tests need one (the compiler "
-                           "is the oracle)")
+CLANG_HELP = ("clang is needed: these tests build their fixtures with gcc and with clang, "
+              "whose callees rely on the caller's extension of narrow integers. The test "
+              "extras bring one (pip install -e \".[test]\" installs the ziglang package, "
+              "whose `python -m ziglang cc` is clang); a system clang on PATH is used first "
+              "(apt-get install clang); NUMTHUNK_TEST_CLANG names another.")
+
+
+def clang_command():
+    """The clang command line as a list: $NUMTHUNK_TEST_CLANG if set, else `clang`
+    on PATH, else the test extras' `python -m ziglang cc`; None if none exists."""
+    named = os.environ.get("NUMTHUNK_TEST_CLANG")
+    if named:
+        cmd = shlex.split(named)
+        return cmd if shutil.which(cmd[0]) else None
+    if shutil.which("clang"):
+        return ["clang"]
+    if importlib.util.find_spec("ziglang") is not None:
+        return [sys.executable, "-m", "ziglang", "cc"]
+    return None
+
+
+def compiler_command(name):
+    """"gcc" or "clang" -> the command line that runs it; fails the test
+    (never skips) when it is missing."""
+    if name == "clang":
+        cmd = clang_command()
+        if cmd is None:
+            pytest.fail(CLANG_HELP)
+        return cmd
+    if shutil.which(name) is None:
+        pytest.fail(f"{name} is needed: the tests build C fixtures with it "
+                    f"(apt-get install {name})")
+    return [name]
+
+
+def compile_shared(source, name, compiler=None, extra=(), label=None):
+    """Compile a C file into a shared library under tests/_build and return its
+    path. compiler: a command (string or list); label names the output."""
+    if compiler is None:
+        compiler = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
+    cmd_cc = shlex.split(compiler) if isinstance(compiler, str) else list(compiler)
+    if shutil.which(cmd_cc[0]) is None:
+        raise RuntimeError(f"C compiler {cmd_cc[0]!r} not found: the tests need one (the "
+                           "compiler is the oracle)")
     os.makedirs(BUILD, exist_ok=True)
-    out = os.path.join(BUILD, f"{name}-{os.path.basename(cc)}{sysconfig.get_config_var('SHLIB_SUFFIX') or '.so'}")
-    cmd = [cc, "-O2", "-shared", "-fPIC", "-std=c11", "-Wall", "-Wextra", "-Werror",
+    label = label or os.path.basename(cmd_cc[0])
+    out = os.path.join(BUILD, f"{name}-{label}{sysconfig.get_config_var('SHLIB_SUFFIX') or '.so'}")
+    cmd = [*cmd_cc, "-O2", "-shared", "-fPIC", "-std=c11", "-Wall", "-Wextra", "-Werror",
            *extra, "-o", out, source]
     subprocess.run(cmd, check=True)
     return out

@@ -11,12 +11,13 @@ the one test command covers them:
 """
 
 import os
-import shutil
+import shlex
 import subprocess
 
 import pytest
 
 import numthunk as nt
+from conftest import compiler_command
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -65,10 +66,8 @@ NATIVE_SOURCES = ["backend.c",  # includes the arch file and mem_*.c on its plat
                     reason="the native backend exists on x86-64 Linux only")
 @pytest.mark.parametrize("fixture_cc", ["gcc", "clang"])
 def test_native_backend_harness(fixture_cc):
-    if shutil.which(fixture_cc) is None:
-        pytest.fail(f"{fixture_cc} is needed: the differential test builds its fixtures with "
-                    "both gcc and clang (apt-get install clang)")
+    command = compiler_command(fixture_cc)   # fails, never skips, when it is missing
     exe = build("test_native", [f"{SRC}/{s}" for s in NATIVE_SOURCES] + [f"{HERE}/c/test_native.c"],
                 ["-O2"], ["-lffi", "-ldl", "-lpthread"])
-    out = run(exe, env={"NT_FIXTURE_CC": fixture_cc})
+    out = run(exe, env={"NT_FIXTURE_CC": shlex.join(command)})   # run by system()
     assert "all native backend tests passed" in out

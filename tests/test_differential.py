@@ -14,13 +14,12 @@ call would hide a missing re-extension.
 import ctypes
 import os
 import random
-import shutil
 import struct
 
 import pytest
 
 import numthunk as nt
-from conftest import compile_shared
+from conftest import compile_shared, compiler_command
 
 SEED = 20261129
 COUNT = 2000
@@ -91,9 +90,7 @@ def c_source(sigs):
 @pytest.fixture(scope="module", params=["gcc", "clang"])
 def fixtures(request):
     cc = request.param
-    if shutil.which(cc) is None:
-        pytest.fail(f"{cc} is needed: the differential test builds its fixtures with gcc "
-                    "and clang (apt-get install clang)")
+    command = compiler_command(cc)      # fails, never skips, when the compiler is missing
     sigs = signatures()
     build = os.path.join(HERE, "_build")
     os.makedirs(build, exist_ok=True)
@@ -102,7 +99,7 @@ def fixtures(request):
     if not os.path.exists(src) or open(src).read() != text:
         with open(src, "w") as fh:
             fh.write(text)
-    path = compile_shared(src, f"diff_{SEED}_{COUNT}", compiler=cc,
+    path = compile_shared(src, f"diff_{SEED}_{COUNT}", compiler=command, label=cc,
                           extra=["-O1", "-Wno-unused-parameter"])
     return sigs, ctypes.CDLL(path)
 
