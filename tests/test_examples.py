@@ -10,8 +10,11 @@ import pytest
 
 import numthunk as nt
 
+# the directory holding the numthunk package in use (the checkout, or
+# site-packages for an installed wheel), for the scripts' PYTHONPATH
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(nt.__file__)))
-EXAMPLES = os.path.join(ROOT, "examples")
+# the scripts sit beside tests/, wherever the tests are run from
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
 SCRIPTS = sorted(f for f in os.listdir(EXAMPLES) if f.endswith(".py"))
 
 EXPECT = {
