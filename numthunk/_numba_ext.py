@@ -1,7 +1,8 @@
 """Numba extension: the type of a thunk (or Function) as a Numba function value.
 
 ``ThunkFunctionType`` is a ``numba.types.FunctionType`` with the same data
-model (the three-pointer struct Numba calls through ``c_addr``); typing
+model (the struct Numba calls through: ``c_addr`` since Numba 0.60,
+``addr`` in 0.59); typing
 and lowering of calls, boxing, and lowering of a global or closure value
 (through the Wrapper Address Protocol) are Numba's own. Only unboxing is
 ours: Numba's unboxing of a protocol object imports a module, unpickles the
@@ -60,8 +61,12 @@ def _unbox_thunk(typ, obj, c):
     with builder.if_then(builder.not_(is_error), likely=True):
         builder.store(c.pyapi.long_as_voidptr(addr_obj), slot)
         c.pyapi.decref(addr_obj)
-    sfunc.c_addr = builder.load(slot)
     # The caller holds the object for the duration of the call.
-    sfunc.py_addr = builder.bitcast(obj, voidptr)
-    sfunc.jit_addr = ir.Constant(voidptr, None)
+    if "c_addr" in c.context.data_model_manager[typ]._fields:
+        sfunc.c_addr = builder.load(slot)
+        sfunc.py_addr = builder.bitcast(obj, voidptr)
+        sfunc.jit_addr = ir.Constant(voidptr, None)
+    else:       # Numba 0.59's model: (addr, pyaddr)
+        sfunc.addr = builder.load(slot)
+        sfunc.pyaddr = builder.bitcast(obj, voidptr)
     return NativeValue(sfunc._getvalue(), is_error=is_error)
