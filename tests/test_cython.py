@@ -372,8 +372,10 @@ def test_fused(S):
     assert nt.cython(S, "twice", fused=("double",)).csig == nt.Signature("double (double)")
     assert nt.cython(S, "twice", fused="double").name == "ntk_cy.scalar.__pyx_fuse_1twice"
     assert nt.cython(S, "twice", fused="float (float)").csig == nt.Signature("float (float)")
-    # Cython 3.3 also exports 'twice[double]'; the key works as a name.
-    assert nt.cython(S, "twice[double]")(4.0) == 8.0
+    # Newer Cython (3.3 does, 3.0 does not) also exports 'twice[double]';
+    # where it does, the key works as a name.
+    if "twice[double]" in S.__pyx_capi__:
+        assert nt.cython(S, "twice[double]")(4.0) == 8.0
     with pytest.raises(TypeError, match="no specialisation fused=.5"):
         nt.cython(S, "twice", fused=5)
     with pytest.raises(TypeError, match="no specialisation of 'twice' matches"):
@@ -924,8 +926,9 @@ def test_scipy_cython_special():
     cheb = nt.cython(cython_special, "eval_chebyc", fused=("long", "double"))
     assert cheb.name.endswith("__pyx_fuse_1_1eval_chebyc")
     assert cheb(3, 0.5) == pytest.approx(sc.eval_chebyc(3, 0.5))
-    assert nt.cython(cython_special, "eval_chebyc", fused=(2, 1)).csig == nt.Signature(
-        "double (Py_ssize_t, double)")
+    if "__pyx_fuse_2_1eval_chebyc" in cython_special.__pyx_capi__:   # not in SciPy 1.10
+        assert nt.cython(cython_special, "eval_chebyc", fused=(2, 1)).csig == nt.Signature(
+            "double (Py_ssize_t, double)")
     xs = np.linspace(0.5, 3, 6)
     assert _sum_over(nt.bind(g, nt.ARG), xs) == pytest.approx(sc.gamma(xs).sum())
     with pytest.raises(TypeError, match="optional arguments"):
