@@ -24,7 +24,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ARG", "Address", "Function", "Ref", "Signature", "Thunk", "address", "backend_info",
-    "bind", "cython", "ref", "shape", "size", "stride", "strided", "unpack",
+    "bind", "cython", "get_include", "ref", "shape", "size", "stride", "strided", "unpack",
 ]
 
 
@@ -34,3 +34,11 @@ def cython(module, name, **options):
     # the call is recorded on the Function: another process repeats it
     return _recipe.remember_cython(cython_function(module, name, **options), module, name,
                                    options)
+
+
+def get_include():
+    """The directory of numthunk's C headers: ``numthunk/dlpack.h`` (DLTensor
+    and inline helpers for kernels), ``numthunk/capi.h`` (the C API), and the
+    ``.pxd`` files for Cython. Pass it to the compiler with ``-I``."""
+    import os
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
