@@ -62,6 +62,7 @@ typedef enum {
     NT_PTR,          /* any data pointer; see nt_type.base / depth */
     NT_FNPTR,        /* pointer to function; see nt_type.fn */
     NT_MEMVIEW,      /* Cython __Pyx_memviewslice, passed by value */
+    NT_DLTENSOR,     /* DLPack DLTensor: only as a pointee (DLTensor *) */
     NT_KIND_COUNT
 } nt_kind;
 
@@ -125,6 +126,10 @@ typedef struct {
     ptrdiff_t strides[NT_MEMVIEW_MAX_DIMS];
     ptrdiff_t suboffsets[NT_MEMVIEW_MAX_DIMS];
 } nt_memviewslice;
+
+/* Size of a DLPack DLTensor (numthunk/include/numthunk/dlpack.h, which
+   dlpack.c checks against this): 48 bytes on LP64. */
+#define NT_DLTENSOR_SIZE (3 * sizeof(void *) + 16 + 8)
 
 /* ------------------------------------------------------------------------ */
 /* Signatures                                                                */

@@ -556,6 +556,19 @@ take_name(parser *p, const token *tok, int keep, char **name)
 
 static int parse_params(parser *p, nt_sig *sig);
 
+/* Kernels take DLPack descriptors by pointer: a DLTensor parameter or
+   result by value is a different ABI that nothing here builds. */
+static int
+refuse_by_value(parser *p, const nt_type *t, size_t pos)
+{
+    if (t->kind != NT_DLTENSOR)
+        return 0;
+    nt_fail(p->err, NT_ERR_VALUE, column(pos),
+            "DLTensor is passed by pointer: write 'const DLTensor *' "
+            "(or 'DLTensor *' if the kernel writes the data)");
+    return -1;
+}
+
 /*
  * param := type [name]
  *        | type '(' '*' {'const'} [name] ')' '(' params ')'
@@ -611,6 +624,8 @@ parse_param(parser *p, nt_type *out, char **name, int allow_name)
         goto fail_free;
     }
     advance(p, &tok);
+    if (refuse_by_value(p, &t, tok.start) < 0)
+        goto fail_free;
     fn = calloc(1, sizeof(*fn));
     if (fn == NULL) {
         fail_memory(p);
@@ -693,6 +708,10 @@ parse_params(parser *p, nt_sig *sig)
 
         if (parse_param(p, &t, &name, 1) < 0)
             return -1;
+        if (refuse_by_value(p, &t, first.start) < 0) {
+            free(name);
+            return -1;
+        }
         tok = peek(p);
         if (t.kind == NT_VOID) {
             int bare = name == NULL && t.cflags == 0;
@@ -776,7 +795,7 @@ nt_sig_parse(const char *src, const nt_typedef *typedefs, size_t ntypedefs,
         fail_memory(&p);
         return NULL;
     }
-    if (parse_type(&p, &sig->ret) < 0)
+    if (parse_type(&p, &sig->ret) < 0 || refuse_by_value(&p, &sig->ret, tok.start) < 0)
         goto error;
     tok = peek(&p);
     if (tok.kind == T_IDENT) {
@@ -949,6 +968,7 @@ base_name(int kind, unsigned spelling)
         [NT_F32] = "float", [NT_F64] = "double",
         [NT_C64] = "float complex", [NT_C128] = "double complex",
         [NT_MEMVIEW] = "__Pyx_memviewslice",
+        [NT_DLTENSOR] = "DLTensor",
     };
 
     if (spelling < nt_nspellings && nt_spellings[spelling].kind == kind)

@@ -190,6 +190,7 @@ const nt_spelling nt_spellings[] = {
     {"npy_float64", NT_F64, NULL},
 
     {"__Pyx_memviewslice", NT_MEMVIEW, NULL},
+    {"DLTensor", NT_DLTENSOR, NULL},
 };
 
 const size_t nt_nspellings = sizeof(nt_spellings) / sizeof(nt_spellings[0]);
@@ -232,6 +233,7 @@ nt_type_size(const nt_type *t)
     case NT_PTR: return sizeof(void *);
     case NT_FNPTR: return sizeof(void (*)(void));
     case NT_MEMVIEW: return sizeof(nt_memviewslice);
+    case NT_DLTENSOR: return NT_DLTENSOR_SIZE;
     default: return 0;
     }
 }
@@ -251,6 +253,7 @@ nt_type_align(const nt_type *t)
     case NT_PTR: return _Alignof(void *);
     case NT_FNPTR: return _Alignof(void (*)(void));
     case NT_MEMVIEW: return _Alignof(nt_memviewslice);
+    case NT_DLTENSOR: return _Alignof(void *);
     default: return 1;
     }
 }
@@ -267,6 +270,7 @@ static const char *const kind_names[NT_KIND_COUNT] = {
     [NT_PTR] = "pointer",
     [NT_FNPTR] = "function pointer",
     [NT_MEMVIEW] = "memoryview slice",
+    [NT_DLTENSOR] = "DLTensor",
 };
 
 const char *
