@@ -12,6 +12,7 @@
  * float in the low 4 bytes, complex 8/16 bytes, memoryview slices by value.
  */
 #include "pyapi.h"
+#include "nt_dlpack.h"
 
 #define NO_IMPORT_ARRAY
 #define PY_ARRAY_UNIQUE_SYMBOL nt_ARRAY_API
@@ -525,6 +526,11 @@ static int array_kind(PyArrayObject *a)
 /* An ndarray that passes every check: its data pointer, with no buffer
    export (the binding's reference pins it). 0 if the fast path does not
    apply; the general path then accepts it or says why not. */
+int nt_ndarray_kind(PyObject *obj)
+{
+    return is_plain_ndarray(obj) ? array_kind((PyArrayObject *)obj) : NT_VOID;
+}
+
 static int array_fast(const nt_type *t, PyObject *obj, int strided, void *cell,
                       uint64_t *key)
 {
@@ -794,6 +800,11 @@ static int convert_pointer(const nt_type *t, PyObject *value, void *cell, nt_hel
                      W(what));
         return -1;
     }
+    if (t->kind == NT_PTR && t->base == NT_DLTENSOR) {
+        int r = nt_dlpack_convert(what->sig, what->i, value, cell, held);
+        if (r <= 0)
+            return r;
+    }
     if (nt_is_strided(value)) {
         PyObject *inner = ((nt_StridedObject *)value)->obj;
         if (t->kind == NT_PTR && PyObject_CheckBuffer(inner))
@@ -818,6 +829,14 @@ int nt_needs_resolve(const nt_type *t, PyObject *value)
 {
     switch (t->kind) {
     case NT_PTR:
+        if (t->base == NT_DLTENSOR) {
+            /* __dlpack__ exporters: the core reads them itself */
+            int r = nt_dlpack_is_array(value);
+            if (r > 0)
+                return 0;
+            if (r < 0)
+                PyErr_Clear();
+        }
         return !(value == Py_None || PyObject_CheckBuffer(value) || nt_is_address(value)
                  || nt_is_strided(value) || nt_is_derived(value) || PyLong_Check(value));
     case NT_FNPTR:

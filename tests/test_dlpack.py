@@ -1,0 +1,436 @@
+"""DLTensor * parameters: a whole array passed as one DLPack descriptor.
+
+The kernels (tests/fixtures/dlpack_kernels.c) are compiled against
+numthunk.get_include() and read the descriptor with the public header's
+helpers; NumPy computes what they must return. Arrays come through the
+buffer protocol, and objects that offer only __dlpack__ (versioned and
+legacy) through their capsules. Every case runs on both engines.
+"""
+
+import ctypes
+import gc
+import os
+import weakref
+
+import numba
+import numpy as np
+import pytest
+import scipy.integrate
+from numba import njit
+
+import numthunk as nt
+from conftest import compile_shared
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ENGINES = ["native", "ffi"]
+
+
+@pytest.fixture(scope="module")
+def dl():
+    path = compile_shared(os.path.join(HERE, "fixtures", "dlpack_kernels.c"), "dlpack_kernels",
+                          extra=["-I", nt.get_include()])
+    return ctypes.CDLL(path)
+
+
+@pytest.fixture(scope="module")
+def kern(dl):
+    def make(name, signature):
+        addr = ctypes.cast(getattr(dl, name), ctypes.c_void_p).value
+        return nt.Function(addr, signature, owner=dl, name=name)
+    return make
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request):
+    return request.param
+
+
+class OnlyDL:
+    """An exporter with only __dlpack__/__dlpack_device__ (no buffer
+    protocol), in the versioned protocol: it forwards to the array."""
+
+    def __init__(self, arr):
+        self.arr = arr
+        self.calls = []
+
+    def __dlpack__(self, **kw):
+        self.calls.append(kw)
+        return self.arr.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self.arr.__dlpack_device__()
+
+
+class LegacyDL:
+    """An exporter from before the versioned protocol: __dlpack__() takes
+    no keywords and returns a 'dltensor' capsule; no __dlpack_device__."""
+
+    def __init__(self, arr):
+        self.arr = arr
+        self.calls = 0
+
+    def __dlpack__(self):
+        self.calls += 1
+        return self.arr.__dlpack__()
+
+
+class OnDevice(OnlyDL):
+    """An exporter whose data lives on another device (CUDA:0)."""
+
+    def __dlpack_device__(self):
+        return (2, 0)
+
+
+class CopyingDL(OnlyDL):
+    """An exporter that hands out a copy whatever it is asked."""
+
+    def __dlpack__(self, **kw):
+        return self.arr.__dlpack__(max_version=kw.get("max_version"), copy=True)
+
+
+def arrays():
+    a = np.arange(24, dtype=np.float64).reshape(4, 6) * 1.5 - 7.0
+    return {
+        "1-D": np.linspace(-3.0, 5.0, 11),
+        "2-D": a,
+        "strided": a[:, ::2],
+        "transposed": a.T,
+        "sliced": a[1:3, 5:0:-2],
+        "fortran": np.asfortranarray(a),
+        "3-D": np.arange(60, dtype=np.float64).reshape(3, 4, 5)[::2, 1:, ::-1],
+        "0-d": np.array(4.25),
+        "empty": np.zeros((3, 0)),
+    }
+
+
+# ---------------------------------------------------------------- the header
+
+
+def test_header_helpers_on_hand_made_descriptors(dl):
+    # NULL strides (compact row-major), a nonzero byte_offset, a transposed
+    # view and an empty tensor, checked by the C compiler's own arithmetic
+    assert dl.dl_helpers_selftest() == 0
+
+
+def test_get_include_has_the_headers():
+    inc = nt.get_include()
+    assert os.path.isfile(os.path.join(inc, "numthunk", "dlpack.h"))
+
+
+# ---------------------------------------------------------------- signatures
+
+
+def test_signature_spellings():
+    assert str(nt.Signature("double (const DLTensor *t)")) == "double (const DLTensor *)"
+    # Cython's capsule spelling of the same parameter
+    assert nt.Signature("double (DLTensor const *)") == nt.Signature("double (const DLTensor *)")
+    assert str(nt.Signature("int64_t (DLTensor *, double)")) == "int64_t (DLTensor *, double)"
+    assert nt.Signature("double (DLTensor *)") != nt.Signature("double (const DLTensor *)")
+
+
+def test_by_value_descriptor_is_refused_at_parse():
+    for text in ("double (DLTensor t)", "DLTensor (double)", "void (void (*)(DLTensor))"):
+        with pytest.raises(ValueError, match="DLTensor is passed by pointer"):
+            nt.Signature(text)
+
+
+# ---------------------------------------------------------------- sums
+
+
+@pytest.mark.parametrize("name", list(arrays()))
+def test_sum_from_python(kern, engine, name):
+    arr = arrays()[name]
+    t = nt.bind(kern("dl_sum_f64", "double (const DLTensor *)"), arr, engine=engine)
+    assert t() == pytest.approx(arr.sum(), abs=1e-12)
+
+
+@pytest.mark.parametrize("name", list(arrays()))
+@pytest.mark.parametrize("wrap", [OnlyDL, LegacyDL])
+def test_sum_through_dlpack_only_exporters(kern, engine, name, wrap):
+    arr = arrays()[name]
+    obj = wrap(arr)
+    assert not hasattr(obj, "__buffer__") and not isinstance(obj, np.ndarray)
+    t = nt.bind(kern("dl_sum_f64", "double (const DLTensor *)"), obj, engine=engine)
+    assert t() == pytest.approx(arr.sum(), abs=1e-12)
+    if wrap is OnlyDL:
+        # the versioned protocol was asked for, and no copy allowed
+        assert obj.calls[0]["max_version"][0] == 1 and obj.calls[0]["copy"] is False
+    else:
+        assert obj.calls == 1
+
+
+@pytest.mark.parametrize("wrap", [lambda a: a, memoryview, OnlyDL, LegacyDL])
+@pytest.mark.parametrize("name", ["2-D", "strided", "transposed", "sliced", "3-D", "0-d"])
+def test_descriptor_fields(kern, name, wrap):
+    arr = arrays()[name]
+    out = np.full(8 + 2 * max(arr.ndim, 1), -99, dtype=np.int64)
+    t = nt.bind(kern("dl_describe", "int64_t (const DLTensor *, int64_t *)"), wrap(arr), out)
+    assert t() == arr.ndim
+    dev_type, dev_id, ndim, code, bits, lanes, byte_offset, contig = out[:8]
+    assert (dev_type, dev_id) == (1, 0)                 # kDLCPU, 0
+    assert ndim == arr.ndim and (code, bits, lanes) == (2, 64, 1)
+    assert byte_offset == 0
+    assert list(out[8:8 + ndim]) == list(arr.shape)
+    # strides count elements, never bytes
+    assert list(out[8 + ndim:8 + 2 * ndim]) == [s // arr.itemsize for s in arr.strides]
+    assert bool(contig) == (arr.flags.c_contiguous or arr.size == 0)
+
+
+def test_descriptor_points_at_the_live_array(kern):
+    a = np.arange(30, dtype=np.float64).reshape(5, 6)
+    view = a[1:, ::-2]
+    addr = kern("dl_element_address", "uintptr_t (const DLTensor *, const int64_t *)")
+    index = np.array([2, 1], dtype=np.int64)
+    t = nt.bind(addr, view, index)
+    expected = view.__array_interface__["data"][0] + 2 * view.strides[0] + 1 * view.strides[1]
+    assert t() == expected
+    s = nt.bind(kern("dl_sum_f64", "double (const DLTensor *)"), view)
+    before = s()
+    a[2, 5] += 100.0            # an element of the view: the binding sees it
+    assert s() == before + 100.0 == view.sum()
+
+
+DTYPES = [
+    (np.int8, 0, 8), (np.int16, 0, 16), (np.int32, 0, 32), (np.int64, 0, 64),
+    (np.uint8, 1, 8), (np.uint16, 1, 16), (np.uint32, 1, 32), (np.uint64, 1, 64),
+    (np.float16, 2, 16), (np.float32, 2, 32), (np.float64, 2, 64),
+    (np.complex64, 5, 64), (np.complex128, 5, 128), (np.bool_, 6, 8),
+]
+
+
+@pytest.mark.parametrize("dtype,code,bits", DTYPES)
+@pytest.mark.parametrize("wrap", [lambda a: a, memoryview, OnlyDL])
+def test_dtype_codes(kern, dtype, code, bits, wrap):
+    arr = (np.arange(12) % 5).astype(dtype).reshape(3, 4)[:, 1:]
+    out = np.zeros(12, dtype=np.int64)
+    nt.bind(kern("dl_describe", "int64_t (const DLTensor *, int64_t *)"), wrap(arr), out)()
+    assert tuple(out[3:6]) == (code, bits, 1)
+    assert list(out[10:12]) == [s // arr.itemsize for s in arr.strides]
+    if dtype is not np.float16:
+        total = nt.bind(kern("dl_sum_any", "double (const DLTensor *)"), wrap(arr))()
+        assert total == float(arr.real.astype(np.float64).sum() if arr.dtype.kind == "c"
+                              else arr.astype(np.float64).sum())
+
+
+def test_kernel_checks_the_dtype(kern):
+    # numthunk describes any dtype it can; the kernel decides what it takes
+    s = nt.bind(kern("dl_sum_f64", "double (const DLTensor *)"), np.arange(4, dtype=np.float32))
+    assert np.isnan(s())
+
+
+# ---------------------------------------------------------------- writing
+
+
+@pytest.mark.parametrize("wrap", [lambda a: a, OnlyDL, LegacyDL])
+def test_non_const_descriptor_writes_through(kern, engine, wrap):
+    a = np.arange(20, dtype=np.float64).reshape(4, 5)
+    expected = a.copy()
+    expected[::2, 1::2] *= -3.0
+    t = nt.bind(kern("dl_scale", "int64_t (DLTensor *, double)"), wrap(a[::2, 1::2]), nt.ARG,
+                engine=engine)
+    assert t(-3.0) == 4
+    np.testing.assert_array_equal(a, expected)
+
+
+# ---------------------------------------------------------------- refused
+
+
+def test_read_only_refused_for_non_const(kern):
+    a = np.arange(6.0)
+    a.flags.writeable = False
+    scale = kern("dl_scale", "int64_t (DLTensor *t, double)")
+    with pytest.raises(ValueError, match=r"argument 1 \(t: DLTensor \*\): .*read-only.*"
+                                         r"const DLTensor \*"):
+        nt.bind(scale, a, nt.ARG)
+    with pytest.raises(ValueError, match=r"argument 1 \(t: DLTensor \*\): .*read-only"):
+        nt.bind(scale, OnlyDL(a), nt.ARG)      # the versioned flag says read-only
+    # const DLTensor * takes it
+    assert nt.bind(kern("dl_sum_f64", "double (const DLTensor *)"), OnlyDL(a))() == a.sum()
+    assert nt.bind(kern("dl_sum_f64", "double (const DLTensor *)"), a)() == a.sum()
+
+
+def test_other_device_refused_naming_it(kern):
+    fn = kern("dl_sum_f64", "double (const DLTensor *t)")
+    with pytest.raises(ValueError, match=r"argument 1 \(t: const DLTensor \*\): the array is "
+                                         r"on device CUDA:0 \(DLPack device type 2\)"):
+        nt.bind(fn, OnDevice(np.arange(3.0)))
+
+
+def test_exported_copy_refused(kern):
+    fn = kern("dl_sum_f64", "double (const DLTensor *t)")
+    with pytest.raises(ValueError, match="exported a copy"):
+        nt.bind(fn, CopyingDL(np.arange(3.0)))
+
+
+@pytest.mark.parametrize("arr,match", [
+    (np.array([1, "a"], dtype=object), "format 'O' cannot be described"),
+    (np.zeros(3, dtype=[("x", "f8"), ("y", "i4")]), "cannot be described"),
+    (np.zeros(3, dtype=">f8" if np.little_endian else "<f8"), "non-native byte order"),
+    (np.zeros(3, dtype="datetime64[s]"), "does not export a strided buffer"),
+])
+def test_undescribable_arrays_refused(kern, arr, match):
+    fn = kern("dl_sum_f64", "double (const DLTensor *t)")
+    with pytest.raises(TypeError, match=r"argument 1 \(t: const DLTensor \*\): .*" + match):
+        nt.bind(fn, arr)
+
+
+def test_byte_strides_that_are_not_whole_elements_refused(kern):
+    rec = np.zeros(4, dtype=[("x", "f8"), ("y", "i4")])     # 12-byte records
+    x = rec["x"]
+    assert x.strides == (12,)
+    with pytest.raises(ValueError, match=r"stride of 12 bytes, not a whole number of "
+                                         r"8-byte elements; DLTensor strides count elements"):
+        nt.bind(kern("dl_sum_f64", "double (const DLTensor *t)"), x)
+
+
+def test_non_array_refused(kern):
+    fn = kern("dl_sum_f64", "double (const DLTensor *t)")
+    with pytest.raises(TypeError, match=r"argument 1 \(t: const DLTensor \*\): cannot bind a "
+                                        r"list object"):
+        nt.bind(fn, [1.0, 2.0])
+    with pytest.raises(TypeError, match=r"a buffer can be bound to a single-level pointer "
+                                        r"\(T \*\) only, not to DLTensor \*\*"):
+        nt.bind(nt.Function(fn.address, "double (DLTensor **)"), np.zeros(2))
+
+
+# ---------------------------------------------------------------- rebind, lifetime
+
+
+@pytest.mark.parametrize("wrap", [lambda a: a, OnlyDL])
+def test_rebind_to_another_shape_is_seen(kern, engine, wrap):
+    out = np.zeros(12, dtype=np.int64)
+    d = nt.bind(kern("dl_describe", "int64_t (const DLTensor *t, int64_t *)"),
+                wrap(np.zeros(4)), out, engine=engine)
+    s = nt.bind(kern("dl_sum_f64", "double (const DLTensor *t)"), wrap(np.ones(4)),
+                engine=engine)
+    address = s.address
+    assert d() == 1 and out[8] == 4 and s() == 4.0
+    b = np.arange(6.0).reshape(2, 3).T
+    d.rebind(0, wrap(b))
+    s.rebind("t", wrap(b))
+    assert d() == 2 and list(out[8:12]) == [3, 2, 1, 3]
+    assert s() == b.sum() and s.address == address
+
+
+def test_descriptor_keeps_its_source_alive_until_release(kern):
+    fn = kern("dl_sum_f64", "double (const DLTensor *)")
+    a = np.arange(5.0)
+    ref = weakref.ref(a)
+    t = nt.bind(fn, a)
+    del a
+    gc.collect()
+    assert ref() is not None and t() == 10.0
+    t.release()
+    gc.collect()
+    assert ref() is None
+
+
+def test_bound_array_cannot_be_resized(kern):
+    # the descriptor points into the array: NumPy must not reallocate it
+    fn = kern("dl_sum_f64", "double (const DLTensor *)")
+    a = np.arange(5.0)
+    t = nt.bind(fn, a)
+    with pytest.raises(ValueError):
+        a.resize(1000)
+    assert t() == 10.0
+    t.release()
+    del t
+    gc.collect()
+    a.resize(1000)          # released: nothing holds it any more
+    assert a.shape == (1000,)
+
+
+def test_consumed_dlpack_tensor_is_deleted_at_release(kern):
+    # the versioned capsule's deleter drops NumPy's reference to the array
+    fn = kern("dl_sum_f64", "double (const DLTensor *)")
+    a = np.arange(5.0)
+    ref = weakref.ref(a)
+    t = nt.bind(fn, OnlyDL(a))
+    del a
+    gc.collect()
+    assert ref() is not None and t() == 10.0
+    t.release()
+    gc.collect()
+    assert ref() is None
+
+
+def test_rebind_retires_the_old_descriptor_until_reclaim(kern):
+    fn = kern("dl_sum_f64", "double (const DLTensor *)")
+    a = np.arange(5.0)
+    ref = weakref.ref(a)
+    t = nt.bind(fn, LegacyDL(a))
+    del a
+    t.rebind(0, np.ones(3))
+    gc.collect()
+    assert ref() is not None          # a late caller may still read the old context
+    assert t() == 3.0
+    t.reclaim()
+    gc.collect()
+    assert ref() is None
+
+
+# ---------------------------------------------------------------- Numba, SciPy
+
+
+@njit
+def _rows(fn, n):
+    out = np.empty(n)
+    for i in range(n):
+        out[i] = fn(i)
+    return out
+
+
+@njit
+def _call0(fn):
+    return fn()
+
+
+@pytest.mark.parametrize("name", ["2-D", "strided", "transposed", "sliced"])
+@pytest.mark.parametrize("wrap", [lambda a: a, OnlyDL])
+def test_njit_calls_descriptor_thunks(kern, engine, name, wrap):
+    arr = arrays()[name]
+    rows = nt.bind(kern("dl_row_sum", "double (const DLTensor *, int64_t)"), wrap(arr), nt.ARG,
+                   engine=engine)
+    # the descriptor is bound, not forwarded: the thunk takes only the row
+    assert str(rows.csig) == "double (int64_t)"
+    np.testing.assert_allclose(_rows(rows, arr.shape[0]), arr.sum(axis=1), atol=1e-12)
+    total = nt.bind(kern("dl_sum_f64", "double (const DLTensor *)"), wrap(arr), engine=engine)
+    assert _call0(total) == pytest.approx(arr.sum(), abs=1e-12)
+
+
+def test_njit_sees_rebind(kern):
+    s = nt.bind(kern("dl_sum_f64", "double (const DLTensor *)"), np.ones(3))
+    assert _call0(s) == 3.0
+    s.rebind(0, np.arange(10.0).reshape(2, 5)[:, ::2])
+    assert _call0(s) == np.arange(10.0).reshape(2, 5)[:, ::2].sum()
+
+
+@pytest.mark.parametrize("wrap", [lambda a: a, OnlyDL, LegacyDL])
+def test_quad_integrand_with_bound_coefficients(kern, engine, wrap):
+    coef = np.array([0.5, -2.0, 3.0, 0.25, 9.0, 1.0])[::-1][::1]    # reversed view
+    f = nt.bind(kern("dl_poly", "double (double x, const DLTensor *c)"), nt.ARG, wrap(coef),
+                engine=engine)
+    assert str(f.csig) == "double (double)"
+    got, _err = scipy.integrate.quad(f.lowlevelcallable(), -1.0, 2.0)
+    antideriv = np.polynomial.polynomial.polyint(coef)
+    expected = (np.polynomial.polynomial.polyval(2.0, antideriv)
+                - np.polynomial.polynomial.polyval(-1.0, antideriv))
+    assert got == pytest.approx(expected, rel=1e-12)
+
+
+def test_numba_type_of_a_forwarded_descriptor_is_a_pointer(kern):
+    # forwarding the descriptor is allowed too: Numba sees a void pointer
+    t = nt.bind(kern("dl_dot", "double (const DLTensor *, const DLTensor *)"), np.ones(3), nt.ARG)
+    assert str(t.csig) == "double (const DLTensor *)"
+    assert t.signature().args == (numba.types.voidptr,)
+
+
+@pytest.mark.parametrize("wrap", [lambda a: a, OnlyDL])
+def test_function_called_from_python_with_a_descriptor(kern, wrap):
+    # a forwarded DLTensor * from Python: the descriptor lives for the call
+    arr = arrays()["sliced"]
+    fn = kern("dl_sum_f64", "double (const DLTensor *)")
+    assert fn(wrap(arr)) == pytest.approx(arr.sum(), abs=1e-12)
+    scale = kern("dl_scale", "int64_t (DLTensor *, double)")
+    a = np.ones((3, 3))
+    assert scale(wrap(a[::2, ::2]), 4.0) == 4 and a.sum() == 4 * 4.0 + 5
