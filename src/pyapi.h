@@ -140,6 +140,28 @@ PyObject *nt_to_python(const nt_type *t, const void *ret);
 
 extern PyTypeObject nt_ThunkType;
 
+/*
+ * The commit of a new thunk, where Thunk() and the C API (capi.c) end:
+ * values (a tuple, one per target parameter, nt_Arg where forwarded) are
+ * resolved already (no foreign objects: see nt_needs_resolve), so what
+ * runs here is the C converter and the publication. owner (NULL: None) is
+ * kept alive with the thunk; memviews as Thunk() takes them (NULL: none);
+ * wanted: the engine asked for, NULL for the automatic choice; via: the
+ * thunk that is the target, if it is one (NULL otherwise).
+ */
+PyObject *nt_thunk_create(PyTypeObject *type, nt_SignatureObject *sig, void *target,
+                          PyObject *values, PyObject *owner, int nogil, PyObject *memviews,
+                          const nt_backend *wanted, PyObject *via);
+/* The resolve phase before nt_thunk_create: values the converter does not
+   know (ctypes/cffi objects, arr.ctypes, ref() cells, functions for
+   function pointers) go to type._resolve_values(sig, values), Python code
+   of the package; a new reference to the values to bind, NULL on error. */
+PyObject *nt_thunk_resolve(PyTypeObject *type, nt_SignatureObject *sig, PyObject *values);
+/* The address of a thunk (NULL with ValueError once released) and its
+   release(); thunk must be an nt_ThunkType instance. */
+void *nt_thunk_address(PyObject *thunk);
+int nt_thunk_release(PyObject *thunk);
+
 /* ---- errors (errors.c) ---- */
 
 /* Raises the Python exception matching err->status. */

@@ -393,22 +393,24 @@ static int engine_of(const char *engine, const nt_backend **wanted)
     return -1;
 }
 
-/* The target address, and the argument count against the signature. */
+/* The target address. */
 static void *check_target(const new_args *a)
 {
-    const nt_sig *sig = a->sig->sig;
     if (!PyLong_Check(a->address)) {
         PyErr_Format(PyExc_TypeError, "target address must be an int, got %.100s",
                      Py_TYPE(a->address)->tp_name);
         return NULL;
     }
     void *target = PyLong_AsVoidPtr(a->address);
-    if (target == NULL) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_ValueError, "target address is 0 (NULL)");
-        return NULL;
-    }
-    Py_ssize_t nvalues = PyTuple_GET_SIZE(a->values);
+    if (target == NULL && !PyErr_Occurred())
+        PyErr_SetString(PyExc_ValueError, "target address is 0 (NULL)");
+    return target;
+}
+
+/* The argument count against the signature. */
+static int check_values(const nt_sig *sig, PyObject *values)
+{
+    Py_ssize_t nvalues = PyTuple_GET_SIZE(values);
     if (nvalues != sig->nargs) {
         char text[512];
         nt_sig_format(sig, text, sizeof(text));
@@ -416,13 +418,13 @@ static void *check_target(const new_args *a)
                      "the target '%s' takes %d argument%s, got %zd "
                      "(pass numthunk.ARG for each parameter the thunk forwards)",
                      text, sig->nargs, sig->nargs == 1 ? "" : "s", nvalues);
-        return NULL;
+        return -1;
     }
     if (sig->ret.kind == NT_MEMVIEW) {
         PyErr_SetString(PyExc_TypeError, "targets returning a memoryview slice are not supported");
-        return NULL;
+        return -1;
     }
-    return target;
+    return 0;
 }
 
 static int take_plan(ThunkObject *self, PyObject *values, const nt_backend *wanted)
@@ -497,19 +499,19 @@ static int convert_bound(ThunkObject *self, PyObject *values)
 /* Values the converter does not know go to the Python package's
    _resolve_values first, before anything is made. NULL: error; else a new
    reference to the values to bind. */
-static PyObject *resolve_values(PyTypeObject *type, const new_args *a)
+PyObject *nt_thunk_resolve(PyTypeObject *type, nt_SignatureObject *sigobj, PyObject *values)
 {
-    const nt_sig *sig = a->sig->sig;
-    Py_ssize_t n = PyTuple_GET_SIZE(a->values);
+    const nt_sig *sig = sigobj->sig;
+    Py_ssize_t n = PyTuple_GET_SIZE(values);
     for (Py_ssize_t i = 0; i < n && i < sig->nargs; i++) {
-        PyObject *v = PyTuple_GET_ITEM(a->values, i);
+        PyObject *v = PyTuple_GET_ITEM(values, i);
         if (v != &nt_Arg && nt_needs_resolve(&sig->args[i], v)) {
             PyObject *r = PyObject_CallMethod((PyObject *)type, "_resolve_values", "OO",
-                                              a->sig, a->values);
+                                              sigobj, values);
             if (r == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
                 /* the bare core type: the converter refuses them by name */
                 PyErr_Clear();
-                return Py_NewRef(a->values);
+                return Py_NewRef(values);
             }
             if (r != NULL && (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != n)) {
                 Py_DECREF(r);
@@ -520,18 +522,16 @@ static PyObject *resolve_values(PyTypeObject *type, const new_args *a)
             return r;
         }
     }
-    return Py_NewRef(a->values);
+    return Py_NewRef(values);
 }
 
-static PyObject *thunk_make(PyTypeObject *type, new_args a)
+PyObject *nt_thunk_create(PyTypeObject *type, nt_SignatureObject *sig, void *target,
+                          PyObject *values, PyObject *owner, int nogil, PyObject *memviews,
+                          const nt_backend *wanted, PyObject *via)
 {
-    const nt_backend *wanted;
-    if (engine_of(a.engine, &wanted) < 0)
+    if (check_values(sig->sig, values) < 0)
         return NULL;
-    void *target = check_target(&a);
-    if (target == NULL)
-        return NULL;
-    Py_ssize_t nargs = a.sig->sig->nargs;
+    Py_ssize_t nargs = sig->sig->nargs;
     /* Not tracked by the collector until complete: nothing can reach it
        while its values are converted. */
     ThunkObject *self = PyObject_GC_NewVar(ThunkObject, type, nargs);
@@ -539,22 +539,23 @@ static PyObject *thunk_make(PyTypeObject *type, new_args a)
         return NULL;
     memset((char *)self + sizeof(PyVarObject), 0,
            offsetof(ThunkObject, b) - sizeof(PyVarObject) + (size_t)nargs * sizeof(binding));
-    self->sig = (nt_SignatureObject *)Py_NewRef(a.sig);
-    self->owner = Py_NewRef(a.owner);
+    self->sig = (nt_SignatureObject *)Py_NewRef(sig);
+    self->owner = Py_NewRef(owner != NULL ? owner : Py_None);
     self->target = target;
-    self->nogil = a.nogil != 0;
+    self->nogil = nogil != 0;
     nt_error err = { NT_OK, -1, "" };
-    if (collect_mvspecs(self, a.memviews) < 0 || take_plan(self, a.values, wanted) < 0)
+    if (collect_mvspecs(self, memviews != NULL ? memviews : Py_None) < 0
+        || take_plan(self, values, wanted) < 0)
         goto error;
     self->ctx = nt_ctx_new(self->plan, target, &err);
     if (self->ctx == NULL)
         goto error_nt;
-    if (convert_bound(self, a.values) < 0)
+    if (convert_bound(self, values) < 0)
         goto error;
     if (self->plan->backend->entry_new(self->plan, self->ctx, &self->entry, &self->address,
                                        &err) != NT_OK)
         goto error_nt;
-    if (check_chain(self, a.via) < 0)
+    if (check_chain(self, via) < 0)
         goto error;
     PyObject_GC_Track(self);
     return (PyObject *)self;
@@ -569,15 +570,20 @@ error:
 static PyObject *thunk_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     new_args a;
-    if (parse_new_args(args, kwds, &a) < 0)
+    const nt_backend *wanted;
+    if (parse_new_args(args, kwds, &a) < 0 || engine_of(a.engine, &wanted) < 0)
         return NULL;
-    if (PyTuple_GET_SIZE(a.values) != a.sig->sig->nargs)
-        return thunk_make(type, a);        /* check_target says why */
-    PyObject *values = resolve_values(type, &a);
+    void *target = check_target(&a);
+    if (target == NULL)
+        return NULL;
+    if (PyTuple_GET_SIZE(a.values) != a.sig->sig->nargs)     /* check_values says why */
+        return nt_thunk_create(type, a.sig, target, a.values, a.owner, a.nogil,
+                               a.memviews, wanted, a.via);
+    PyObject *values = nt_thunk_resolve(type, a.sig, a.values);
     if (values == NULL)
         return NULL;
-    a.values = values;
-    PyObject *self = thunk_make(type, a);
+    PyObject *self = nt_thunk_create(type, a.sig, target, values, a.owner, a.nogil,
+                                     a.memviews, wanted, a.via);
     Py_DECREF(values);
     return self;
 }
@@ -1138,6 +1144,23 @@ static PyObject *thunk_needs_resolve(ThunkObject *self, PyObject *args)
     if (!nt_needs_resolve(&self->sig->sig->args[i], value))
         Py_RETURN_NONE;
     return PyLong_FromLong(i);
+}
+
+/* ---- for the C API (capi.c) ---- */
+
+void *nt_thunk_address(PyObject *thunk)
+{
+    ThunkObject *self = (ThunkObject *)thunk;
+    if (released_error(self) < 0)
+        return NULL;
+    return self->address;
+}
+
+int nt_thunk_release(PyObject *thunk)
+{
+    PyObject *r = thunk_release((ThunkObject *)thunk, NULL);
+    Py_XDECREF(r);
+    return r != NULL ? 0 : -1;
 }
 
 static PyGetSetDef thunk_getset[] = {
