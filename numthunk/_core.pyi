@@ -3,6 +3,7 @@
 from typing import Any, Optional
 
 MEMVIEW_SIZE: int
+_C_API: Any  # capsule "numthunk._core._C_API": the C API table (numthunk/capi.h)
 
 class ArgType: ...
 

@@ -5,6 +5,7 @@
  */
 #include "pyapi.h"
 #include "native.h"
+#include "nt_dlpack.h"
 
 #define PY_ARRAY_UNIQUE_SYMBOL nt_ARRAY_API
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
@@ -231,7 +232,8 @@ PyMODINIT_FUNC PyInit__core(void)
     if (PyModule_AddObjectRef(m, "Signature", (PyObject *)&nt_SignatureType) < 0
         || PyModule_AddObjectRef(m, "Thunk", (PyObject *)&nt_ThunkType) < 0
         || PyModule_AddIntConstant(m, "MEMVIEW_SIZE", (long)sizeof(nt_memviewslice)) < 0
-        || nt_markers_ready(m) < 0) {
+        || nt_markers_ready(m) < 0
+        || nt_capi_add(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -1,6 +1,6 @@
 /*
- * Internal header of the DLPack stage (dlpack.c): the public DLTensor
- * declarations plus what the binding code calls.
+ * Internal header of the DLPack stage (dlpack.c) and the C API (capi.c):
+ * the public DLTensor declarations plus what the binding code calls.
  */
 #ifndef NUMTHUNK_NT_DLPACK_H
 #define NUMTHUNK_NT_DLPACK_H
@@ -36,5 +36,8 @@ int nt_dlpack_convert(const nt_sig *sig, int i, PyObject *value, void *cell,
 /* The element kind of a plain ndarray in native byte order (convert.c);
    NT_VOID for anything else. */
 int nt_ndarray_kind(PyObject *obj);
+
+/* Adds the C API capsule numthunk._core._C_API to the module (capi.c). */
+int nt_capi_add(PyObject *module);
 
 #endif /* NUMTHUNK_NT_DLPACK_H */

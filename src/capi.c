@@ -1,0 +1,195 @@
+/*
+ * The C API: a table of function pointers exported as the capsule
+ * numthunk._core._C_API (numthunk/include/numthunk/capi.h declares it), so
+ * C and Cython extensions make, read and release thunks without the
+ * Python-level bind().
+ *
+ * create() follows "resolve, then commit" as numthunk.bind does: a NULL
+ * value becomes the forwarded marker, foreign objects (ctypes and cffi
+ * pointers, arr.ctypes, ref() cells) are resolved by the package
+ * (nt_thunk_resolve), and the values go to nt_thunk_create, the commit
+ * Thunk() itself ends in, so
+ * every check and every lifetime rule is the one Python users get. Arrays,
+ * numbers, None, address() and DLPack exporters need no Python code. The table is append-only: version and
+ * size let an extension built against an older header run on a newer core.
+ */
+#include "nt_dlpack.h"
+#include "../numthunk/include/numthunk/capi.h"
+
+#include <string.h>
+
+/* The thunk class handed out: the package's numthunk.Thunk (ctypes,
+   lowlevelcallable(), Numba's protocol) once it is importable, else the
+   core type. Looked up once; the package is imported before any
+   extension can reach this table (PyCapsule_Import imports it). */
+static PyObject *thunk_class;
+
+static PyObject *get_thunk_class(void)
+{
+    if (thunk_class != NULL)
+        return thunk_class;
+    PyObject *cls = NULL;
+    PyObject *pkg = PyImport_ImportModule("numthunk");
+    if (pkg != NULL) {
+        cls = PyObject_GetAttrString(pkg, "Thunk");
+        Py_DECREF(pkg);
+    }
+    if (cls == NULL || !PyType_Check(cls)
+        || !PyType_IsSubtype((PyTypeObject *)cls, &nt_ThunkType)) {
+        PyErr_Clear();
+        Py_XDECREF(cls);
+        cls = Py_NewRef((PyObject *)&nt_ThunkType);
+    }
+    thunk_class = cls;
+    return cls;
+}
+
+static PyObject *capi_signature(const char *text)
+{
+    if (text == NULL) {
+        PyErr_SetString(PyExc_ValueError, "numthunk_signature: text is NULL");
+        return NULL;
+    }
+    nt_error err = { NT_OK, -1, "" };
+    nt_sig *sig = nt_sig_parse(text, NULL, 0, &err);
+    if (sig == NULL) {
+        nt_raise_parse_error(text, &err);
+        return NULL;
+    }
+    return nt_signature_wrap(&nt_SignatureType, sig);
+}
+
+static PyObject *capi_create(PyObject *signature, void *target, PyObject *const *values,
+                             Py_ssize_t nvalues, PyObject *owner, unsigned int flags)
+{
+    if (signature == NULL || !PyObject_TypeCheck(signature, &nt_SignatureType)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "numthunk_create: signature must be a numthunk Signature "
+                        "(numthunk_signature(text))");
+        return NULL;
+    }
+    if (target == NULL) {
+        PyErr_SetString(PyExc_ValueError, "numthunk_create: target address is 0 (NULL)");
+        return NULL;
+    }
+    if (nvalues < 0 || (nvalues > 0 && values == NULL)) {
+        PyErr_SetString(PyExc_ValueError, "numthunk_create: values is NULL");
+        return NULL;
+    }
+    if (flags & ~(NUMTHUNK_NEEDS_GIL | NUMTHUNK_ENGINE_FFI | NUMTHUNK_ENGINE_NATIVE)) {
+        PyErr_Format(PyExc_ValueError, "numthunk_create: unknown flags 0x%x", flags);
+        return NULL;
+    }
+    const nt_backend *wanted = NULL;
+    if ((flags & NUMTHUNK_ENGINE_FFI) && (flags & NUMTHUNK_ENGINE_NATIVE)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "numthunk_create: NUMTHUNK_ENGINE_FFI and NUMTHUNK_ENGINE_NATIVE "
+                        "exclude each other");
+        return NULL;
+    } else if (flags & NUMTHUNK_ENGINE_FFI) {
+        wanted = &nt_backend_ffi;
+    } else if (flags & NUMTHUNK_ENGINE_NATIVE) {
+        if (nt_backend_native == NULL) {
+            PyErr_SetString(PyExc_ValueError,
+                            "numthunk_create: NUMTHUNK_ENGINE_NATIVE, but this platform has "
+                            "no native backend");
+            return NULL;
+        }
+        wanted = nt_backend_native;
+    }
+    PyObject *cls = get_thunk_class();
+    PyObject *result = NULL, *resolved = NULL;
+    PyObject *tuple = PyTuple_New(nvalues);
+    if (tuple == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < nvalues; i++)
+        PyTuple_SET_ITEM(tuple, i, Py_NewRef(values[i] != NULL ? values[i] : &nt_Arg));
+    const nt_sig *sig = ((nt_SignatureObject *)signature)->sig;
+    if (nvalues == sig->nargs
+        && (resolved = nt_thunk_resolve((PyTypeObject *)cls, (nt_SignatureObject *)signature,
+                                        tuple)) == NULL)
+        goto done;
+    /* The commit Thunk() and numthunk.bind end in; it checks the count. */
+    result = nt_thunk_create((PyTypeObject *)cls, (nt_SignatureObject *)signature, target,
+                             resolved != NULL ? resolved : tuple, owner,
+                             !(flags & NUMTHUNK_NEEDS_GIL), NULL, wanted, NULL);
+done:
+    Py_DECREF(tuple);
+    Py_XDECREF(resolved);
+    return result;
+}
+
+static int check_thunk(PyObject *obj, const char *fn)
+{
+    if (obj != NULL && PyObject_TypeCheck(obj, &nt_ThunkType))
+        return 0;
+    PyErr_Format(PyExc_TypeError, "%s: expected a numthunk Thunk, got %.100s", fn,
+                 obj != NULL ? Py_TYPE(obj)->tp_name : "NULL");
+    return -1;
+}
+
+static void *capi_address(PyObject *thunk)
+{
+    if (check_thunk(thunk, "numthunk_address") < 0)
+        return NULL;
+    return nt_thunk_address(thunk);
+}
+
+static int capi_release(PyObject *thunk)
+{
+    if (check_thunk(thunk, "numthunk_release") < 0)
+        return -1;
+    return nt_thunk_release(thunk);
+}
+
+/* Through the method: numthunk.Thunk.rebind resolves foreign values first,
+   as it does for Python callers. */
+static int capi_rebind(PyObject *thunk, Py_ssize_t index, PyObject *value)
+{
+    if (check_thunk(thunk, "numthunk_rebind") < 0)
+        return -1;
+    if (value == NULL) {
+        PyErr_SetString(PyExc_ValueError, "numthunk_rebind: value is NULL");
+        return -1;
+    }
+    PyObject *r = PyObject_CallMethod(thunk, "rebind", "nO", index, value);
+    Py_XDECREF(r);
+    return r != NULL ? 0 : -1;
+}
+
+static int capi_check(PyObject *obj)
+{
+    return obj != NULL && PyObject_TypeCheck(obj, &nt_ThunkType);
+}
+
+static PyObject *capi_dltensor(PyObject *obj, int writable, DLTensor **out)
+{
+    if (obj == NULL || out == NULL) {
+        PyErr_SetString(PyExc_ValueError, "numthunk_dltensor: obj and out must not be NULL");
+        return NULL;
+    }
+    return nt_dlpack_acquire(obj, writable, "numthunk_dltensor", out);
+}
+
+static const numthunk_CAPI capi_table = {
+    NUMTHUNK_CAPI_VERSION,
+    sizeof(numthunk_CAPI),
+    capi_signature,
+    capi_create,
+    capi_address,
+    capi_release,
+    capi_rebind,
+    capi_check,
+    capi_dltensor,
+};
+
+int nt_capi_add(PyObject *module)
+{
+    /* The table is constant; the capsule API takes a non-const pointer. */
+    PyObject *capsule = PyCapsule_New((void *)&capi_table, NUMTHUNK_CAPI_CAPSULE, NULL);
+    if (capsule == NULL)
+        return -1;
+    int r = PyModule_AddObjectRef(module, "_C_API", capsule);
+    Py_DECREF(capsule);
+    return r;
+}
