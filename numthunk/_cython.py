@@ -93,8 +93,9 @@ def _is_builtin(text):
     r = _builtin_cache.get(text)
     if r is None:
         try:
-            # the C type itself: the subclass would fall back to asking Numba
-            _core.Signature(f"void ({text})")
+            # the C type itself: the subclass would fall back to asking Numba.
+            # Through a pointer, so that pointee-only names (DLTensor) count.
+            _core.Signature(f"void ({text} *)")
             r = True
         except (ValueError, TypeError):
             r = False
