@@ -114,7 +114,12 @@ def test_header_helpers_on_hand_made_descriptors(dl):
 
 def test_get_include_has_the_headers():
     inc = nt.get_include()
-    assert os.path.isfile(os.path.join(inc, "numthunk", "dlpack.h"))
+    for rel in ("dlpack.h", "capi.h"):
+        assert os.path.isfile(os.path.join(inc, "numthunk", rel)), rel
+    # the .pxd files sit in the package, where `cimport numthunk.capi` finds them
+    pkg = os.path.dirname(nt.__file__)
+    for rel in ("capi.pxd", "dlpack.pxd"):
+        assert os.path.isfile(os.path.join(pkg, rel)), rel
 
 
 # ---------------------------------------------------------------- signatures

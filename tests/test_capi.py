@@ -1,0 +1,304 @@
+"""numthunk's C API (numthunk/capi.h, the numthunk._core._C_API capsule) and
+its Cython declarations (numthunk/capi.pxd, numthunk/dlpack.pxd).
+
+A C extension and a Cython module in tests/capi/ are compiled against
+numthunk.get_include() for this session; they make thunks of their own
+kernels from C, call them through their addresses, rebind and release
+them. Results are compared with NumPy; errors with what numthunk.bind says
+for the same values.
+"""
+
+import ctypes
+import gc
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import weakref
+
+import numpy as np
+import pytest
+import scipy.integrate
+from numba import njit
+
+import numthunk as nt
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _builder():
+    spec = importlib.util.spec_from_file_location(
+        "ntcapi_build", os.path.join(HERE, "capi", "build_capi.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def built():
+    path = _builder().build()
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    import ntcapi_cy
+    import ntcapi_ext
+
+    return ntcapi_ext, ntcapi_cy
+
+
+@pytest.fixture(scope="module")
+def ext(built):
+    return built[0]
+
+
+@pytest.fixture(scope="module")
+def cy(built):
+    return built[1]
+
+
+def layouts():
+    a = np.arange(35, dtype=np.float64).reshape(5, 7) / 4.0 - 3.0
+    return [np.linspace(0.0, 1.0, 9), a, a[:, ::3], a.T, a[1:4, 6:0:-2], np.zeros((2, 0))]
+
+
+class OnlyDL:
+    def __init__(self, arr):
+        self.arr = arr
+
+    def __dlpack__(self, **kw):
+        return self.arr.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self.arr.__dlpack_device__()
+
+
+# ---------------------------------------------------------------- the capsule
+
+
+def test_capsule_is_exported():
+    cap = nt._core._C_API
+    assert type(cap).__name__ == "PyCapsule"
+    assert "numthunk._core._C_API" in repr(cap)
+
+
+def test_extension_sees_the_version(ext):
+    assert ext.capi_version >= 1
+
+
+# ---------------------------------------------------------------- C extension
+
+
+@pytest.mark.parametrize("k", range(6))
+def test_c_extension_sums_descriptors(ext, k):
+    arr = layouts()[k]
+    t = ext.make_sum(arr)
+    assert isinstance(t, nt.Thunk) and ext.is_thunk(t) and not ext.is_thunk(arr)
+    assert ext.call0(t) == pytest.approx(arr.sum(), abs=1e-12)
+    assert t() == ext.call0(t)                  # the same thunk from Python
+    t2 = ext.make_sum(OnlyDL(arr))
+    assert ext.call0(t2) == pytest.approx(arr.sum(), abs=1e-12)
+
+
+@pytest.mark.parametrize("flags,backend", [(2, "libffi"), (4, "native")])
+def test_engine_flags(ext, flags, backend):
+    t = ext.create_flags(np.ones(4), flags)
+    assert backend in t.backend and ext.call0(t) == 4.0
+
+
+def test_forwarded_and_bound_scalars(ext):
+    f = ext.make_affine(2.5, -1.0)
+    assert str(f.csig) == "double (double)" and f.csig.names == ("x",)
+    for x in (0.0, 1.5, -3.25):
+        assert ext.call1(f, x) == 2.5 * x - 1.0
+    # a C API thunk is an ordinary thunk: SciPy and Numba take it
+    got, _ = scipy.integrate.quad(f.lowlevelcallable(), 0.0, 2.0)
+    assert got == pytest.approx(2.5 * 2.0 - 2.0)
+
+    @njit
+    def twice(fn, x):
+        return fn(fn(x))
+
+    assert twice(f, 1.0) == 2.5 * (2.5 * 1.0 - 1.0) - 1.0
+
+
+def test_values_are_checked_like_bind(ext):
+    # the same value, the same message as numthunk.bind gives
+    psum = nt.Function(ext.kernel_address("psum"), "double (const double *p, int n)")
+    bad = [
+        (np.arange(3, dtype=np.float32), 3),        # wrong dtype
+        (np.arange(3.0), 2**31),                    # int overflow
+        (np.arange(6.0)[::2], 3),                   # not contiguous
+        (np.arange(3.0), 2.0),                      # float for int
+    ]
+    for p, n in bad:
+        with pytest.raises(Exception) as from_c:
+            ext.make_psum(p, n)
+        with pytest.raises(Exception) as from_py:
+            nt.bind(psum, p, n)
+        assert type(from_c.value) is type(from_py.value)
+        assert str(from_c.value) == str(from_py.value)
+    assert ext.call0(ext.make_psum(np.arange(4.0), 4)) == 6.0
+    # foreign objects are resolved as bind() resolves them
+    v = np.arange(5.0)
+    assert ext.call0(ext.make_psum(v.ctypes, 5)) == 10.0
+    assert ext.call0(ext.make_psum(v.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), 5)) == 10.0
+    with pytest.raises(TypeError) as from_c:
+        ext.make_psum(v.astype(np.int32).ctypes.data_as(ctypes.POINTER(ctypes.c_int)), 5)
+    with pytest.raises(TypeError) as from_py:
+        nt.bind(psum, v.astype(np.int32).ctypes.data_as(ctypes.POINTER(ctypes.c_int)), 5)
+    assert str(from_c.value) == str(from_py.value)
+
+
+def test_read_only_and_device_refused_through_c(ext):
+    ro = np.arange(3.0)
+    ro.flags.writeable = False
+
+    class Cuda(OnlyDL):
+        def __dlpack_device__(self):
+            return (2, 0)
+
+    with pytest.raises(ValueError, match="device CUDA:0"):
+        ext.make_sum(Cuda(np.arange(3.0)))
+    with pytest.raises(ValueError, match="numthunk_dltensor: the array is read-only"):
+        ext.dltensor_sum(ro, True)
+    assert ext.dltensor_sum(ro, False)[0] == 3.0
+
+
+def test_bad_calls_raise(ext):
+    with pytest.raises(ValueError, match=r"expected '\)'|column|\^"):
+        ext.signature("double (double")
+    assert str(ext.signature("double (const DLTensor *)")) == "double (const DLTensor *)"
+    with pytest.raises(TypeError, match="takes 1 argument, got 2"):
+        ext.create_count(2)
+    with pytest.raises(ValueError, match="exclude each other"):
+        ext.create_flags(np.ones(2), 6)
+    with pytest.raises(ValueError, match="unknown flags"):
+        ext.create_flags(np.ones(2), 8)
+    with pytest.raises(TypeError, match="expected a numthunk Thunk"):
+        ext.call0(np.ones(2))
+    t = ext.make_sum(np.ones(2))
+    ext.release(t)
+    assert t.released
+    with pytest.raises(ValueError, match="released"):
+        ext.call0(t)
+
+
+def test_rebind_and_lifetime_through_c(ext):
+    a = np.arange(4.0)
+    ref = weakref.ref(a)
+    t = ext.make_sum(a)
+    address = t.address
+    del a
+    gc.collect()
+    assert ref() is not None and ext.call0(t) == 6.0
+    b = np.arange(12.0).reshape(3, 4)[:, 1::2]
+    ext.rebind(t, 0, b)
+    assert ext.call0(t) == b.sum() and t.address == address
+    t.reclaim()
+    gc.collect()
+    assert ref() is None                       # the old descriptor let go of it
+    ext.release(t)
+
+
+def test_dltensor_function(ext):
+    for arr in layouts():
+        total, ndim, shape, strides = ext.dltensor_sum(arr)
+        assert total == pytest.approx(arr.sum(), abs=1e-12)
+        assert (ndim, shape) == (arr.ndim, arr.shape)
+        if arr.size:        # an empty array's strides are whatever its exporter says
+            assert strides == tuple(s // arr.itemsize for s in arr.strides)
+
+
+def test_owner_keeps_the_extension_alive(ext):
+    t = ext.make_sum(np.ones(3))
+    assert t.target is ext
+
+
+# ---------------------------------------------------------------- Cython
+
+
+@pytest.mark.parametrize("k", range(6))
+def test_cython_sums_descriptors(cy, k):
+    arr = layouts()[k]
+    t = cy.make_sum(arr)
+    assert isinstance(t, nt.Thunk) and cy.is_thunk(t)
+    assert cy.call0(t) == pytest.approx(arr.sum(), abs=1e-12)
+    ndim, shape, strides = cy.dltensor_shape(arr)
+    assert (ndim, shape) == (arr.ndim, arr.shape)
+    if arr.size:
+        assert strides == tuple(s // arr.itemsize for s in arr.strides)
+
+
+@pytest.mark.parametrize("flags", [0, 2, 4])
+def test_cython_poly_thunk_under_quad(cy, flags):
+    coef = np.array([1.0, -0.5, 0.25, 2.0])
+    f = cy.make_poly(coef[::-1].copy()[::-1], flags)
+    x = 0.75
+    assert cy.call1(f, x) == pytest.approx(np.polynomial.polynomial.polyval(x, coef))
+    got, _ = scipy.integrate.quad(f.lowlevelcallable(), 0.0, 1.0)
+    anti = np.polynomial.polynomial.polyint(coef)
+    assert got == pytest.approx(np.polynomial.polynomial.polyval(1.0, anti))
+    cy.rebind(f, 1, np.array([3.0]))
+    assert cy.call1(f, x) == 3.0
+    cy.release(f)
+    assert f.released
+
+
+def test_cython_cdef_api_kernel_through_numthunk_cython(cy):
+    # the capsule name Cython writes for a const DLTensor * parameter
+    assert cy.__pyx_capi__["cy_poly"].__repr__().find("double (double, DLTensor const *)") > 0
+    poly = nt.cython(cy, "cy_poly")
+    coef = np.array([0.0, 1.0, 1.0])
+    f = nt.bind(poly, nt.ARG, OnlyDL(coef))
+    got, _ = scipy.integrate.quad(f.lowlevelcallable(), 0.0, 3.0)
+    assert got == pytest.approx(9.0 / 2.0 + 27.0 / 3.0)
+
+
+# ---------------------------------------------------------------- headers
+
+
+def test_header_compiles_as_cxx(tmp_path):
+    cxx = shutil.which("g++") or shutil.which("clang++")
+    assert cxx is not None, "a C++ compiler is needed to check the headers in C++"
+    src = tmp_path / "use.cpp"
+    src.write_text('#include "numthunk/capi.h"\n'
+                   'double f(const DLTensor *t) { int64_t i[1] = {0};\n'
+                   '  return NT_DL_AT(double, t, i) + (double)nt_dl_numel(t); }\n')
+    subprocess.run([cxx, "-std=c++11", "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
+                    "-I", nt.get_include(), "-I", sysconfig.get_paths()["include"], str(src)],
+                   check=True)
+
+
+def test_hand_made_descriptor_through_address(ext):
+    # DLTensor described independently by ctypes' layout rules, filled by
+    # hand (byte_offset 8, row stride 2) and passed as address(): the
+    # extension's kernel reads it field by field
+    class DLDevice(ctypes.Structure):
+        _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+    class DLDataType(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
+                    ("lanes", ctypes.c_uint16)]
+
+    class DLTensor(ctypes.Structure):
+        _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32),
+                    ("dtype", DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                    ("strides", ctypes.POINTER(ctypes.c_int64)),
+                    ("byte_offset", ctypes.c_uint64)]
+
+    if ctypes.sizeof(ctypes.c_void_p) == 8:
+        assert ctypes.sizeof(DLTensor) == 48
+    data = np.arange(6.0) ** 2
+    shape = (ctypes.c_int64 * 2)(2, 2)
+    strides = (ctypes.c_int64 * 2)(2, 1)
+    t = DLTensor(data.ctypes.data, DLDevice(1, 0), 2, DLDataType(2, 64, 1),
+                 ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64)),
+                 ctypes.cast(strides, ctypes.POINTER(ctypes.c_int64)), 8)
+    fn = nt.Function(ext.kernel_address("sum"), "double (const DLTensor *)")
+    thunk = nt.bind(fn, nt.address(ctypes.addressof(t), owner=(t, shape, strides, data)))
+    assert thunk() == data[1] + data[2] + data[3] + data[4]
+    # a ctypes pointer is a pointer, not an array to describe: its value is bound
+    thunk = nt.bind(fn, ctypes.c_void_p(ctypes.addressof(t)))
+    assert thunk() == data[1] + data[2] + data[3] + data[4]
+    assert ext.call0(ext.make_sum(ctypes.c_void_p(ctypes.addressof(t)))) == thunk()
