@@ -190,7 +190,7 @@ def spellings():
     assert len(rows) > 80, rows
     out = []
     for name, c_name in rows:
-        if name in ("void", "voidptr", "__Pyx_memviewslice"):
+        if name in ("void", "voidptr", "__Pyx_memviewslice", "DLTensor"):  # not scalars
             continue
         out.append((name, name if c_name == "NULL" else c_name.strip('"')))
     return out
