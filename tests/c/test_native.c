@@ -1,5 +1,7 @@
 /*
- * Standalone C harness for the native engine and executable memory.
+ * Standalone C harness for the native engines (x86-64 System V, AArch64
+ * Linux) and executable memory. Plain C: no Python, cross-compilable
+ * (tests/c/aarch64.sh builds it for aarch64 and runs it under qemu-user).
  *
  * Build (with the real signature/plan code):
  *   gcc -O2 -Wall -Wextra -Werror -std=c11 -D_GNU_SOURCE -Isrc \
@@ -13,6 +15,17 @@
  *   ./test_native                 all tests (NT_FIXTURE_CC picks the compiler
  *                                 for the generated fixtures, default cc;
  *                                 NUMTHUNK_EXECMEM=memfd|mprotect the policy)
+ *   ./test_native writefix PREFIX [COUNT [SEED [PARTS]]]
+ *                                 writes the random signatures' fixture
+ *                                 source as PREFIX.0.c ... (PARTS files, to
+ *                                 compile in parallel) for a cross build;
+ *                                 run the tests with NT_FIXTURE_LIB=<the
+ *                                 .so built from all parts> and the same
+ *                                 COUNT and SEED
+ *   ./test_native dump [DIR]      writes the code of a few thunks (stub and
+ *                                 handler, up to its final branch) to
+ *                                 DIR/<name>.{stub,handler}.bin for a
+ *                                 disassembler
  *   ./test_native bench           timings: direct vs thunk, creation cost
  *   ./test_native loop KIND N     one call loop (for callgrind)
  *
@@ -21,6 +34,13 @@
  * and loads it. Each fixture records what it received; the caller passes
  * narrow forwarded integers as 64-bit values with garbage above the type,
  * as Numba does, so a missing re-extension shows up with clang callees.
+ * Every third fixture declares its narrow parameters as 32-bit ints and
+ * records all 32 bits: the engines promise extension to 32 bits whether or
+ * not a given compiler's callees rely on it (Linux AArch64 callees extend
+ * for themselves; Apple's make the caller do it).
+ *
+ * NT_EXEC_WRAPPER: a command prefix for re-running this program (the
+ * NUMTHUNK_NO_REUSE check runs in a new process), e.g. "qemu-aarch64".
  */
 #include <complex.h>
 #include <dlfcn.h>
@@ -33,6 +53,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -397,6 +418,7 @@ typedef struct {
     int n;
     int kinds[MAXP];
     int bound[MAXP];
+    int wide;           /* the fixture declares narrow ints as 32-bit */
 } gsig;
 
 static const int scalar_kinds[] = {
@@ -451,31 +473,59 @@ gen_sigs(gsig *g, int count, uint64_t seed)
         }
         int rr = (int)(rng() % (NSCALAR + 1));
         x->ret = rr == NSCALAR ? NT_VOID : scalar_kinds[rr];
+        x->wide = s % 3 == 1;
     }
 }
 
 static int
-write_fixtures(const char *path, const gsig *g, int count)
+is_narrow(int k)
 {
+    return k >= NT_BOOL && k <= NT_U16;
+}
+
+/* The C type a fixture declares for a parameter of kind k: narrow ints
+   become 32-bit in the wide view, keeping their signedness. */
+static const char *
+param_ctype(const gsig *x, int k)
+{
+    if (x->wide && is_narrow(k))
+        return k == NT_I8 || k == NT_I16 ? "int" : "unsigned int";
+    return ctype(k);
+}
+
+static int
+write_fixtures(const char *path, const gsig *g, int count, uint64_t seed,
+               int lo, int hi)
+{
+    /* Signatures [lo, hi) of count: a part of the fixtures, so that parts
+       can be compiled in parallel; the part with lo == 0 defines the
+       shared globals. */
     FILE *f = fopen(path, "w");
     if (f == NULL)
         return -1;
     fprintf(f,
             "#include <stdint.h>\n#include <string.h>\n"
-            "uint64_t nt_in[%d]; uint64_t nt_rec[%d]; uint64_t nt_retval;\n"
-            "long nt_calls;\n"
+            "%suint64_t nt_in[%d]; %suint64_t nt_rec[%d]; "
+            "%suint64_t nt_retval;\n%slong nt_calls;\n",
+            lo ? "extern " : "", MAXP, lo ? "extern " : "", MAXP + 1,
+            lo ? "extern " : "", lo ? "extern " : "");
+    if (lo == 0)
+        fprintf(f, "const int nt_fixture_count = %d;\n"
+                "const unsigned long long nt_fixture_seed = %lluull;\n",
+                count, (unsigned long long)seed);
+    fprintf(f,
             "static uint64_t fb(float x){uint32_t u;memcpy(&u,&x,4);return u;}\n"
             "static uint64_t db(double x){uint64_t u;memcpy(&u,&x,8);return u;}\n"
             "static float bf(uint64_t v){uint32_t u=(uint32_t)v;float x;"
             "memcpy(&x,&u,4);return x;}\n"
-            "static double bd(uint64_t v){double x;memcpy(&x,&v,8);return x;}\n",
-            MAXP, MAXP + 1);
-    for (int s = 0; s < count; s++) {
+            "static double bd(uint64_t v){double x;memcpy(&x,&v,8);return x;}\n");
+    for (int s = lo; s < hi; s++) {
         const gsig *x = &g[s];
         /* the fixture */
         fprintf(f, "%s fx_%d(", ctype(x->ret), s);
         for (int i = 0; i < x->n; i++)
-            fprintf(f, "%s%s a%d", i ? ", " : "", ctype(x->kinds[i]), i);
+            fprintf(f, "%s%s a%d", i ? ", " : "",
+                    param_ctype(x, x->kinds[i]), i);
         fprintf(f, "%s) {\n", x->n ? "" : "void");
         for (int i = 0; i < x->n; i++) {
             int k = x->kinds[i];
@@ -485,6 +535,8 @@ write_fixtures(const char *path, const gsig *g, int count)
                 fprintf(f, "  nt_rec[%d] = db(a%d);\n", i, i);
             else if (k == NT_PTR)
                 fprintf(f, "  nt_rec[%d] = (uint64_t)(uintptr_t)a%d;\n", i, i);
+            else if (x->wide && is_narrow(k))
+                fprintf(f, "  nt_rec[%d] = (uint32_t)a%d;\n", i, i);
             else
                 fprintf(f, "  nt_rec[%d] = (uint64_t)(int64_t)a%d;\n", i, i);
         }
@@ -581,41 +633,80 @@ cell_value(int k, uint64_t v)
     return k == NT_F32 ? (uint32_t)v : received(k, v);
 }
 
+/* Argument registers of each class on this platform's ABI, for the
+   statistics only (which signatures used the stack, which needed a frame). */
+static void
+abi_registers(int *ngpr, int *nfpr)
+{
+    int arm = strstr(be->name, "aarch64") != NULL;
+    *ngpr = arm ? 8 : 6;
+    *nfpr = 8;
+}
+
 static void
 test_random(int count, uint64_t seed)
 {
     const char *cc = getenv("NT_FIXTURE_CC");
     if (cc == NULL || *cc == '\0')
         cc = "cc";
+    /* NT_FIXTURE_LIB: fixtures built beforehand (cross builds, where this
+       program runs under emulation and cannot run the compiler) */
+    const char *prebuilt = getenv("NT_FIXTURE_LIB");
     char dir[] = "/tmp/nt_fixtures_XXXXXX";
-    if (mkdtemp(dir) == NULL) {
-        CHECK(0, "mkdtemp: %s", strerror(errno));
-        return;
-    }
     char src[256], lib[256], cmd[1024];
-    snprintf(src, sizeof(src), "%s/fx.c", dir);
-    snprintf(lib, sizeof(lib), "%s/fx.so", dir);
-
     gsig *g = calloc((size_t)count, sizeof(gsig));
     gen_sigs(g, count, seed);
-    if (write_fixtures(src, g, count) != 0) {
-        CHECK(0, "cannot write %s", src);
-        return;
+    dir[0] = '\0';
+    if (prebuilt != NULL && *prebuilt != '\0') {
+        snprintf(lib, sizeof(lib), "%s", prebuilt);
+    } else {
+        strcpy(dir, "/tmp/nt_fixtures_XXXXXX");
+        if (mkdtemp(dir) == NULL) {
+            CHECK(0, "mkdtemp: %s", strerror(errno));
+            free(g);
+            return;
+        }
+        snprintf(src, sizeof(src), "%s/fx.c", dir);
+        snprintf(lib, sizeof(lib), "%s/fx.so", dir);
+        if (write_fixtures(src, g, count, seed, 0, count) != 0) {
+            CHECK(0, "cannot write %s", src);
+            free(g);
+            return;
+        }
+        snprintf(cmd, sizeof(cmd), "%s -O2 -shared -fPIC -w -o %s %s", cc,
+                 lib, src);
+        double t0 = now_ns();
+        if (system(cmd) != 0) {
+            CHECK(0, "fixture build failed: %s", cmd);
+            free(g);
+            return;
+        }
+        fprintf(stderr, "  fixtures: %d signatures built with %s in %.1f "
+                "s\n", count, cc, (now_ns() - t0) / 1e9);
     }
-    snprintf(cmd, sizeof(cmd), "%s -O2 -shared -fPIC -w -o %s %s", cc, lib,
-             src);
-    double t0 = now_ns();
-    if (system(cmd) != 0) {
-        CHECK(0, "fixture build failed: %s", cmd);
-        return;
-    }
-    fprintf(stderr, "  fixtures: %d signatures built with %s in %.1f s\n",
-            count, cc, (now_ns() - t0) / 1e9);
     void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
     if (h == NULL) {
         CHECK(0, "dlopen: %s", dlerror());
+        free(g);
         return;
     }
+    const int *fcount = dlsym(h, "nt_fixture_count");
+    const unsigned long long *fseed = dlsym(h, "nt_fixture_seed");
+    /* the signatures of a seed are the same whatever the count: a fixture
+       for more signatures serves a run over the first `count` */
+    if (fcount == NULL || fseed == NULL || *fcount < count
+        || *fseed != (unsigned long long)seed) {
+        CHECK(0, "%s does not hold the first %d signatures of seed %llu",
+              lib, count, (unsigned long long)seed);
+        dlclose(h);
+        free(g);
+        return;
+    }
+    if (prebuilt != NULL && *prebuilt != '\0')
+        fprintf(stderr, "  fixtures: %d signatures prebuilt in %s\n", count,
+                lib);
+    int abi_gpr, abi_fpr;
+    abi_registers(&abi_gpr, &abi_fpr);
     uint64_t *in = dlsym(h, "nt_in");
     uint64_t *rec = dlsym(h, "nt_rec");
     uint64_t *retval = dlsym(h, "nt_retval");
@@ -640,9 +731,9 @@ test_random(int count, uint64_t seed)
         int nint = 0, nsse = 0, tstack = 0, fint = 0, fsse = 0, fstack = 0;
         for (int i = 0; i < x->n; i++) {
             int sse = NT_IS_FLOAT(x->kinds[i]);
-            tstack += sse ? (nsse++ >= 8) : (nint++ >= 6);
+            tstack += sse ? (nsse++ >= abi_fpr) : (nint++ >= abi_gpr);
             if (!x->bound[i])
-                fstack += sse ? (fsse++ >= 8) : (fint++ >= 6);
+                fstack += sse ? (fsse++ >= abi_fpr) : (fint++ >= abi_gpr);
         }
         nstack += tstack > 0;
         nframe += tstack > fstack;
@@ -664,9 +755,13 @@ test_random(int count, uint64_t seed)
             for (int i = 0; i < x->n; i++) {
                 uint64_t want = x->bound[i] ? received(x->kinds[i], cells[i])
                                             : received(x->kinds[i], vals[i]);
+                if (x->wide && is_narrow(x->kinds[i]))
+                    want = (uint32_t)want;   /* all 32 bits extended */
                 if (rec[i] != want) {
-                    CHECK(0, "sig %d round %d arg %d (%s, %s): got %#llx "
+                    CHECK(0, "sig %d round %d arg %d (%s%s, %s): got %#llx "
                           "want %#llx", s, round, i, ctype(x->kinds[i]),
+                          x->wide && is_narrow(x->kinds[i])
+                              ? " seen as 32 bits" : "",
                           x->bound[i] ? "bound" : "forwarded",
                           (unsigned long long)rec[i],
                           (unsigned long long)want);
@@ -706,9 +801,11 @@ test_random(int count, uint64_t seed)
             nstack, nframe);
     dlclose(h);
     free(g);
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "  (could not remove %s)\n", dir);
+    if (dir[0] != '\0') {
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "  (could not remove %s)\n", dir);
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1214,6 +1311,147 @@ test_threads(void)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Branch Target Identification: where the system defines PROT_BTI (arm64    */
+/* Linux), the pages of a stub and of its handler are guarded, so a call    */
+/* lands only on a `bti c`; a branch to any other instruction raises        */
+/* SIGILL. NT_REQUIRE_BTI=1 makes a system that does not enforce it a       */
+/* failure (qemu-aarch64 -cpu max enforces it) instead of a notice.         */
+
+#ifdef PROT_BTI
+static int
+guard_pages(void *p, int prot_extra)
+{
+    uintptr_t page = (uintptr_t)p & ~(uintptr_t)(NT_PAGE_SIZE - 1);
+    return mprotect((void *)page, NT_PAGE_SIZE,
+                    PROT_READ | PROT_EXEC | prot_extra);
+}
+
+/* In a child: guards the thunk's pages, calls the stub at byte offset
+   `skip` (0: its entry), exits 0 when the call gave the right result. */
+static int
+bti_child(int skip)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        int k[2] = { NT_I64, NT_I64 };
+        nt_sig *s = make_sig(NT_I64, k, 2);
+        int b[2] = { 1, 0 };
+        uint64_t v[2] = { 40, 0 };
+        thunk t;
+        if (make_thunk(&t, s, b, v, (void *)f_l_ll) != 0)
+            _exit(3);
+        if (guard_pages(t.address, PROT_BTI) != 0
+            || guard_pages(t.plan->handler, PROT_BTI) != 0)
+            _exit(4);
+        long (*fn)(long) = (long (*)(long))((char *)t.address + skip);
+        _exit(fn(2) == 42 ? 0 : 5);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return st;
+}
+
+static void
+test_bti(void)
+{
+    const char *req = getenv("NT_REQUIRE_BTI");
+    int required = req != NULL && strcmp(req, "1") == 0;
+    /* control: entering a stub past its landing pad must fault */
+    int st = bti_child(4);
+    int enforced = WIFSIGNALED(st) && WTERMSIG(st) == SIGILL;
+    if (!enforced) {
+        CHECK(!required, "BTI not enforced (control call: status %#x)", st);
+        fprintf(stderr, "  bti: not enforced on this system, landing pads "
+                "not exercised\n");
+        return;
+    }
+    st = bti_child(0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+          "BTI-guarded stub and handler: child status %#x", st);
+    fprintf(stderr, "  bti: guarded stub and handler pages called through "
+            "their landing pads; a call past the pad faults\n");
+}
+#else
+static void
+test_bti(void)
+{
+}
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Code dump, for counting instructions with a disassembler                  */
+
+static int
+write_file(const char *dir, const char *name, const char *ext,
+           const void *p, size_t n)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s.%s.bin", dir, name, ext);
+    FILE *f = fopen(path, "wb");
+    if (f == NULL)
+        return -1;
+    size_t w = fwrite(p, 1, n, f);
+    return fclose(f) != 0 || w != n ? -1 : 0;
+}
+
+/* Writes the stub (16 bytes) and 512 bytes from the handler's start of a
+   few representative thunks; the handler's code ends at its first return
+   or tail branch. Run with NUMTHUNK_EXECMEM=mprotect: each handler then
+   starts a page of its own, so the 512 bytes are all mapped. */
+static int
+dump_code(const char *dir)
+{
+    static double arr[4] = { 1, 2, 3, 4 };
+    struct {
+        const char *name;
+        int ret, n;
+        int kinds[20];
+        int bound[20];
+        void *target;
+    } shapes[] = {
+        /* double(void) over double sum(double *, int) */
+        { "sum_bound", NT_F64, 2, { NT_PTR, NT_I32 }, { 1, 1 },
+          (void *)f_d_pi },
+        /* long(long) over long add(long, long), first bound */
+        { "add_one_bound", NT_I64, 2, { NT_I64, NT_I64 }, { 1, 0 },
+          (void *)f_l_ll },
+        /* long(int8) forwarded with re-extension */
+        { "narrow_forwarded", NT_I64, 1, { NT_I8 }, { 0 }, (void *)f_l_c },
+        /* 18 bound int64 args: 10 on the stack, nothing forwarded */
+        { "bound18", NT_I64, 18,
+          { NT_I64, NT_I64, NT_I64, NT_I64, NT_I64, NT_I64, NT_I64, NT_I64,
+            NT_I64, NT_I64, NT_I64, NT_I64, NT_I64, NT_I64, NT_I64, NT_I64,
+            NT_I64, NT_I64 },
+          { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 },
+          (void *)f_l_ll },
+        /* double(double x5) over f_d_i10d10, 15 bound */
+        { "i10d10_5fwd", NT_F64, 20,
+          { NT_I32, NT_I32, NT_I32, NT_I32, NT_I32, NT_I32, NT_I32, NT_I32,
+            NT_I32, NT_I32, NT_F64, NT_F64, NT_F64, NT_F64, NT_F64, NT_F64,
+            NT_F64, NT_F64, NT_F64, NT_F64 },
+          { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0 },
+          (void *)f_d_i10d10 },
+    };
+    int rc = 0;
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+        uint64_t vals[20] = { (uint64_t)(uintptr_t)arr, 4 };
+        nt_sig *s = make_sig(shapes[i].ret, shapes[i].kinds, shapes[i].n);
+        thunk t;
+        if (make_thunk(&t, s, shapes[i].bound, vals, shapes[i].target) != 0
+            || write_file(dir, shapes[i].name, "stub", t.address, 16) != 0
+            || write_file(dir, shapes[i].name, "handler", t.plan->handler,
+                          512) != 0) {
+            fprintf(stderr, "dump of %s failed\n", shapes[i].name);
+            rc = 1;
+        }
+        if (t.plan != NULL)
+            drop_thunk(&t);
+        free_sig(s);
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
 /* Benchmarks                                                                */
 
 static double bench_arr[4] = { 1, 2, 3, 4 };
@@ -1461,8 +1699,32 @@ main(int argc, char **argv)
         test_no_execmem();
         return failures != 0;
     }
+    if (argc >= 2 && strcmp(argv[1], "dump") == 0)
+        return dump_code(argc >= 3 ? argv[2] : ".");
     int count = NSIG_DEFAULT;
     uint64_t seed = 20261129;
+    if (argc >= 3 && strcmp(argv[1], "writefix") == 0) {
+        int parts = 1;
+        if (argc >= 4)
+            count = atoi(argv[3]);
+        if (argc >= 5)
+            seed = strtoull(argv[4], NULL, 10);
+        if (argc >= 6)
+            parts = atoi(argv[5]);
+        if (count < 1 || parts < 1 || parts > count)
+            return 2;
+        gsig *g = calloc((size_t)count, sizeof(gsig));
+        gen_sigs(g, count, seed);
+        int rc = 0;
+        for (int p = 0; p < parts && rc == 0; p++) {
+            char path[512];
+            snprintf(path, sizeof(path), "%s.%d.c", argv[2], p);
+            rc = write_fixtures(path, g, count, seed, count * p / parts,
+                                count * (p + 1) / parts);
+        }
+        free(g);
+        return rc != 0;
+    }
     if (argc >= 2)
         count = atoi(argv[1]);
     if (argc >= 3)
@@ -1475,19 +1737,30 @@ main(int argc, char **argv)
     test_permutations(3000, seed);
     test_no_wx();
     test_release_trap();
+    test_bti();
     test_fork();
     test_threads();
     test_quarantine(0);
     test_no_wx();
 
-    /* NUMTHUNK_NO_REUSE is read once per process: check it in a new one */
-    char cmd[512];
-    snprintf(cmd, sizeof(cmd), "NUMTHUNK_NO_REUSE=1 /proc/%d/exe noreuse",
-             (int)getpid());
-    CHECK(system(cmd) == 0, "NUMTHUNK_NO_REUSE run failed");
-    snprintf(cmd, sizeof(cmd), "NUMTHUNK_EXECMEM=none /proc/%d/exe noexecmem",
-             (int)getpid());
-    CHECK(system(cmd) == 0, "NUMTHUNK_EXECMEM=none run failed");
+    /* NUMTHUNK_NO_REUSE and NUMTHUNK_EXECMEM are read once per process:
+       check them in new ones. The path comes from /proc/self/exe, which an
+       emulator such as qemu-user reports as the emulated program, so a
+       wrapper (NT_EXEC_WRAPPER) can run it. */
+    char self[400], cmd[1024];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    self[len > 0 ? len : 0] = '\0';
+    const char *wrap = getenv("NT_EXEC_WRAPPER");
+    if (wrap == NULL)
+        wrap = "";
+    snprintf(cmd, sizeof(cmd), "NUMTHUNK_NO_REUSE=1 %s '%s' noreuse", wrap,
+             self);
+    CHECK(len > 0 && system(cmd) == 0, "NUMTHUNK_NO_REUSE run failed: %s",
+          cmd);
+    snprintf(cmd, sizeof(cmd), "NUMTHUNK_EXECMEM=none %s '%s' noexecmem",
+             wrap, self);
+    CHECK(len > 0 && system(cmd) == 0, "NUMTHUNK_EXECMEM=none run failed: "
+          "%s", cmd);
 
     /* the verdict on stdout (tests/test_c_harness.py reads it there), the
        details above on stderr */
