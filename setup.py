@@ -64,9 +64,9 @@ def compile_args():
     return args, link
 
 
-# Platform files (backend_x86_64.c, mem_*.c) are included by backend.c's
-# one #if chain, not compiled on their own.
-INCLUDED = {"backend_x86_64.c", "mem_memfd.c", "mem_mprotect.c"}
+# Platform files (backend_x86_64.c, backend_aarch64.c, mem_*.c) are included
+# by backend.c's one #if chain, not compiled on their own.
+INCLUDED = {"backend_x86_64.c", "backend_aarch64.c", "mem_memfd.c", "mem_mprotect.c"}
 SOURCES = sorted(p for p in glob.glob("src/*.c") if os.path.basename(p) not in INCLUDED)
 
 ffi_inc, ffi_lib = libffi_flags()

@@ -41,6 +41,15 @@
 #include "mem_mprotect.c"
 LINUX_NATIVE(nt_arch_x86_64_sysv, "native-x86_64-sysv")
 
+#elif defined(__aarch64__) && defined(__linux__) && !defined(__APPLE__)
+/* AAPCS64 as Linux has it (8-byte stack slots, no MAP_JIT). Apple's arm64
+   ABI (packed stack arguments, MAP_JIT with pthread_jit_write_protect_np)
+   and Windows on Arm take the branch below: libffi. */
+#include "backend_aarch64.c"
+#include "mem_memfd.c"
+#include "mem_mprotect.c"
+LINUX_NATIVE(nt_arch_aarch64_linux, "native-aarch64-linux")
+
 #else /* no native engine on this platform: every plan runs on libffi */
 const nt_arch *const nt_arch_native = NULL;
 const nt_backend *const nt_backend_native = NULL;
