@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# The AArch64 Linux engine, tested without arm hardware: cross-compiles the
+# pure-C parts (signature parser, plan builder, backend, executable memory)
+# and their C harnesses with Debian's gcc-aarch64-linux-gnu and runs them
+# under qemu-user:
+#   - tests/c/test_sig.c and the parser fuzz driver;
+#   - tests/c/test_native.c: 2,500 random signatures against a recording
+#     fixture built by the cross compiler (garbage above narrow arguments,
+#     a 32-bit view of narrow ints, rebinding), permuted plans, W^X, the
+#     released-thunk trap, BTI-guarded pages, fork, threads, quarantine;
+#     then 500 of the signatures again on the mprotect memory policy;
+#   - the emitted code of a few thunks, disassembled: instruction counts.
+# Installs what it needs when run as root (apt-get), otherwise says what is
+# missing. Exits non-zero on any failure.
+#
+#   bash tests/c/aarch64.sh            (NT_AARCH64_KEEP=1 keeps the build dir)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+export DEBIAN_FRONTEND=noninteractive
+
+# ------------------------------------------------------------------ tools
+CC=aarch64-linux-gnu-gcc
+OBJDUMP=aarch64-linux-gnu-objdump
+SYSROOT=/usr/aarch64-linux-gnu
+
+find_qemu() {
+    command -v qemu-aarch64 || command -v qemu-aarch64-static || true
+}
+
+missing=()
+command -v "$CC" >/dev/null || missing+=(gcc-aarch64-linux-gnu)
+command -v "$OBJDUMP" >/dev/null || missing+=(binutils-aarch64-linux-gnu)
+[ -e "$SYSROOT/include/stdio.h" ] || missing+=(libc6-dev-arm64-cross)
+[ -n "$(find_qemu)" ] || missing+=(qemu-user)
+if [ "${#missing[@]}" -gt 0 ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "aarch64.sh: missing ${missing[*]}; as root: apt-get install" \
+             "${missing[*]}" >&2
+        exit 1
+    fi
+    apt-get update -qq
+    # Debian names the emulator package qemu-user (bookworm and later) or
+    # only ships qemu-user-static; take whichever the archive has.
+    for i in "${!missing[@]}"; do
+        if [ "${missing[$i]}" = qemu-user ] \
+           && ! apt-cache policy qemu-user | grep -q 'Candidate: [0-9]'; then
+            missing[$i]=qemu-user-static
+        fi
+    done
+    echo "aarch64.sh: installing ${missing[*]}" >&2
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+QEMU=$(find_qemu)
+[ -n "$QEMU" ] || { echo "aarch64.sh: no qemu-aarch64 after install" >&2; exit 1; }
+
+# The dynamic loader and libc of the emulated programs; the cpu model with
+# every feature (BTI among them), which the harness requires to be enforced.
+export QEMU_LD_PREFIX=$SYSROOT QEMU_CPU=max
+
+build=$(mktemp -d "${TMPDIR:-/tmp}/numthunk-aarch64.XXXXXX")
+cleanup() {
+    if [ "${NT_AARCH64_KEEP:-0}" = 1 ]; then
+        echo "aarch64.sh: build kept in $build" >&2
+    else
+        rm -rf "$build"
+    fi
+}
+trap cleanup EXIT
+
+FLAGS=(-O2 -Wall -Wextra -Werror -std=c11 -D_GNU_SOURCE
+       -mbranch-protection=standard -Isrc)
+step() { printf '== %s\n' "$*"; }
+
+# ------------------------------------------------------------------ build
+step "cross-compiling with $($CC -dumpfullversion) for aarch64"
+"$CC" "${FLAGS[@]}" src/types.c src/sig.c tests/c/test_sig.c -o "$build/test_sig"
+"$CC" "${FLAGS[@]}" -DNT_FUZZ_STANDALONE src/types.c src/sig.c \
+    tests/c/fuzz_sig.c -o "$build/fuzz_sig"
+# backend.c includes backend_aarch64.c and the mem_*.c policies on aarch64
+"$CC" "${FLAGS[@]}" src/backend.c src/types.c src/sig.c src/plan.c \
+    tests/c/test_native.c -o "$build/test_native" -ldl -lpthread
+
+# ------------------------------------------------------------------ parser
+step "signature parser under $(basename "$QEMU")"
+"$QEMU" "$build/test_sig"
+"$QEMU" "$build/fuzz_sig" 20000 20261129
+
+# ------------------------------------------------------------------ fixture
+# The harness writes the recording fixture (the same signatures it will
+# check), the cross compiler builds it: the compiler is the ABI's oracle.
+NSIG=2500
+SEED=20261129
+PARTS=4
+step "recording fixture: $NSIG random signatures, $PARTS parts"
+"$QEMU" "$build/test_native" writefix "$build/fx" "$NSIG" "$SEED" "$PARTS"
+pids=()
+for ((p = 0; p < PARTS; p++)); do
+    "$CC" -O2 -fPIC -w -mbranch-protection=standard -c "$build/fx.$p.c" \
+        -o "$build/fx.$p.o" &
+    pids+=($!)
+done
+for pid in "${pids[@]}"; do wait "$pid"; done
+"$CC" -shared -o "$build/fx.so" "$build"/fx.*.o
+
+# ------------------------------------------------------------------ engine
+run_harness() {   # policy, count, log
+    local policy=$1 count=$2 log=$3
+    step "native engine, memory policy ${policy:-default}, $count signatures"
+    if ! NT_FIXTURE_LIB="$build/fx.so" NT_EXEC_WRAPPER="$QEMU" \
+         NT_REQUIRE_BTI=1 NUMTHUNK_EXECMEM="$policy" \
+         "$QEMU" "$build/test_native" "$count" "$SEED" >"$log" 2>"$log.err"; then
+        cat "$log.err" "$log" >&2
+        echo "aarch64.sh: the native engine harness failed" >&2
+        return 1
+    fi
+    # the control call past a landing pad faults on purpose; qemu says so
+    grep -v '^qemu: uncaught target signal 4' "$log.err" || true
+    grep -q '^backend native-aarch64-linux' "$log.err" \
+        || { echo "aarch64.sh: not the aarch64 engine" >&2; return 1; }
+    grep -q '^all native backend tests passed$' "$log" \
+        || { cat "$log" >&2; return 1; }
+    cat "$log"
+}
+run_harness "" "$NSIG" "$build/native.log"
+run_harness mprotect 500 "$build/native-mprotect.log"
+
+# ------------------------------------------------------------------ counts
+# Instructions per call, read from the emitted code: the stub, then the
+# handler up to its tail branch (br x17) or, in the frame form, its ret.
+step "instructions per call (stub + handler), from the emitted code"
+mkdir -p "$build/dump"
+NUMTHUNK_EXECMEM=mprotect "$QEMU" "$build/test_native" dump "$build/dump"
+disasm() {
+    "$OBJDUMP" -D -b binary -m aarch64 "$1" \
+        | awk -F'\t' '/^ +[0-9a-f]+:\t/ { print $3 "\t" $4 }'
+}
+stub_first=$(disasm "$build/dump/sum_bound.stub.bin" | head -1)
+[ "$stub_first" = "bti	c" ] \
+    || { echo "aarch64.sh: stub does not start with bti c: $stub_first" >&2; exit 1; }
+printf '%-18s %5s %8s %8s\n' shape stub handler total
+for f in "$build"/dump/*.handler.bin; do
+    name=$(basename "$f" .handler.bin)
+    nstub=$(disasm "$build/dump/$name.stub.bin" | awk 'END { print NR }')
+    nhand=$(disasm "$f" | awk '{ n++ } /^(br\tx17|ret)/ { print n; exit }')
+    [ -n "$nhand" ] || { echo "aarch64.sh: no final branch in $name" >&2; exit 1; }
+    printf '%-18s %5d %8d %8d\n' "$name" "$nstub" "$nhand" $((nstub + nhand))
+    if [ "${NT_AARCH64_VERBOSE:-0}" = 1 ]; then
+        disasm "$f" | head -n "$nhand" | sed 's/^/    /'
+    fi
+done
+step "aarch64: all passed"
