@@ -10,8 +10,10 @@
 #     released-thunk trap, BTI-guarded pages, fork, threads, quarantine;
 #     then 500 of the signatures again on the mprotect memory policy;
 #   - the emitted code of a few thunks, disassembled: instruction counts.
-# Installs what it needs when run as root (apt-get), otherwise says what is
-# missing. Exits non-zero on any failure.
+# Installs what it needs when run as root (apt-get; libffi for arm64 comes
+# from Debian's multiarch archive, so arm64 is added as a foreign dpkg
+# architecture), otherwise says what is missing. Exits non-zero on any
+# failure.
 #
 #   bash tests/c/aarch64.sh            (NT_AARCH64_KEEP=1 keeps the build dir)
 set -euo pipefail
@@ -32,12 +34,18 @@ command -v "$CC" >/dev/null || missing+=(gcc-aarch64-linux-gnu)
 command -v "$OBJDUMP" >/dev/null || missing+=(binutils-aarch64-linux-gnu)
 [ -e "$SYSROOT/include/stdio.h" ] || missing+=(libc6-dev-arm64-cross)
 [ -n "$(find_qemu)" ] || missing+=(qemu-user)
+# the native engine falls back to libffi when executable memory runs out,
+# so the harness links the arm64 libffi
+dpkg -s libffi-dev:arm64 >/dev/null 2>&1 || missing+=(libffi-dev:arm64)
 if [ "${#missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
-        echo "aarch64.sh: missing ${missing[*]}; as root: apt-get install" \
-             "${missing[*]}" >&2
+        echo "aarch64.sh: missing ${missing[*]}; as root:" >&2
+        echo "  dpkg --add-architecture arm64 && apt-get update &&" \
+             "apt-get install ${missing[*]}" >&2
         exit 1
     fi
+    dpkg --print-foreign-architectures | grep -qx arm64 \
+        || dpkg --add-architecture arm64
     apt-get update -qq
     # Debian names the emulator package qemu-user (bookworm and later) or
     # only ships qemu-user-static; take whichever the archive has.
@@ -53,9 +61,13 @@ fi
 QEMU=$(find_qemu)
 [ -n "$QEMU" ] || { echo "aarch64.sh: no qemu-aarch64 after install" >&2; exit 1; }
 
-# The dynamic loader and libc of the emulated programs; the cpu model with
-# every feature (BTI among them), which the harness requires to be enforced.
-export QEMU_LD_PREFIX=$SYSROOT QEMU_CPU=max
+# The emulated programs run on Debian's multiarch arm64 libc (pulled in by
+# libffi8:arm64; /lib/ld-linux-aarch64.so.1), not on the cross sysroot's:
+# with QEMU_LD_PREFIX the sysroot's loader would meet the multiarch libc
+# that libffi brings, and a forked child hangs. QEMU_CPU=max: every
+# feature, BTI among them, which the harness requires to be enforced.
+unset QEMU_LD_PREFIX
+export QEMU_CPU=max
 
 build=$(mktemp -d "${TMPDIR:-/tmp}/numthunk-aarch64.XXXXXX")
 cleanup() {
@@ -77,8 +89,9 @@ step "cross-compiling with $($CC -dumpfullversion) for aarch64"
 "$CC" "${FLAGS[@]}" -DNT_FUZZ_STANDALONE src/types.c src/sig.c \
     tests/c/fuzz_sig.c -o "$build/fuzz_sig"
 # backend.c includes backend_aarch64.c and the mem_*.c policies on aarch64
-"$CC" "${FLAGS[@]}" src/backend.c src/types.c src/sig.c src/plan.c \
-    tests/c/test_native.c -o "$build/test_native" -ldl -lpthread
+"$CC" "${FLAGS[@]}" src/backend.c src/native.c src/backend_ffi.c src/types.c \
+    src/sig.c src/plan.c tests/c/test_native.c -o "$build/test_native" \
+    -lffi -ldl -lpthread
 
 # ------------------------------------------------------------------ parser
 step "signature parser under $(basename "$QEMU")"
