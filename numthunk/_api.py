@@ -13,7 +13,7 @@ import weakref
 import numpy as np
 
 from . import _core, _numba
-from ._signature import Signature, ctypes_prototype
+from ._signature import Signature, ctypes_prototype, scipy_text
 
 __all__ = [
     "ARG", "Function", "Thunk", "bind", "size", "shape", "stride", "strided",
@@ -435,11 +435,12 @@ class Thunk(_core.Thunk):
         from scipy import LowLevelCallable
 
         if signature is None:
-            text = str(self.csig)
+            text = scipy_text(self.csig)
         else:
-            # C text is kept as written (SciPy compares it); a Numba, ctypes
-            # or cffi signature becomes C text first.
-            text = signature if isinstance(signature, str) else str(Signature(signature))
+            # C text keeps its names (SciPy compares them) in the canonical
+            # layout; Numba text, a Numba, ctypes or cffi signature becomes C
+            # text first.
+            text = str(Signature(signature))
         if signature is not None and Signature(text) != self.csig:
             raise ValueError(f"signature {text!r} does not match the thunk's {self.csig}")
         return LowLevelCallable(_core._capsule(self.address, text, self), user_data)

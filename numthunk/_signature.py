@@ -8,6 +8,13 @@ from . import _core
 __all__ = ["Signature", "ctypes_type_text", "ctypes_prototype"]
 
 
+def _int_name(ct, signed):
+    # ctypes aliases its integer classes by width (c_int64 is c_long on
+    # LP64), so the class cannot say which C name was meant: its width picks
+    # the one text the core prints for that width ("int", "intptr_t").
+    return f"{'' if signed else 'u'}int{8 * ctypes.sizeof(ct)}"
+
+
 # ctypes classes by identity; aliases (c_int32 is c_int on most platforms)
 # resolve to the first entry that matches.
 _CTYPES_NAMES = [
@@ -17,14 +24,14 @@ _CTYPES_NAMES = [
     (ctypes.c_ubyte, "unsigned char"),
     (ctypes.c_short, "short"),
     (ctypes.c_ushort, "unsigned short"),
-    (ctypes.c_int, "int"),
-    (ctypes.c_uint, "unsigned int"),
-    (ctypes.c_long, "long"),
-    (ctypes.c_ulong, "unsigned long"),
-    (ctypes.c_longlong, "long long"),
-    (ctypes.c_ulonglong, "unsigned long long"),
-    (ctypes.c_ssize_t, "ssize_t"),
-    (ctypes.c_size_t, "size_t"),
+    (ctypes.c_int, _int_name(ctypes.c_int, True)),
+    (ctypes.c_uint, _int_name(ctypes.c_uint, False)),
+    (ctypes.c_long, _int_name(ctypes.c_long, True)),
+    (ctypes.c_ulong, _int_name(ctypes.c_ulong, False)),
+    (ctypes.c_longlong, _int_name(ctypes.c_longlong, True)),
+    (ctypes.c_ulonglong, _int_name(ctypes.c_ulonglong, False)),
+    (ctypes.c_ssize_t, _int_name(ctypes.c_ssize_t, True)),
+    (ctypes.c_size_t, _int_name(ctypes.c_size_t, False)),
     (ctypes.c_float, "float"),
     (ctypes.c_double, "double"),
     (ctypes.c_void_p, "void *"),
@@ -203,3 +210,37 @@ def ctypes_prototype(sig):
     """``ctypes.CFUNCTYPE`` for a :class:`Signature`."""
     ret, args = sig._describe()
     return ctypes.CFUNCTYPE(_ctypes_of(ret), *[_ctypes_of(a) for a in args])
+
+
+# NumPy/Numba names of the kinds _describe() reports: the core's table
+# prints each as its one C text ("int", "intptr_t", "double").
+_KIND_TEXT = {"bool": "bool_", "memoryview slice": "__Pyx_memviewslice"}
+
+
+def _kind_type_text(desc, written):
+    kind, base, depth, const, _spelling, fn = desc
+    if kind == "function pointer":
+        return _kind_fn_text(fn, pointer=True) if fn is not None else written
+    if kind == "pointer":
+        if base == "void":
+            # void * or an opaque struct pointer: its own text
+            return written
+        # no const: SciPy passes "double *" and compares text, and a target
+        # that promises not to write through the pointer takes one as well
+        return _KIND_TEXT.get(base, base) + " " + "*" * depth
+    return ("const " if const else "") + _KIND_TEXT.get(kind, kind)
+
+
+def _kind_fn_text(sig, pointer=False):
+    ret, args = sig._describe()
+    text_args = ", ".join(_kind_type_text(d, w) for d, w in zip(args, sig.argtypes)) or "void"
+    ret_text = _kind_type_text(ret, sig.restype)
+    return f"{ret_text} (*)({text_args})" if pointer else f"{ret_text} ({text_args})"
+
+
+def scipy_text(sig):
+    """The signature as SciPy's LowLevelCallable consumers compare it: each
+    type by what it is, not how it was written ("int" for a 32-bit C int,
+    "intptr_t" for a pointer-sized integer, whatever typedef or Numba name
+    the signature used)."""
+    return str(Signature(_kind_fn_text(sig)))

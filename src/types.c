@@ -59,6 +59,17 @@ _Static_assert(NT_KIND_COUNT <= 256, "kinds fit in a uint8_t");
 #define U(T) UKIND(sizeof(T))
 #define CHAR_KIND (CHAR_MIN < 0 ? NT_I8 : NT_U8)
 
+/* The one C text for a non-C name of a 32- or 64-bit integer (Numba's
+   int32/intp, NumPy's intc, ctypes classes): the names SciPy's
+   LowLevelCallable tables compare, "int" and "intptr_t", where they have
+   that width; else the exact-width name. */
+#define C_INT32  (sizeof(int) == 4 ? "int" : "int32_t")
+#define C_UINT32 (sizeof(int) == 4 ? "unsigned int" : "uint32_t")
+#define C_INT64  (sizeof(intptr_t) == 8 ? "intptr_t" : "int64_t")
+#define C_UINT64 (sizeof(uintptr_t) == 8 ? "uintptr_t" : "uint64_t")
+#define C_SNAME(T) (sizeof(T) == 4 ? C_INT32 : sizeof(T) == 8 ? C_INT64 : "int16_t")
+#define C_UNAME(T) (sizeof(T) == 4 ? C_UINT32 : sizeof(T) == 8 ? C_UINT64 : "uint16_t")
+
 /*
  * Index 0 is "void" so that a zeroed nt_type formats as "void". The C
  * names the formatter prints for a kind whose type carries no matching
@@ -128,10 +139,10 @@ const nt_spelling nt_spellings[] = {
     {"ptrdiff_t", S(ptrdiff_t), NULL},
     {"npy_intp", S(intptr_t), NULL},
     {"npy_uintp", U(uintptr_t), NULL},
-    {"intp", S(intptr_t), "intptr_t"},
-    {"uintp", U(uintptr_t), "uintptr_t"},
-    {"intc", S(int), "int"},
-    {"uintc", U(int), "unsigned int"},
+    {"intp", S(intptr_t), C_SNAME(intptr_t)},
+    {"uintp", U(uintptr_t), C_UNAME(uintptr_t)},
+    {"intc", S(int), C_SNAME(int)},
+    {"uintc", U(int), C_UNAME(int)},
 
     {"float", NT_F32, NULL},
     {"double", NT_F64, NULL},
@@ -153,12 +164,12 @@ const nt_spelling nt_spellings[] = {
     {"float64", NT_F64, "double"},
     {"int8", NT_I8, "int8_t"},
     {"int16", NT_I16, "int16_t"},
-    {"int32", NT_I32, "int32_t"},
-    {"int64", NT_I64, "int64_t"},
+    {"int32", NT_I32, C_INT32},
+    {"int64", NT_I64, C_INT64},
     {"uint8", NT_U8, "uint8_t"},
     {"uint16", NT_U16, "uint16_t"},
-    {"uint32", NT_U32, "uint32_t"},
-    {"uint64", NT_U64, "uint64_t"},
+    {"uint32", NT_U32, C_UINT32},
+    {"uint64", NT_U64, C_UINT64},
     {"bool_", NT_BOOL, "bool"},
     {"boolean", NT_BOOL, "bool"},
     {"byte", NT_U8, "unsigned char"},

@@ -23,7 +23,7 @@ import numthunk as nt
     ("double sum(double *x, int n)", "double (double *, int)"),
     ("double (double (*)(double), double)", "double (double (*)(double), double)"),
     ("float64(CPointer(float64), intc)", "double (double *, int)"),
-    ("int32 (intp, uint8, boolean)", "int32_t (intptr_t, uint8_t, bool)"),
+    ("int32 (intp, uint8, boolean, int64)", "int (intptr_t, uint8_t, bool, intptr_t)"),
 ])
 def test_parse_canonical(text, canonical):
     assert str(nt.Signature(text)) == canonical

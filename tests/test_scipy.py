@@ -1,0 +1,263 @@
+"""SciPy's LowLevelCallable consumers take a thunk whose types match,
+whatever form its signature came in: a C target and a Numba @cfunc target for
+each of quad, nquad, dblquad, tplquad, ndimage.generic_filter,
+generic_filter1d and geometric_transform, checked against SciPy run on a
+Python function."""
+
+import ctypes
+import os
+
+import cffi
+import numpy as np
+import pytest
+from numba import cfunc, carray, types
+from scipy import LowLevelCallable, integrate, ndimage
+
+import numthunk as nt
+from numthunk._signature import scipy_text
+from conftest import HERE, compile_shared
+
+
+@pytest.fixture(scope="module")
+def ilib():
+    return ctypes.CDLL(compile_shared(os.path.join(HERE, "fixtures", "interop.c"), "interop"))
+
+
+@pytest.fixture(scope="module")
+def ifn(ilib):
+    def make(name, signature):
+        addr = ctypes.cast(getattr(ilib, name), ctypes.c_void_p).value
+        return nt.Function(addr, signature, owner=ilib, name=name)
+    return make
+
+
+# -------------------------------------------------- one text per type
+
+
+_FILTER_FORMS = [
+    "int (double *, intptr_t, double *, void *)",
+    "intc(CPointer(float64), intp, CPointer(float64), voidptr)",
+    "int32(CPointer(float64), int64, CPointer(float64), voidptr)",
+    "(float64*, int64, float64*, void*) -> int32",
+    types.intc(types.CPointer(types.float64), types.intp, types.CPointer(types.float64),
+               types.voidptr),
+    types.int32(types.CPointer(types.float64), types.int64, types.CPointer(types.float64),
+                types.voidptr),
+    ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_double), ctypes.c_ssize_t,
+                     ctypes.POINTER(ctypes.c_double), ctypes.c_void_p),
+    ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(ctypes.c_double), ctypes.c_int64,
+                     ctypes.POINTER(ctypes.c_double), ctypes.c_void_p),
+    cffi.FFI().typeof("int(*)(double *, intptr_t, double *, void *)"),
+]
+
+
+@pytest.mark.parametrize("form", _FILTER_FORMS, ids=range(len(_FILTER_FORMS)))
+def test_one_text_per_type_whatever_the_form(form):
+    assert str(nt.Signature(form)) == "int (double *, intptr_t, double *, void *)"
+
+
+def test_c_names_keep_their_spelling_but_scipy_text_is_by_type():
+    sig = nt.Signature("long (const double *, npy_intp, Py_ssize_t *, int32_t, void *)")
+    assert str(sig) == "long (const double *, npy_intp, Py_ssize_t *, int32_t, void *)"
+    assert scipy_text(sig) == "intptr_t (double *, intptr_t, intptr_t *, int, void *)"
+
+
+def test_numba_string_signature_override_becomes_c_text(ifn):
+    t = nt.bind(ifn("poly_at", "double (double, const double *, int)"), nt.ARG,
+                np.array([1.0, 2.0]), 2)
+    llc = t.lowlevelcallable(signature="float64(float64)")
+    assert llc.signature == "double (double)"
+    llc = t.lowlevelcallable(signature="(float64) -> float64")
+    assert llc.signature == "double (double)"
+    with pytest.raises(ValueError, match="does not match"):
+        t.lowlevelcallable(signature="float64(float64, voidptr)")
+
+
+# -------------------------------------------------- the consumers
+
+
+def _llc(t):
+    llc = t.lowlevelcallable()
+    assert isinstance(llc, LowLevelCallable)
+    return llc
+
+
+def _quad_targets(ifn):
+    coeffs = np.array([0.5, -1.0, 3.0, 0.25])
+    c_target = nt.bind(ifn("poly_at", "double (double, const double *, int)"),
+                       nt.ARG, coeffs, nt.size(coeffs))
+
+    @cfunc(types.float64(types.float64, types.CPointer(types.float64), types.intc))
+    def nb_poly(x, c, n):
+        acc = 0.0
+        for k in range(n - 1, -1, -1):
+            acc = acc * x + c[k]
+        return acc
+
+    nb_target = nt.bind(nb_poly, nt.ARG, coeffs, nt.size(coeffs))
+    return coeffs, {"C": c_target, "numba": nb_target}
+
+
+@pytest.mark.parametrize("which", ["C", "numba"])
+def test_quad(ifn, which):
+    coeffs, targets = _quad_targets(ifn)
+    t = targets[which]
+    assert str(t.csig) == "double (double)"
+    got, _ = integrate.quad(_llc(t), -1.0, 2.0)
+    ref, _ = integrate.quad(lambda x: np.polynomial.polynomial.polyval(x, coeffs), -1.0, 2.0)
+    exact = np.polynomial.polynomial.Polynomial(coeffs).integ()
+    assert got == pytest.approx(ref, rel=1e-13)
+    assert got == pytest.approx(exact(2.0) - exact(-1.0), rel=1e-13)
+
+
+def _prod_targets(ifn, w):
+    c_target = nt.bind(ifn("weighted_prod", "double (const double *, int, double *)"),
+                       w, nt.ARG, nt.ARG)
+
+    @cfunc(types.float64(types.CPointer(types.float64), types.intc,
+                         types.CPointer(types.float64)))
+    def nb_prod(w, n, x):
+        acc = 1.0
+        for i in range(n):
+            acc *= 1.0 + w[i] * x[i]
+        return acc
+
+    return {"C": c_target, "numba": nt.bind(nb_prod, w, nt.ARG, nt.ARG)}
+
+
+def _prod_ref(w, *xs):
+    return float(np.prod(1.0 + np.asarray(w[:len(xs)]) * np.asarray(xs)))
+
+
+@pytest.mark.parametrize("which", ["C", "numba"])
+def test_nquad(ifn, which):
+    w = np.array([0.5, 2.0, -0.25])
+    t = _prod_targets(ifn, w)[which]
+    assert str(t.csig) == "double (int, double *)"
+    ranges = [(0.0, 1.0), (-1.0, 0.5), (0.0, 2.0)]
+    got, _ = integrate.nquad(_llc(t), ranges)
+    ref, _ = integrate.nquad(lambda *x: _prod_ref(w, *x), ranges)
+    exact = np.prod([(b - a) + wi * (b * b - a * a) / 2 for wi, (a, b) in zip(w, ranges)])
+    assert got == pytest.approx(ref, rel=1e-12)
+    assert got == pytest.approx(exact, rel=1e-12)
+
+
+@pytest.mark.parametrize("which", ["C", "numba"])
+def test_dblquad(ifn, which):
+    w = np.array([0.5, 2.0])
+    t = _prod_targets(ifn, w)[which]
+    # dblquad calls func(y, x): y is x[0] for the C function
+    got, _ = integrate.dblquad(_llc(t), 0.0, 1.0, lambda x: -x, lambda x: x * x)
+    ref, _ = integrate.dblquad(lambda y, x: _prod_ref(w, y, x), 0.0, 1.0,
+                               lambda x: -x, lambda x: x * x)
+    assert got == pytest.approx(ref, rel=1e-12)
+    assert got != pytest.approx(integrate.dblquad(lambda y, x: 1.0, 0.0, 1.0, lambda x: -x,
+                                                  lambda x: x * x)[0], rel=1e-3)
+
+
+@pytest.mark.parametrize("which", ["C", "numba"])
+def test_tplquad(ifn, which):
+    w = np.array([0.5, 2.0, -0.75])
+    t = _prod_targets(ifn, w)[which]
+    got, _ = integrate.tplquad(_llc(t), 0.0, 1.0, 0.0, 2.0, -1.0, 1.0)
+    ref, _ = integrate.tplquad(lambda z, y, x: _prod_ref(w, z, y, x), 0.0, 1.0, 0.0, 2.0,
+                               -1.0, 1.0)
+    exact = (2.0 + 0) * (2.0 + w[1] * 2.0) * (1.0 + w[2] * 0.5)
+    assert got == pytest.approx(ref, rel=1e-12)
+    assert got == pytest.approx(exact, rel=1e-12)
+
+
+def _filter_targets(ifn, w):
+    c_target = nt.bind(ifn("filter_weighted",
+                           "int (const double *, double *, intptr_t, double *, void *)"),
+                       w, nt.ARG, nt.ARG, nt.ARG, nt.ARG)
+
+    @cfunc(types.intc(types.CPointer(types.float64), types.CPointer(types.float64), types.intp,
+                      types.CPointer(types.float64), types.voidptr))
+    def nb_filter(w, buf, n, out, data):
+        acc = 0.0
+        for i in range(n):
+            acc += w[i] * buf[i]
+        out[0] = acc
+        return 1
+
+    return {"C": c_target, "numba": nt.bind(nb_filter, w, nt.ARG, nt.ARG, nt.ARG, nt.ARG)}
+
+
+@pytest.mark.parametrize("which", ["C", "numba"])
+def test_generic_filter(ifn, which):
+    rng = np.random.default_rng(5)
+    image = rng.standard_normal((9, 11))
+    w = np.array([1.0, -2.0, 0.5, 3.0, 0.25, -1.0, 2.0, 0.0, 1.5])
+    t = _filter_targets(ifn, w)[which]
+    assert scipy_text(t.csig) == "int (double *, intptr_t, double *, void *)"
+    got = ndimage.generic_filter(image, _llc(t), size=3)
+    ref = ndimage.generic_filter(image, lambda buf: float(np.dot(w, buf)), size=3)
+    np.testing.assert_allclose(got, ref, rtol=1e-13, atol=1e-13)
+    assert not np.allclose(got, ndimage.uniform_filter(image, 3))
+
+
+def _filter1d_targets(ifn, scale):
+    c_target = nt.bind(ifn("filter1d_scaled_sum",
+                           "int (double, double *, intptr_t, double *, intptr_t, void *)"),
+                       scale, nt.ARG, nt.ARG, nt.ARG, nt.ARG, nt.ARG)
+
+    @cfunc(types.intc(types.float64, types.CPointer(types.float64), types.intp,
+                      types.CPointer(types.float64), types.intp, types.voidptr))
+    def nb_filter1d(scale, inp, inlen, out, outlen, data):
+        window = inlen - outlen + 1
+        for i in range(outlen):
+            acc = 0.0
+            for j in range(window):
+                acc += inp[i + j]
+            out[i] = scale * acc
+        return 1
+
+    return {"C": c_target,
+            "numba": nt.bind(nb_filter1d, scale, nt.ARG, nt.ARG, nt.ARG, nt.ARG, nt.ARG)}
+
+
+@pytest.mark.parametrize("which", ["C", "numba"])
+def test_generic_filter1d(ifn, which):
+    rng = np.random.default_rng(6)
+    image = rng.standard_normal((5, 17))
+    t = _filter1d_targets(ifn, 0.5)[which]
+    got = ndimage.generic_filter1d(image, _llc(t), filter_size=4)
+
+    def ref_fn(inp, out):
+        out[:] = 0.5 * np.convolve(inp, np.ones(4), mode="valid")
+
+    ref = ndimage.generic_filter1d(image, ref_fn, filter_size=4)
+    np.testing.assert_allclose(got, ref, rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(got, 0.5 * 4 * ndimage.uniform_filter1d(image, 4, axis=-1),
+                               rtol=1e-12, atol=1e-12)
+
+
+def _transform_targets(ifn, shift):
+    c_target = nt.bind(ifn("transform_shift",
+                           "int (const double *, intptr_t *, double *, int, int, void *)"),
+                       shift, nt.ARG, nt.ARG, nt.ARG, nt.ARG, nt.ARG)
+
+    @cfunc(types.intc(types.CPointer(types.float64), types.CPointer(types.intp),
+                      types.CPointer(types.float64), types.intc, types.intc, types.voidptr))
+    def nb_shift(shift, oc, ic, orank, irank, data):
+        for i in range(irank):
+            ic[i] = oc[i] - shift[i]
+        return 1
+
+    return {"C": c_target, "numba": nt.bind(nb_shift, shift, nt.ARG, nt.ARG, nt.ARG, nt.ARG,
+                                            nt.ARG)}
+
+
+@pytest.mark.parametrize("which", ["C", "numba"])
+def test_geometric_transform(ifn, which):
+    rng = np.random.default_rng(7)
+    image = rng.standard_normal((8, 10))
+    shift = np.array([1.25, -0.5])
+    t = _transform_targets(ifn, shift)[which]
+    assert scipy_text(t.csig) == "int (intptr_t *, double *, int, int, void *)"
+    got = ndimage.geometric_transform(image, _llc(t), order=1)
+    ref = ndimage.geometric_transform(image, lambda oc: (oc[0] - 1.25, oc[1] + 0.5), order=1)
+    np.testing.assert_allclose(got, ref, rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(got, ndimage.shift(image, shift, order=1), rtol=1e-12,
+                               atol=1e-12)
