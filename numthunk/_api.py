@@ -12,7 +12,7 @@ import weakref
 
 import numpy as np
 
-from . import _core, _numba
+from . import _core, _foreign, _numba
 from ._signature import Signature, ctypes_prototype, scipy_text
 
 __all__ = [
@@ -332,16 +332,23 @@ def as_function(target, signature=None, nogil=None):
         addr = int(_cffi_backend.cast(_cffi_backend.new_primitive_type("uintptr_t"), target))
         sig = Signature(signature if signature is not None else target)
         return Function(addr, sig, nogil=True if nogil is None else nogil, owner=target)
+    api = _foreign.cffi_api_pointer(target)
+    if api is not None:
+        # lib.f of a compiled cffi module: its module's ffi.addressof gives
+        # the pointer and the declared type
+        fn = as_function(api, signature, nogil)
+        return Function(fn.address, fn._signature, nogil=fn.nogil, owner=target,
+                        name=target.__name__)
     raise TypeError(f"cannot use a {type(target).__name__!r} object as a target: expected a "
                     "numthunk.Function, an int address with signature=, a ctypes or cffi "
-                    "function pointer, a capsule named by its signature, a Numba @cfunc "
-                    "or a thunk")
+                    "function pointer (or lib.f of a compiled cffi module), a capsule named "
+                    "by its signature, a Numba @cfunc or a thunk")
 
 
 # ---------------------------------------------------------------- binding
 
 
-def bind(target, *args, signature=None, nogil=None, engine=None):
+def bind(target, *args, signature=None, nogil=None, engine=None, keep=None):
     """Bind ``args`` (one per target parameter; :data:`ARG` forwards) to
     ``target`` and return a :class:`Thunk` whose ``.address`` is a C
     function pointer with the forwarded parameters.
@@ -349,19 +356,26 @@ def bind(target, *args, signature=None, nogil=None, engine=None):
     ``signature``: for targets that do not carry one (a bare address).
     ``nogil``: override the target's GIL policy. ``engine``: 'native',
     'ffi' or 'auto' (default: NUMTHUNK_BACKEND, else native where the
-    platform and the signature allow, else libffi)."""
+    platform and the signature allow, else libffi). ``keep``: any object
+    (or tuple of objects) the thunk holds as long as it lives, for memory
+    the target reads that no bound argument owns."""
     if type(target) is Function and signature is None and nogil is None:
         fn = target
     else:
         fn = as_function(target, signature, nogil)
     if fn.fixed:
         args = _with_fixed(fn, args)
+    via = fn.owner
+    if keep is not None:
+        # the thunk holds its target object, and this one holds keep
+        fn = Function(fn.address, fn._signature, nogil=fn.nogil, owner=(fn, keep),
+                      name=fn.name, memoryviews=fn.memoryviews or None)
     # Positional: keyword parsing would be a fifth of the creation cost.
     # Values the core does not convert itself go through
     # Thunk._resolve_values first; fn.owner tells the core when the target
     # is itself a thunk (composed thunks).
     return Thunk(fn._signature, fn.address, args, fn, fn.nogil, fn.memoryviews, engine,
-                 fn.owner)
+                 via)
 
 
 def _with_fixed(fn, args):
@@ -392,6 +406,12 @@ class Thunk(_core.Thunk):
         fn = proto(self.address)
         fn._numthunk_owner = self
         return fn
+
+    def cffi(self, ffi):
+        """A cffi function pointer (``ffi``'s cdata) to this thunk, which
+        keeps the thunk alive as long as the cdata lives: pass it where a
+        cffi function takes a function pointer (``lib.f(t.cffi(ffi))``)."""
+        return _foreign.cffi_pointer(self, ffi)
 
     # Numba's Wrapper Address Protocol: a thunk is a function value in
     # nopython code (argument, global, closure variable, tuple item).
@@ -520,22 +540,10 @@ def _numpy_ctypes_array(obj):
     return None
 
 
-def _pointee_check(what, ctype_text, pointee_text):
-    """Refuse a typed foreign pointer whose pointee differs from the
-    parameter's (void on either side matches anything)."""
-    param = Signature(f"void ({ctype_text})")._describe()[1][0]
-    if param[1] == "void":
-        return
-    given = Signature(f"void ({pointee_text} *)")._describe()[1][0]
-    if given[1] == "void":
-        return
-    if (given[1], given[2]) != (param[1], param[2]):
-        raise TypeError(f"{what}: expected {ctype_text}, got a pointer to {pointee_text}")
-
-
 def _resolve(sig, values, indices, index=None):
     """Foreign objects for pointer parameters, as values the core takes:
-    ``ref()`` cells, ``arr.ctypes``, cffi pointers, and functions (thunks,
+    ``ref()`` cells, ``arr.ctypes``, ctypes and cffi pointers and BitGenerators
+    (numthunk._foreign), and functions (thunks,
     Functions, ctypes/cffi functions, capsules, @cfuncs) for function
     pointers. Anything else is left for the core to refuse with its
     message. ``index``: the parameter of a single value (rebind, calls)."""
@@ -546,11 +554,11 @@ def _resolve(sig, values, indices, index=None):
         name = sig.names[i]
         ctype_text = sig.argtypes[i]
         what = f"argument {i + 1} ({name + ': ' if name else ''}{ctype_text})"
-        values[k] = _resolve_one(values[k], what, ctype_text, descs[i])
+        values[k] = _resolve_one(values[k], what, sig, i, descs[i])
     return tuple(values)
 
 
-def _resolve_one(obj, what, ctype_text, desc):
+def _resolve_one(obj, what, sig, i, desc):
     if isinstance(obj, Ref):
         return obj.cell
     arr = _numpy_ctypes_array(obj)
@@ -568,17 +576,12 @@ def _resolve_one(obj, what, ctype_text, desc):
                 raise TypeError(f"{what}: expected a function '{fnsig}', got '{fn._signature}'")
             return Address(fn.address, owner=obj)
         return obj
-    if type(obj).__module__ == "_cffi_backend":
-        import _cffi_backend
-        ct = _cffi_backend.typeof(obj)
-        if ct.kind not in ("pointer", "array"):
-            raise TypeError(f"{what}: expected a pointer, got cffi {ct.cname!r}")
-        from ._signature import _cffi_type_text
-        item = ct.item
-        if item.kind in ("primitive", "void"):
-            _pointee_check(what, ctype_text, _cffi_type_text(item))
-        addr = int(_cffi_backend.cast(_cffi_backend.new_primitive_type("uintptr_t"), obj))
-        return Address(addr, owner=obj)
+    if _foreign.is_foreign(obj):
+        # ctypes and cffi pointers, BitGenerators: one rule (pointee
+        # checked, the pointer's value bound, the object held)
+        r = _foreign.resolve(obj, sig, i)
+        if r is not None:
+            return r
     return obj
 
 

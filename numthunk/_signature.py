@@ -47,7 +47,12 @@ def ctypes_type_text(ct, where="type"):
         if ct is cls:
             return name
     if isinstance(ct, type) and issubclass(ct, ctypes._Pointer):
-        return ctypes_type_text(ct._type_, where) + " *"
+        inner = ct._type_
+        if isinstance(inner, type) and issubclass(inner, (ctypes.Structure, ctypes.Union)):
+            # an opaque struct pointer: the struct is known by name only
+            kw = "union" if issubclass(inner, ctypes.Union) else "struct"
+            return f"{kw} {inner.__name__} *"
+        return ctypes_type_text(inner, where) + " *"
     if isinstance(ct, type) and issubclass(ct, ctypes._CFuncPtr):
         ret = ctypes_type_text(ct._restype_, where)
         args = ", ".join(ctypes_type_text(a, where) for a in ct._argtypes_) or "void"
@@ -78,27 +83,41 @@ def _ctypes_fn_sig_text(fn):
     return _ctypes_text(fn.restype, argtypes)
 
 
-def _cffi_type_text(ct):
+def _cffi_type_text(ct, typedefs=None):
     kind = ct.kind
     if kind == "void":
         return "void"
     if kind == "primitive":
-        return ct.cname
+        return _CFFI_COMPLEX.get(ct.cname, ct.cname)
     if kind in ("pointer", "array"):
         item = ct.item
         if item.kind == "function":
-            return _cffi_fn_text(item, pointer=True)
-        return _cffi_type_text(item) + " *"
+            return _cffi_fn_text(item, pointer=True, typedefs=typedefs)
+        if item.kind in ("struct", "union"):
+            # an opaque struct pointer; a typedef'd name ("S") is declared
+            # as a struct so that it prints back as cffi wrote it
+            if not item.cname.startswith(("struct ", "union ")) and typedefs is not None:
+                typedefs[item.cname] = f"{item.kind} {item.cname}"
+            return item.cname + " *"
+        return _cffi_type_text(item, typedefs) + " *"
     if kind == "function":
-        return _cffi_fn_text(ct, pointer=True)
+        return _cffi_fn_text(ct, pointer=True, typedefs=typedefs)
     raise TypeError(f"cffi type {ct.cname!r} has no C equivalent numthunk supports")
 
 
-def _cffi_fn_text(ct, pointer=False):
-    if ct.ellipsis:
+# cffi's names for C99 complex types
+_CFFI_COMPLEX = {"_cffi_float_complex_t": "float complex",
+                 "_cffi_double_complex_t": "double complex"}
+
+
+def _cffi_fn_text(ct, pointer=False, typedefs=None):
+    # cffi marks a function with complex parameters or result as variadic
+    # (its own calls go through libffi's variadic path); its type text shows
+    # whether there is a real '...'.
+    if ct.ellipsis and "..." in ct.cname:
         raise ValueError(f"variadic functions are not supported: {ct.cname}")
-    ret = _cffi_type_text(ct.result)
-    args = ", ".join(_cffi_type_text(a) for a in ct.args) or "void"
+    ret = _cffi_type_text(ct.result, typedefs)
+    args = ", ".join(_cffi_type_text(a, typedefs) for a in ct.args) or "void"
     return f"{ret} (*)({args})" if pointer else f"{ret} ({args})"
 
 
@@ -114,7 +133,8 @@ def _cffi_sig_text(obj):
         ct = ct.item
     if ct.kind != "function":
         raise TypeError(f"cffi type {ct.cname!r} is not a function type")
-    return _cffi_fn_text(ct)
+    typedefs = {}
+    return _cffi_fn_text(ct, typedefs=typedefs), typedefs or None
 
 
 def _is_numba_signature(obj):
@@ -151,7 +171,7 @@ class Signature(_core.Signature):
         if isinstance(spec, ctypes._CFuncPtr):
             return super().__new__(cls, _ctypes_fn_sig_text(spec))
         if _is_cffi(spec):
-            return super().__new__(cls, _cffi_sig_text(spec))
+            return super().__new__(cls, *_cffi_sig_text(spec))
         if _is_numba_signature(spec):
             from . import _numba
             return super().__new__(cls, _numba.signature_to_c(spec))

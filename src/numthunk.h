@@ -79,8 +79,9 @@ typedef struct nt_sig nt_sig;
 
 /*
  * One C type. Scalars: kind, depth 0. Data pointers: kind NT_PTR, base is
- * the kind of the innermost pointee (NT_VOID for void *), depth the number
- * of '*'. spelling is an index in nt_spellings[] (how the base type was
+ * the kind of the innermost pointee (NT_VOID for void *, and for an opaque
+ * struct pointer, whose struct name nt_tag_name(spelling) gives), depth
+ * the number of '*'. spelling is an index in nt_spellings[] (how the base type was
  * written, e.g. "npy_intp"), kept so that str() gives back the names that
  * SciPy and Cython compare with strcmp.
  */
@@ -164,6 +165,10 @@ int nt_type_parse(const char *src, const nt_typedef *typedefs,
 
 void nt_sig_free(nt_sig *sig);
 nt_sig *nt_sig_copy(const nt_sig *sig);
+
+/* The struct name ("struct S", or a typedef's name) an opaque struct
+   pointer carries in its `spelling`, or NULL if the spelling is not one. */
+const char *nt_tag_name(unsigned spelling);
 
 /* Canonical C form, e.g. "double (double *, int)". Writes at most n bytes
    (always NUL-terminated) and returns the length it needed. */

@@ -17,6 +17,7 @@
 #include "numthunk.h"
 
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -171,6 +172,87 @@ is_reserved(const parser *p, const token *t)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Struct names                                                              */
+
+/*
+ * A pointer to a struct the signature only names ("struct S *", a typedef'd
+ * struct) is an opaque data pointer: base NT_VOID, and the name kept so that
+ * it prints back as written and pointee checks can compare it. Types are
+ * copied by value everywhere (plans, contexts, typedef tables), so the name
+ * is not owned by the type: it lives in this process-wide, append-only pool
+ * and the type carries its index, past the spelling table, in `spelling`.
+ * Appends are lock-free (a slot is claimed with a compare-and-swap and
+ * published with a release store); a name interned twice by a race only
+ * costs a slot, since names compare by text. The pool is bounded, so
+ * untrusted input cannot grow it without limit.
+ */
+#define MAX_TAGS    4096
+#define MAX_TAG_LEN 255
+
+_Static_assert(MAX_TAGS + 512 <= UINT16_MAX, "tag indexes fit in a spelling");
+
+static _Atomic(const char *) tag_pool[MAX_TAGS];
+static atomic_uint tag_count;
+
+const char *
+nt_tag_name(unsigned spelling)
+{
+    unsigned k;
+
+    if (spelling < nt_nspellings)
+        return NULL;
+    k = spelling - (unsigned)nt_nspellings;
+    if (k >= MAX_TAGS)
+        return NULL;
+    return atomic_load_explicit(&tag_pool[k], memory_order_acquire);
+}
+
+/* The spelling index of a struct name, interned; -1 when the pool is full
+   or memory ran out. */
+static int
+intern_tag(const char *name, size_t len)
+{
+    unsigned n = atomic_load_explicit(&tag_count, memory_order_acquire);
+    unsigned k;
+    char *copy;
+
+    for (k = 0; k < n && k < MAX_TAGS; k++) {
+        const char *t = atomic_load_explicit(&tag_pool[k],
+                                             memory_order_acquire);
+        if (t != NULL && strlen(t) == len && memcmp(t, name, len) == 0)
+            return (int)(nt_nspellings + k);
+    }
+    do {
+        if (n >= MAX_TAGS)
+            return -1;
+    } while (!atomic_compare_exchange_weak(&tag_count, &n, n + 1));
+    copy = malloc(len + 1);
+    if (copy == NULL)
+        return -1;      /* the claimed slot stays empty */
+    memcpy(copy, name, len);
+    copy[len] = '\0';
+    atomic_store_explicit(&tag_pool[n], copy, memory_order_release);
+    return (int)(nt_nspellings + n);
+}
+
+/* "struct S" and a typedef "S" of it name the same struct. */
+static const char *
+tag_core(const char *tag)
+{
+    if (strncmp(tag, "struct ", 7) == 0)
+        return tag + 7;
+    if (strncmp(tag, "union ", 6) == 0)
+        return tag + 6;
+    return tag;
+}
+
+static int
+is_struct_value(const nt_type *t)
+{
+    return t->kind == NT_VOID && nt_tag_name(t->spelling) != NULL;
+}
+
+/* ------------------------------------------------------------------------ */
 /* Errors                                                                    */
 
 static int
@@ -296,6 +378,17 @@ typedef_type(parser *p, const nt_typedef *td, size_t pos, size_t len,
              t.base != NT_FNPTR;
     else
         ok = t.kind < NT_KIND_COUNT && t.kind != NT_FNPTR;
+    if (ok && is_struct_value(&t)) {
+        /* a typedef'd struct prints as the typedef's name */
+        int idx = intern_tag(p->src + pos, len <= MAX_TAG_LEN ? len : 0);
+        if (idx < 0 || len > MAX_TAG_LEN) {
+            nt_fail(p->err, NT_ERR_VALUE, column(pos),
+                    "typedef '%.*s%s': too many struct names, or too long",
+                    quote_len(len), p->src + pos, quote_dots(len));
+            return -1;
+        }
+        t.spelling = (uint16_t)idx;
+    }
     if (!ok || t.fn != NULL) {
         nt_fail(p->err, NT_ERR_VALUE, column(pos),
                 "typedef '%.*s%s' does not name a supported type",
@@ -310,7 +403,7 @@ typedef_type(parser *p, const nt_typedef *td, size_t pos, size_t len,
         t.cflags &= NT_CONST_BASE | NT_CONST_SELF |
                     (t.depth > 1 ? NT_CONST_MID : 0);
     }
-    if (t.spelling >= nt_nspellings)
+    if (t.spelling >= nt_nspellings && nt_tag_name(t.spelling) == NULL)
         t.spelling = 0;     /* the formatter falls back to the kind's name */
     *out = t;
     return 0;
@@ -412,6 +505,45 @@ parse_cpointer(parser *p, nt_type *out)
     return push_pointer(p, out, tok.start);
 }
 
+/* "struct S" / "union U", the keyword in `kw`: an opaque type, usable
+   only through a pointer (see the struct name pool). */
+static int
+parse_struct_name(parser *p, const token *kw, nt_type *out)
+{
+    token tok;
+    int idx;
+    size_t len;
+
+    advance(p, kw);
+    tok = peek(p);
+    if (tok.kind != T_IDENT || is_reserved(p, &tok))
+        return fail_token(p, &tok, "a struct name");
+    len = (size_t)(tok.start + tok.len - kw->start);
+    if (len > MAX_TAG_LEN) {
+        nt_fail(p->err, NT_ERR_VALUE, column(tok.start),
+                "struct name longer than %d characters", MAX_TAG_LEN);
+        return -1;
+    }
+    /* one space between the keyword and the name, as written back */
+    {
+        char text[MAX_TAG_LEN + 8];
+        memcpy(text, p->src + kw->start, kw->len);
+        text[kw->len] = ' ';
+        memcpy(text + kw->len + 1, p->src + tok.start, tok.len);
+        idx = intern_tag(text, kw->len + 1 + tok.len);
+    }
+    if (idx < 0) {
+        nt_fail(p->err, NT_ERR_MEMORY, column(tok.start),
+                "too many distinct struct names (at most %d)", MAX_TAGS);
+        return -1;
+    }
+    advance(p, &tok);
+    memset(out, 0, sizeof(*out));
+    out->kind = NT_VOID;
+    out->spelling = (uint16_t)idx;
+    return 0;
+}
+
 /*
  * type := specifier {'*' | 'const'}
  * specifier := words of a builtin type, or one other identifier (a known
@@ -447,10 +579,19 @@ parse_type(parser *p, nt_type *out)
             return -1;
         }
         if (tok_in(p, &tok, aggregates, COUNT(aggregates))) {
-            nt_fail(p->err, NT_ERR_VALUE, column(tok.start),
-                    "'%.*s' types are not supported; pass a pointer as "
-                    "void *", (int)tok.len, p->src + tok.start);
-            return -1;
+            if (nwords > 0 || named || tok_is(p, &tok, "enum")) {
+                nt_fail(p->err, NT_ERR_VALUE, column(tok.start),
+                        "'%.*s' types are not supported; pass a pointer as "
+                        "void *", (int)tok.len, p->src + tok.start);
+                return -1;
+            }
+            words[0].start = tok.start;
+            words[0].len = tok.len;
+            if (parse_struct_name(p, &tok, out) < 0)
+                return -1;
+            named = 1;
+            resolved = 1;
+            continue;
         }
         if (tok_in(p, &tok, type_keywords, COUNT(type_keywords))) {
             if (named) {
@@ -569,6 +710,16 @@ refuse_by_value(parser *p, const nt_type *t, size_t pos)
     return -1;
 }
 
+/* A struct by value, where a parameter or return type stands. */
+static int
+fail_struct_value(parser *p, const nt_type *t, const token *after)
+{
+    nt_fail(p->err, NT_ERR_VALUE, column(after->start),
+            "'%s' passed by value is not supported; pass a pointer to it",
+            nt_tag_name(t->spelling));
+    return -1;
+}
+
 /*
  * param := type [name]
  *        | type '(' '*' {'const'} [name] ')' '(' params ')'
@@ -587,6 +738,8 @@ parse_param(parser *p, nt_type *out, char **name, int allow_name)
     if (parse_type(p, &t) < 0)
         return -1;
     tok = peek(p);
+    if (allow_name && is_struct_value(&t))
+        return fail_struct_value(p, &t, &tok);
     if (tok.kind == T_IDENT && allow_name)
         return take_name(p, &tok, 1, name) < 0 ? -1 : (*out = t, 0);
     if (tok.kind != T_LPAREN)
@@ -798,6 +951,10 @@ nt_sig_parse(const char *src, const nt_typedef *typedefs, size_t ntypedefs,
     if (parse_type(&p, &sig->ret) < 0 || refuse_by_value(&p, &sig->ret, tok.start) < 0)
         goto error;
     tok = peek(&p);
+    if (is_struct_value(&sig->ret)) {
+        fail_struct_value(&p, &sig->ret, &tok);
+        goto error;
+    }
     if (tok.kind == T_IDENT) {
         if (take_name(&p, &tok, 0, &fname) < 0)
             goto error;
@@ -973,6 +1130,8 @@ base_name(int kind, unsigned spelling)
         [NT_DLTENSOR] = "DLTensor",
     };
 
+    if (kind == NT_VOID && nt_tag_name(spelling) != NULL)
+        return nt_tag_name(spelling);
     if (spelling < nt_nspellings && nt_spellings[spelling].kind == kind)
         return nt_spellings[spelling].c_name != NULL ? nt_spellings[spelling].c_name
                                                      : nt_spellings[spelling].name;
@@ -1079,8 +1238,15 @@ nt_type_equal(const nt_type *a, const nt_type *b)
 {
     if (a->kind != b->kind || a->cflags != b->cflags)
         return 0;
-    if (a->kind == NT_PTR)
-        return a->base == b->base && a->depth == b->depth;
+    if (a->kind == NT_PTR && (a->base != b->base || a->depth != b->depth))
+        return 0;
+    if (a->kind == NT_PTR || a->kind == NT_VOID) {
+        /* void * and struct pointers: the struct, if any, must match */
+        const char *ta = nt_tag_name(a->spelling), *tb = nt_tag_name(b->spelling);
+        if (ta == NULL || tb == NULL)
+            return ta == tb;
+        return strcmp(tag_core(ta), tag_core(tb)) == 0;
+    }
     if (a->kind == NT_FNPTR)
         return nt_sig_equal(a->fn, b->fn);
     return 1;

@@ -1,0 +1,269 @@
+"""Interop with software numthunk did not write: a cffi API-mode module
+compiled here, ctypes, NumPy's BitGenerator C interface, struct pointers and
+the one rule every foreign pointer follows (pointee checked, the value bound
+is what the pointer points at)."""
+
+import ctypes
+import gc
+import os
+import sys
+import weakref
+
+import cffi
+import numpy as np
+import pytest
+
+import numthunk as nt
+from numthunk._api import as_function
+from conftest import BUILD, HERE, compile_shared
+
+_CDEF = """
+    struct pt { double x; double y; };
+    typedef struct { double a; double b; } Box;
+    double scale(double x, double k);
+    double pt_dot(const struct pt *p, double a, double b);
+    double box_sum(const Box *b);
+    double apply_twice(double (*f)(double), double x);
+    double cabs2(double _Complex z, int k);
+    double first_of(const double *p);
+"""
+
+_SOURCE = r"""
+    #include <complex.h>
+    struct pt { double x; double y; };
+    typedef struct { double a; double b; } Box;
+    double scale(double x, double k) { return x * k; }
+    double pt_dot(const struct pt *p, double a, double b) { return p->x * a + p->y * b; }
+    double box_sum(const Box *b) { return b->a + b->b; }
+    double apply_twice(double (*f)(double), double x) { return f(f(x)); }
+    double cabs2(double _Complex z, int k)
+    { return k * (creal(z) * creal(z) + cimag(z) * cimag(z)); }
+    double first_of(const double *p) { return p[0]; }
+"""
+
+
+@pytest.fixture(scope="module")
+def api():
+    """A cffi API-mode extension module, compiled for this test run."""
+    ffi = cffi.FFI()
+    ffi.cdef(_CDEF)
+    ffi.set_source("_nt_cffi_api", _SOURCE)
+    out = os.path.join(BUILD, "cffi_api")
+    os.makedirs(out, exist_ok=True)
+    ffi.compile(tmpdir=out, verbose=False)
+    sys.path.insert(0, out)
+    try:
+        import _nt_cffi_api as mod
+    finally:
+        sys.path.remove(out)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def ilib():
+    return ctypes.CDLL(compile_shared(os.path.join(HERE, "fixtures", "interop.c"), "interop"))
+
+
+@pytest.fixture(scope="module")
+def ifn(ilib):
+    def make(name, signature):
+        addr = ctypes.cast(getattr(ilib, name), ctypes.c_void_p).value
+        return nt.Function(addr, signature, owner=ilib, name=name)
+    return make
+
+
+class Pt(ctypes.Structure):
+    _fields_ = [("x", ctypes.c_double), ("y", ctypes.c_double)]
+
+
+Pt.__name__ = "pt"
+
+
+# -------------------------------------------------- cffi
+
+
+def test_cffi_api_function_is_a_target(api):
+    assert type(api.lib.scale).__name__ == "builtin_function_or_method"
+    t = nt.bind(api.lib.scale, nt.ARG, 2.5)
+    assert str(t.csig) == "double (double)"
+    for x in (0.0, -3.0, 1e300, 7.25):
+        assert t(x) == api.lib.scale(x, 2.5)
+    assert as_function(api.lib.scale).name == "scale"
+
+
+def test_cffi_api_struct_pointer_function(api):
+    fn = as_function(api.lib.pt_dot)
+    # cffi keeps no const in its types
+    assert str(fn.csig) == "double (struct pt *, double, double)"
+    p = api.ffi.new("struct pt *", [2.0, -3.0])
+    t = nt.bind(api.lib.pt_dot, p, nt.ARG, nt.ARG)
+    assert t(1.5, 4.0) == api.lib.pt_dot(p, 1.5, 4.0) == 2.0 * 1.5 - 3.0 * 4.0
+    # a typedef'd struct prints as cffi wrote it
+    assert str(as_function(api.lib.box_sum).csig) == "double (Box *)"
+    box = api.ffi.new("Box *", [1.25, 2.5])
+    assert nt.bind(api.lib.box_sum, box)() == api.lib.box_sum(box) == 3.75
+    with pytest.raises(TypeError, match=r"argument 1 \(Box \*\).*struct pt"):
+        nt.bind(api.lib.box_sum, p)
+
+
+def test_thunk_cffi_pointer_keeps_the_thunk_alive(api):
+    t = nt.bind(api.lib.scale, nt.ARG, 3.0)
+    ref = weakref.ref(t)
+    fp = t.cffi(api.ffi)
+    assert api.ffi.typeof(fp) is api.ffi.typeof("double(*)(double)")
+    del t
+    gc.collect()
+    assert ref() is not None                  # held by the cdata
+    assert fp(2.0) == 6.0
+    # a cffi function taking a function pointer takes it
+    assert api.lib.apply_twice(fp, 1.5) == 13.5
+    del fp
+    gc.collect()
+    assert ref() is None
+
+
+def test_thunk_cffi_signature_types(api, ifn):
+    f = ifn("filter_weighted", "int (const double *, double *, npy_intp, double *, void *)")
+    t = nt.bind(f, np.ones(3), nt.ARG, nt.ARG, nt.ARG, nt.ARG)
+    fp = t.cffi(api.ffi)
+    assert api.ffi.typeof(fp) is api.ffi.typeof("int(*)(double *, intptr_t, double *, void *)")
+    buf = api.ffi.new("double[3]", [1.0, 2.0, 4.0])
+    out = api.ffi.new("double *")
+    assert fp(buf, 3, out, api.ffi.NULL) == 1
+    assert out[0] == 7.0
+
+
+def test_cffi_complex_parameters(api):
+    fn = as_function(api.lib.cabs2)
+    assert str(fn.csig) == "double (double complex, int)"
+    z = complex(1.5, -2.0)
+    t = nt.bind(api.lib.cabs2, z, nt.ARG)
+    assert t(3) == 3 * abs(z) ** 2
+    ffi = cffi.FFI()
+    with pytest.raises(ValueError, match="variadic"):
+        nt.Signature(ffi.typeof("int(*)(const char *, ...)"))
+
+
+# -------------------------------------------------- struct pointers
+
+
+def test_struct_pointer_forms_parse_and_print_back(api):
+    assert str(nt.Signature("double (const struct pt *p, double)")) == \
+        "double (const struct pt *, double)"
+    assert str(nt.Signature("double (S *, union U **)", {"S": "struct S"})) == \
+        "double (S *, union U **)"
+    assert nt.Signature("void (S *)", {"S": "struct S"}) == nt.Signature("void (struct S *)")
+    assert nt.Signature("void (struct S *)") != nt.Signature("void (struct T *)")
+    assert nt.Signature("void (struct S *)") != nt.Signature("void (void *)")
+    proto = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.POINTER(Pt))
+    assert str(nt.Signature(proto)) == "double (struct pt *)"
+    assert str(nt.Signature(api.ffi.typeof("double(*)(struct pt *, Box *)"))) == \
+        "double (struct pt *, Box *)"
+    for bad, msg in [("void (struct S)", "passed by value"), ("struct S (void)", "by value"),
+                     ("void (struct *)", "struct name"), ("void (enum E *)", "'enum'")]:
+        with pytest.raises(ValueError, match=msg):
+            nt.Signature(bad)
+
+
+def test_struct_pointer_binds_none_address_ctypes_cffi(ifn, api):
+    null = ifn("pt_is_null", "int (const struct pt *)")
+    assert nt.bind(null, None)() == 1
+    p = Pt(2.0, 3.0)
+    assert nt.bind(null, nt.address(ctypes.addressof(p)))() == 0
+    dot = ifn("pt_dot", "double (const struct pt *, double, double)")
+    assert nt.bind(dot, nt.address(ctypes.addressof(p)), 1.0, 10.0)() == 32.0
+    t = nt.bind(dot, ctypes.pointer(p), nt.ARG, nt.ARG)
+    assert t(1.0, 10.0) == 32.0
+    p.x = 5.0                                  # live: the pointer, not a copy
+    assert t(1.0, 10.0) == 35.0
+    cp = api.ffi.new("struct pt *", [4.0, 0.5])
+    assert nt.bind(dot, cp, 2.0, 2.0)() == 9.0
+    t.rebind(0, cp)
+    assert t(2.0, 2.0) == 9.0
+
+
+def test_struct_pointer_pointee_checked(ifn, api):
+    dot = ifn("pt_dot", "double (const struct pt *, double, double)")
+
+    class Other(ctypes.Structure):
+        _fields_ = [("x", ctypes.c_double)]
+
+    for bad, what in [(ctypes.pointer(Other(1.0)), "struct Other"),
+                      (ctypes.pointer(ctypes.c_double(1.0)), "double"),
+                      (api.ffi.new("Box *"), "struct Box"),
+                      (api.ffi.new("double[2]"), "double")]:
+        with pytest.raises(TypeError, match=rf"argument 1 \(const struct pt \*\).*points to "
+                                            rf"{what}, the parameter to struct pt"):
+            nt.bind(dot, bad, 1.0, 1.0)
+
+
+# -------------------------------------------------- foreign pointers
+
+
+def test_c_wchar_p_passes_the_string(ifn):
+    wide_len = ifn("wide_len", "size_t (const void *)")
+    s = ctypes.c_wchar_p("hello, world")
+    assert nt.bind(wide_len, s)() == 12
+
+
+def test_pointer_to_pointer_from_ctypes_and_cffi(ifn, api):
+    rows_sum = ifn("rows_sum", "double (double **, int, int)")
+    r0 = (ctypes.c_double * 3)(1.0, 2.0, 3.0)
+    r1 = (ctypes.c_double * 3)(4.0, 5.0, 6.5)
+    dp = ctypes.POINTER(ctypes.c_double)
+    rows = (dp * 2)(ctypes.cast(r0, dp), ctypes.cast(r1, dp))
+    assert nt.bind(rows_sum, ctypes.cast(rows, ctypes.POINTER(dp)), 2, 3)() == 21.5
+    keep = [api.ffi.new("double[3]", [1.0, 2.0, 3.0]), api.ffi.new("double[3]", [4.0, 5.0, 6.5])]
+    crows = api.ffi.new("double *[2]", keep)
+    assert nt.bind(rows_sum, crows, 2, 3)() == 21.5
+    with pytest.raises(TypeError, match=r"points to double, the parameter to double \*"):
+        nt.bind(rows_sum, ctypes.cast(r0, dp), 1, 3)
+
+
+def test_pointee_checked_for_typed_pointers(api):
+    first = as_function(api.lib.first_of)
+    with pytest.raises(TypeError, match=r"argument 1 \(double \*\): a ctypes c_char_p "
+                                        r"points to (char|int8_t)"):
+        nt.bind(first, ctypes.c_char_p(b"abcdefgh"))
+    with pytest.raises(TypeError, match=r"a cffi 'struct pt \*' points to struct pt"):
+        nt.bind(first, api.ffi.new("struct pt *"))
+    d = ctypes.c_double(2.5)
+    assert nt.bind(first, ctypes.pointer(d))() == 2.5
+    assert nt.bind(first, ctypes.c_void_p(ctypes.addressof(d)))() == 2.5   # untyped
+    assert nt.bind(first, api.ffi.new("double *", 4.5))() == 4.5
+
+
+# -------------------------------------------------- lifetimes
+
+
+def test_bit_generator_binds_its_state_and_is_held():
+    bg = np.random.PCG64(1234)
+    t = nt.bind(bg.ctypes.next_double, bg)
+    assert str(t.csig) == "double (void)"
+    del bg
+    gc.collect()
+    got = [t() for _ in range(6)]
+    ref = np.random.Generator(np.random.PCG64(1234)).random(6)
+    assert got == list(ref)
+    with pytest.raises(TypeError, match="binds to a void \\* parameter"):
+        nt.bind(nt.Function(1, "double (double *)"), np.random.PCG64(1))
+
+
+def test_keep_holds_objects_for_the_thunks_life(ifn):
+    class Holder:
+        pass
+
+    holder = Holder()
+    holder.data = np.array([1.5, 2.0])
+    ref = weakref.ref(holder)
+    first = ifn("rows_sum", "double (double **, int, int)")
+    # memory the target reads that no bound argument owns
+    pts = (ctypes.c_void_p * 1)(holder.data.ctypes.data)
+    t = nt.bind(first, nt.address(ctypes.addressof(pts)), 1, 2, keep=(holder, pts))
+    del holder, pts
+    gc.collect()
+    assert ref() is not None
+    assert t() == 3.5
+    del t
+    gc.collect()
+    assert ref() is None
