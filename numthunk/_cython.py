@@ -116,6 +116,8 @@ class _Source:
         self.fnptrs = {}        # name -> (ret text, [arg texts])
         self.aliases = {}       # 'cnp' -> 'numpy' (cimport X as Y, cimport X)
         self.names = {}         # 'REAL' -> ('ntk_cy.types', 'REAL') (from X cimport)
+        self.structs = {}       # 'zeros_full_output' -> 'struct' (ctypedef struct)
+        self.fused = {}         # 'np_numeric_t' -> ['cnp.int8_t', ...] in order
         for path in files:
             with open(path, encoding="utf-8", errors="replace") as f:
                 self._read(f.read())
@@ -132,8 +134,20 @@ class _Source:
         # 'from X cimport (a,\n b)' on one line.
         text = re.sub(r"(\bcimport\s*)\(([^()]*)\)",
                       lambda m: m.group(1) + " ".join(m.group(2).split()), text)
+        members = None          # the fused type whose member lines follow
         for raw in text.splitlines():
             line = raw.lstrip()
+            if members is not None:
+                item = line.split("#", 1)[0].strip()
+                if raw[:1] in (" ", "\t") and item:
+                    members.append(item.strip("()").strip())
+                    continue
+                if item:
+                    members = None
+            m = re.match(r"^ctypedef\s+fused\s+(\w+)\s*:", line)
+            if m:
+                members = self.fused[m.group(1)] = []
+                continue
             if not line.startswith(("ctypedef ", "cimport ", "from ")):
                 continue
             line = line.split("#", 1)[0].strip()
@@ -162,7 +176,12 @@ class _Source:
             if not line.startswith("ctypedef "):
                 continue
             body = line[len("ctypedef "):].rstrip(":").strip()
-            first = body.split()[0] if body.split() else ""
+            words = body.split()
+            first = words[0] if words else ""
+            if first in ("struct", "union") and len(words) == 2:
+                # a struct known by name: usable through a pointer, opaque
+                self.structs[words[1]] = first
+                continue
             if first in ("struct", "union", "enum", "fused", "class", "packed", "cppclass",
                          "public", "readonly"):
                 continue
@@ -255,9 +274,10 @@ def _source(modname, files):
     return src
 
 
-def _declared_memviews(files, name):
+def _declared_memviews(files, name, params=None):
     """{index: 'FLOAT64[:, ::1]'} as the function's definition in the
-    module's source declares its memoryview parameters (for error messages)."""
+    module's source declares its memoryview parameters; ``params``, if a
+    list, receives every parameter's declaration."""
     pat = re.compile(rf"\b(?:cdef|cpdef)\b[^\n(]*?\b{re.escape(name)}\s*\(")
     for path in files:
         with open(path, encoding="utf-8", errors="replace") as f:
@@ -269,10 +289,12 @@ def _declared_memviews(files, name):
         while i < len(text) and depth:
             depth += {"(": 1, ")": -1}.get(text[i], 0)
             i += 1
-        params = re.sub(r"#[^\n]*", "", text[m.end():i - 1])
+        params_text = re.sub(r"#[^\n]*", "", text[m.end():i - 1])
         out = {}
-        for k, arg in enumerate(_split_args(params)):
+        for k, arg in enumerate(_split_args(params_text)):
             arg = " ".join(arg.split())
+            if params is not None:
+                params.append(arg)
             if "[" in arg and "]" in arg:
                 out[k] = arg[:arg.rindex("]") + 1].replace(" [", "[")
         return path, out
@@ -403,6 +425,10 @@ class _Resolver:
         if short in src.names:
             mod2, short2 = src.names[short]
             return self.lookup(mod2, short2, seen, orig)
+        if short in src.structs:
+            # an opaque struct: the parser keeps the typedef's (mangled)
+            # name for it, so the signature prints back as the capsule reads
+            return f"{src.structs[short]} {short}"
         if modname != "numpy" and _is_builtin(short):
             return short
         if src.files:
@@ -532,9 +558,12 @@ _UNSUPPORTED = [
     (re.compile(r"\bPyObject\b"), "Python objects (PyObject *)",
      ": a thunk never touches Python objects; export a function on C types"),
     (re.compile(r"\b__pyx_ctuple_\w+"), "a C tuple (Cython's ctuple, a struct)", ""),
-    (re.compile(r"\bstruct\s+\w+"), "a struct or extension type ('{0}')",
-     ": parameters may be scalars, pointers to scalars, function pointers and typed "
-     "memoryviews"),
+    # struct pointers are opaque pointers; a struct by value or an extension
+    # type's object struct is not
+    (re.compile(r"\bstruct\s+(?:__pyx_obj_\w+|\w+(?!\s*\*)\b)"),
+     "a struct or extension type ('{0}')",
+     ": parameters may be scalars, pointers to scalars or structs, function pointers "
+     "and typed memoryviews"),
     (re.compile(r"\blong\s+double\b"), "long double", ""),
 ]
 
@@ -601,7 +630,12 @@ def _choose_fused(capi, name, fused, resolver, where, modname):
     # Py_ssize_t are one type on LP64, yet distinct specialisations).
     hits, exact = [], []
     for idx, key in specs.items():
-        ret, args = _visible(_parse(capi[key], resolver, where)[2])
+        try:
+            ret, args = _visible(_parse(capi[key], resolver, where)[2])
+        except CythonError:
+            # a sibling on types numthunk does not take (long double): it
+            # cannot be the one asked for by supported types
+            continue
         if [a[:3] for a in args] == [a[:3] for a in want_args] and (
                 want_ret is None or ret[:3] == want_ret[:3]):
             hits.append(key)
@@ -693,6 +727,8 @@ def cython_function(module, name, typedefs=None, memoryviews=None, nogil=False, 
                 f"{where}: memoryviews={{{k}: ...}}: parameter {k} of '{text}' is not a "
                 f"typed memoryview (those are parameters {mv_params or 'none'})")
         spec = parse_memview(decl)
+        if key != name and spec[0] in resolver.source(modname).fused:
+            continue    # the specialisation gives the element type (below)
         try:
             dtype = resolver.short(spec[0])
         except CythonError as exc:
@@ -701,6 +737,8 @@ def cython_function(module, name, typedefs=None, memoryviews=None, nogil=False, 
             raise CythonError(f"{where}: memoryview {k} ({decl!r}): dtype {spec[0]!r} is a "
                               "pointer type")
         mvs[k] = (dtype,) + tuple(spec[1:])
+    if mv_params and key != name:
+        _fused_memviews(resolver, modname, name, key, mv_params, mvs, memoryviews or {}, where)
     missing = [i for i in mv_params if i not in mvs]
     if missing:
         src = resolver.source(modname)
@@ -717,6 +755,50 @@ def cython_function(module, name, typedefs=None, memoryviews=None, nogil=False, 
             "does not carry; declare each one by its 0-based index" + hint)
     return Function(address, sig, nogil=nogil, owner=(mod, capsule),
                     name=f"{modname}.{key}", memoryviews=mvs or None, fixed=fixed or None)
+
+
+def _fused_memviews(resolver, modname, name, key, mv_params, mvs, given, where):
+    """Memoryview parameters declared with a fused element type
+    ('np_numeric_t[:, ::1]') take the element type of the chosen
+    specialisation; a declaration that contradicts it is refused (it would
+    read the array as the wrong type)."""
+    src = resolver.source(modname)
+    params = []
+    _path, found = _declared_memviews(src.files, name, params)
+    index = tuple(int(i) for i in key[len("__pyx_fuse_"):len(key) - len(name)].split("_"))
+    order = []          # fused types in order of first appearance
+    for p in params:
+        for tok in _IDENT_RE.findall(p):
+            if tok in src.fused and tok not in order:
+                order.append(tok)
+    for k in mv_params:
+        decl = found.get(k)
+        if decl is None:
+            continue
+        spec = parse_memview(decl)
+        fused_name = spec[0]
+        if fused_name not in src.fused or order.index(fused_name) >= len(index):
+            continue
+        member = src.fused[fused_name][index[order.index(fused_name)]]
+        try:
+            dtype = resolver.short(member)
+        except CythonError as exc:
+            detail = str(exc)[len(where) + 2:] if str(exc).startswith(where) else str(exc)
+            raise CythonError(f"{where}: specialisation {key} has memoryview {k} of "
+                              f"{member} ({fused_name}): {detail}") from None
+        derived = (dtype,) + tuple(spec[1:])
+        mine = mvs.get(k)
+        if mine is not None and parse_memview(given[k])[0] != fused_name:
+            want = Signature(f"void ({dtype})")._describe()[1][0][:3]
+            got = Signature(f"void ({mine[0]})")._describe()[1][0][:3]
+            if want != got:
+                raise CythonError(
+                    f"{where}: memoryviews={{{k}: {given[k]!r}}} contradicts the chosen "
+                    f"specialisation {key}, whose memoryview {k} is {member}[...] "
+                    f"({fused_name} = {member}, C {dtype}); declare "
+                    f"'{dtype}{decl[decl.index('['):]}' or leave it out")
+            continue
+        mvs[k] = derived if mine is None else (dtype,) + tuple(mine[1:])
 
 
 def unpack(arr, *, strides=False, elements=False):

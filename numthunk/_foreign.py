@@ -54,9 +54,16 @@ def param_label(sig, i):
 
 
 def _strip_struct(name):
+    """The struct's own name: without 'struct ', and a Cython-mangled typedef
+    ('__pyx_t_5scipy_..._zeros_full_output') as its .pxd names it."""
     for prefix in ("struct ", "union "):
         if name.startswith(prefix):
-            return name[len(prefix):]
+            name = name[len(prefix):]
+    if name.startswith("__pyx_t_"):
+        from ._cython import _demangle
+        d = _demangle(name)
+        if d is not None:
+            name = d[1]
     return name
 
 

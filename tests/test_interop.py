@@ -267,3 +267,92 @@ def test_keep_holds_objects_for_the_thunks_life(ifn):
     del t
     gc.collect()
     assert ref() is None
+
+
+# -------------------------------------------------- Cython (SciPy's modules)
+
+
+def test_fused_by_types_skips_long_double_siblings():
+    from scipy.special import cython_special, expit, log_expit
+
+    for name, ref in (("expit", expit), ("log_expit", log_expit)):
+        f64 = nt.cython(cython_special, name, fused=("double",))
+        assert str(f64.csig) == "double (double)"
+        f32 = nt.cython(cython_special, name, fused="float (float)")
+        assert str(f32.csig) == "float (float)"
+        t = nt.bind(f64, nt.ARG)
+        for x in (-30.0, -1.5, 0.0, 2.25, 40.0):
+            assert t(x) == ref(x)
+        assert nt.bind(f32, nt.ARG)(0.75) == ref(np.float32(0.75))
+    with pytest.raises(TypeError, match="long double"):
+        nt.cython(cython_special, "expit", fused=2)
+
+
+def test_ctypedef_struct_pointer_is_opaque_brentq():
+    from numba import cfunc, types
+    from scipy import optimize
+    from scipy.optimize.cython_optimize import _zeros
+
+    brentq = nt.cython(_zeros, "brentq")
+    mangled = "__pyx_t_5scipy_8optimize_15cython_optimize_6_zeros_zeros_full_output"
+    assert str(brentq.csig) == (f"double (double (*)(double, void *), double, double, void *, "
+                                f"double, double, int, {mangled} *)")
+
+    @cfunc(types.float64(types.float64, types.voidptr))
+    def cubic(x, args):
+        return x ** 3 - 2.0 * x - 5.0
+
+    class zeros_full_output(ctypes.Structure):
+        _fields_ = [("funcalls", ctypes.c_int), ("iterations", ctypes.c_int),
+                    ("error_num", ctypes.c_int), ("root", ctypes.c_double)]
+
+    out = zeros_full_output()
+    t = nt.bind(brentq, cubic, nt.ARG, nt.ARG, None, 1e-12, 1e-12, 100, ctypes.pointer(out))
+    root = t(2.0, 3.0)
+    ref = optimize.brentq(lambda x: x ** 3 - 2 * x - 5, 2.0, 3.0, xtol=1e-12, rtol=1e-12,
+                          full_output=True)
+    assert root == ref[0] == out.root
+    assert out.funcalls == ref[1].function_calls and out.error_num == 0
+    assert nt.bind(brentq, cubic, 2.0, 3.0, None, 1e-12, 1e-12, 100, None)() == root
+
+    class other(ctypes.Structure):
+        _fields_ = [("x", ctypes.c_double)]
+
+    with pytest.raises(TypeError, match="points to struct other, the parameter to struct "
+                                        "zeros_full_output"):
+        nt.bind(brentq, cubic, 2.0, 3.0, None, 1e-12, 1e-12, 100, ctypes.pointer(other()))
+
+
+def test_fused_memoryview_element_type_from_specialisation():
+    from scipy.linalg import _cythonized_array_utils as m
+    from scipy.linalg import issymmetric
+
+    name = "is_sym_her_real_c_internal"
+    rng = np.random.default_rng(3)
+    for index, dtype in ((9, np.float64), (8, np.float32), (2, np.int32), (7, np.uint64)):
+        f = nt.cython(m, name, fused=index)
+        for a in (np.array([[1, 2], [2, 1]], dtype=dtype),
+                  np.array([[1, 2], [3, 1]], dtype=dtype),
+                  (rng.integers(0, 3, (4, 4)) + rng.integers(0, 3, (4, 4)).T).astype(dtype)):
+            a = a + a.T if index == 2 else a
+            assert bool(nt.bind(f, a)()) == issymmetric(a)
+        with pytest.raises(TypeError, match="memoryview is declared"):
+            nt.bind(f, np.eye(2, dtype=np.complex128))
+    # the declaration the source gives is accepted as it stands
+    f = nt.cython(m, name, fused=8, memoryviews={0: "np_numeric_t[:, ::1]"})
+    assert f.memoryviews[0][0] == "float"
+    with pytest.raises(TypeError, match=r"contradicts the chosen specialisation.*"
+                                        r"declare 'float\[:, ::1\]'"):
+        nt.cython(m, name, fused=8, memoryviews={0: "double[:, ::1]"})
+    assert nt.cython(m, name, fused=8, memoryviews={0: "float[:, ::1]"}).memoryviews[0][0] \
+        == "float"
+    with pytest.raises(TypeError, match="long double"):
+        nt.cython(m, name, fused=10)
+
+
+def test_cython_complex_prints_as_cython_names():
+    from scipy.special import cython_special, gamma
+
+    g = nt.cython(cython_special, "gamma", fused="double complex")
+    assert str(g.csig) == "__pyx_t_double_complex (__pyx_t_double_complex)"
+    assert nt.bind(g, nt.ARG)(0.5 + 1j) == gamma(0.5 + 1j)
