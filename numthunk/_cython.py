@@ -558,9 +558,10 @@ _UNSUPPORTED = [
     (re.compile(r"\bPyObject\b"), "Python objects (PyObject *)",
      ": a thunk never touches Python objects; export a function on C types"),
     (re.compile(r"\b__pyx_ctuple_\w+"), "a C tuple (Cython's ctuple, a struct)", ""),
-    # struct pointers are opaque pointers; a struct by value or an extension
-    # type's object struct is not
-    (re.compile(r"\bstruct\s+(?:__pyx_obj_\w+|\w+(?!\s*\*)\b)"),
+    # a pointer to a cdef struct (Cython mangles its name: __pyx_t_...) is an
+    # opaque pointer; a struct by value is not, nor "struct X *" under any
+    # other name: Cython writes extension types' object structs that way
+    (re.compile(r"\bstruct\s+(?!__pyx_t_\w+\s*\*)\w+"),
      "a struct or extension type ('{0}')",
      ": parameters may be scalars, pointers to scalars or structs, function pointers "
      "and typed memoryviews"),
