@@ -15,7 +15,7 @@ cached ``@njit(cache=True)`` consumer is loaded): it imports Numba.
 
 from llvmlite import ir
 import numba.experimental.function_type  # noqa: F401  (FunctionType model, box, lower_constant)
-from numba.core import cgutils, types
+from numba.core import cgutils, errors, types
 from numba.core.imputils import lower_cast
 from numba.core.typeconv import Conversion
 from numba.experimental.function_type import FunctionModel
@@ -40,7 +40,42 @@ class ThunkFunctionType(types.FunctionType):
         return super().unify(typingctx, other)
 
 
+    def get_call_type(self, context, args, kws):
+        # A call of a thunk converts its arguments as a call of a C function
+        # does in Numba (ctypes/cffi functions, @cfunc): any implicit
+        # conversion Numba knows, unsafe ones included (int64 -> int32,
+        # int64 -> float64); and a contiguous array of dtype T where the
+        # thunk takes T * passes its data pointer (lower_cast below). Numba's
+        # own FunctionType admits safe conversions only.
+        if kws or len(args) != self.nargs:
+            return super().get_call_type(context, args, kws)
+        sig = self.signature
+        for i, (atype, want) in enumerate(zip(args, sig.args)):
+            atype = types.unliteral(atype)
+            if _array_to_pointer(atype, want):
+                continue
+            if context.context.can_convert(fromty=atype, toty=want) is None:
+                raise errors.TypingError(f"argument {i + 1}: cannot pass {atype} as {want}"
+                                 + (" (an array must be C- or F-contiguous and of the "
+                                    "pointer's dtype)" if isinstance(atype, types.Array)
+                                    else ""))
+        return sig
+
+
+def _array_to_pointer(atype, want):
+    return (isinstance(atype, types.Array) and isinstance(want, (types.CPointer,))
+            and atype.dtype == want.dtype and atype.layout in ("C", "F"))
+
+
 register_model(ThunkFunctionType)(FunctionModel)
+
+
+@lower_cast(types.Array, types.CPointer)
+def _array_data_pointer(context, builder, fromty, toty, val):
+    # reached only from a thunk call (_array_to_pointer): Numba itself
+    # has no Array -> CPointer conversion
+    ary = context.make_array(fromty)(context, builder, value=val)
+    return builder.bitcast(ary.data, context.get_value_type(toty))
 
 
 @lower_cast(ThunkFunctionType, types.FunctionType)

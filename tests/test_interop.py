@@ -356,3 +356,64 @@ def test_cython_complex_prints_as_cython_names():
     g = nt.cython(cython_special, "gamma", fused="double complex")
     assert str(g.csig) == "__pyx_t_double_complex (__pyx_t_double_complex)"
     assert nt.bind(g, nt.ARG)(0.5 + 1j) == gamma(0.5 + 1j)
+
+
+# -------------------------------------------------- Numba
+
+
+def test_njit_thunk_pointer_parameter_takes_an_array(ifn):
+    from numba import njit
+    from numba.core.errors import TypingError
+
+    rows_sum = ifn("poly_at", "double (double, const double *, int)")
+    t = nt.bind(rows_sum, nt.ARG, nt.ARG, nt.ARG)
+
+    @njit
+    def run(f, x, c):
+        return f(x, c, c.size)          # c.size: int64 to int, as a C call converts
+
+    c = np.array([1.0, -2.0, 0.5])
+    assert run(t, 2.0, c) == np.polynomial.polynomial.polyval(2.0, c)
+    c2d = np.array([[1.0, 2.0], [3.0, 4.0]])
+    assert run(t, 1.0, c2d) == 10.0     # its data pointer, C order
+    with pytest.raises(TypingError, match="cannot pass array\\(int64, 1d, C\\) as"):
+        run(t, 2.0, np.arange(3))
+    with pytest.raises(TypingError, match="C- or F-contiguous"):
+        run(t, 2.0, np.arange(6.0)[::2])
+
+
+def test_njit_mixed_tuple_of_thunk_and_cfunc_with_literal_unroll(ifn):
+    """A thunk is typed as numthunk's own function type (its unboxing costs
+    ~1.4 us; Numba's FunctionType path ~30 us, bench/bench_numba.py), so a
+    tuple of a thunk and a @cfunc is heterogeneous: iterate it with
+    literal_unroll, as the README says."""
+    from numba import cfunc, literal_unroll, njit, types
+    from numba.core.errors import TypingError
+
+    coeffs = np.array([1.0, 1.0, 1.0])
+    t = nt.bind(ifn("poly_at", "double (double, const double *, int)"), nt.ARG, coeffs, 3)
+
+    @cfunc(types.float64(types.float64))
+    def cube(x):
+        return x * x * x
+
+    @njit
+    def total(fns, x):
+        s = 0.0
+        for f in literal_unroll(fns):
+            s += f(x)
+        return s
+
+    assert total((t, cube), 2.0) == 7.0 + 8.0
+    assert total((cube, t, t), 3.0) == 27.0 + 13.0 + 13.0
+
+    @njit
+    def plain(fns, x):
+        s = 0.0
+        for f in fns:
+            s += f(x)
+        return s
+
+    assert plain((t, t), 2.0) == 14.0       # same type: a uniform tuple
+    with pytest.raises(TypingError):
+        plain((t, cube), 2.0)
