@@ -417,3 +417,17 @@ def test_njit_mixed_tuple_of_thunk_and_cfunc_with_literal_unroll(ifn):
     assert plain((t, t), 2.0) == 14.0       # same type: a uniform tuple
     with pytest.raises(TypingError):
         plain((t, cube), 2.0)
+
+
+# -------------------------------------------------- README recipes
+
+
+def test_readme_recipes_run():
+    root = os.path.dirname(HERE)
+    text = open(os.path.join(root, "README.md"), encoding="utf-8").read()
+    section = text.split("\n## Recipes\n", 1)[1].split("\n## ", 1)[0]
+    import re
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) == 3
+    for block in blocks:
+        exec(compile(block, "README.md (Recipes)", "exec"), {})
