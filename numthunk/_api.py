@@ -7,6 +7,7 @@ libraries only when an object of theirs shows up.
 """
 
 import ctypes
+import operator
 import re
 import weakref
 
@@ -41,6 +42,25 @@ def _unwrap_array(obj):
         return obj.obj
     arr = _numpy_ctypes_array(obj)
     return obj if arr is None else arr
+
+
+def _index(value, what):
+    """An integer argument: int or __index__, never a float truncated."""
+    if isinstance(value, bool):
+        raise TypeError(f"{what} must be an integer, not bool")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what} must be an integer, got {type(value).__name__} "
+                        f"{value!r}") from None
+
+
+def _pointer_value(value, what):
+    value = _index(value, what)
+    if value < 0 or value >= 1 << (8 * ctypes.sizeof(ctypes.c_void_p)):
+        raise OverflowError(f"{what} {value:#x} is not a valid pointer value (0 to "
+                            f"2**{8 * ctypes.sizeof(ctypes.c_void_p)} - 1)")
+    return value
 
 
 def size(arr):
@@ -153,7 +173,7 @@ class Function:
                  memoryviews=None, fixed=None):
         if isinstance(address, bool) or not isinstance(address, (int, np.integer)):
             raise TypeError(f"Function address must be an int, got {type(address).__name__}")
-        address = int(address)
+        address = _pointer_value(address, "Function address")
         if address == 0:
             raise ValueError("Function address is 0 (NULL)")
         sig = signature if isinstance(signature, Signature) else Signature(signature)
@@ -363,6 +383,9 @@ def bind(target, *args, signature=None, nogil=None, engine=None, keep=None):
         fn = target
     else:
         fn = as_function(target, signature, nogil)
+    if engine is not None and type(engine) is not str:
+        raise TypeError(f"bind(): engine= must be 'native', 'ffi' or 'auto' (or None), "
+                        f"not {type(engine).__name__}")
     if fn.fixed:
         args = _with_fixed(fn, args)
     via = fn.owner

@@ -159,6 +159,7 @@ class Signature(_core.Signature):
                 raise TypeError("typedefs apply to C text only")
             return super().__new__(cls, spec)
         if isinstance(spec, str):
+            _refuse_nul(spec, typedefs)
             try:
                 return super().__new__(cls, spec, typedefs)
             except ValueError as exc:
@@ -186,6 +187,18 @@ class Signature(_core.Signature):
         """The Numba signature (``numba.core.typing.Signature``)."""
         from . import _numba
         return _numba.signature_from_c(self)
+
+
+def _refuse_nul(text, typedefs):
+    """C reads text up to a NUL byte: refuse one rather than parse a prefix."""
+    if "\0" in text:
+        raise ValueError(f"signature {text!r}: NUL byte at column {text.index(chr(0))}")
+    if isinstance(typedefs, dict):
+        for k, v in typedefs.items():
+            for part in (k, v):
+                if isinstance(part, str) and "\0" in part:
+                    raise ValueError(f"typedef {k!r}: {v!r}: NUL byte in "
+                                     f"{'the name' if part is k else 'the type'}")
 
 
 def _numba_string_to_c(text):
