@@ -105,9 +105,8 @@ def _ctypes_pointee(obj):
 
 
 def _wchar_kind():
-    size = ctypes.sizeof(ctypes.c_wchar)
-    signed = ctypes.c_wchar(chr(0)).value == "\0" and size == 4
-    return f"{'' if signed else 'u'}int{8 * size}"
+    # wchar_t: a 32-bit int on Linux and macOS, a 16-bit unsigned on Windows
+    return "int32" if ctypes.sizeof(ctypes.c_wchar) == 4 else "uint16"
 
 
 def _ctypes_leaf(t, depth):
