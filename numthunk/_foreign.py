@@ -25,7 +25,7 @@ _CTYPES_POINTERS = (ctypes._Pointer, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_
 
 def is_foreign(obj):
     """Whether obj is a pointer object this module resolves (a cheap test)."""
-    mod = type(obj).__module__
+    mod = type(obj).__module__ or ""    # None for some made-up ctypes types
     if mod == "_cffi_backend":
         return True
     if isinstance(obj, _CTYPES_POINTERS):

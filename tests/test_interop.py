@@ -220,6 +220,14 @@ def test_pointer_to_pointer_from_ctypes_and_cffi(ifn, api):
         nt.bind(rows_sum, ctypes.cast(r0, dp), 1, 3)
 
 
+def test_types_without_a_module_name_bind():
+    # np.ctypeslib makes ctypes array types whose __module__ is None
+    arr = np.arange(4, dtype=np.int32)
+    c_arr = np.ctypeslib.as_ctypes(arr)
+    fn = nt.Function(0x1000, "void (const int32_t *)")
+    assert nt.bind(fn, c_arr).bindings[0] is c_arr
+
+
 def test_pointee_checked_for_typed_pointers(api):
     first = as_function(api.lib.first_of)
     with pytest.raises(TypeError, match=r"argument 1 \(double \*\): a ctypes c_char_p "
