@@ -573,43 +573,6 @@ static int is_pointer_object(const Py_buffer *v)
     return *f == '&' || *f == 'P' || *f == 'z';
 }
 
-/* A ctypes pointer (or c_void_p, c_char_p) exports the bytes of the pointer
-   itself: what the caller means is its value. A typed pointer ('&<d': a
-   pointer to double) must point to the parameter's pointee type. */
-static int convert_ctypes_pointer(const nt_type *t, const Py_buffer *v, void *cell,
-                                  nt_label *what)
-{
-    const char *f = skip_order(v->format);
-    if (*f == '&' && t->kind == NT_PTR && t->base != NT_VOID) {
-        int depth = 0;
-        while (*f == '&') {
-            depth++;
-            f++;
-        }
-        const char *elem = skip_order(f);
-        int kind = *elem == 'P' || *elem == 'z' ? NT_VOID : nt_format_kind(f);
-        int pointee_void = *elem == 'P' && elem[1] == '\0';
-        if (!pointee_void && (kind == NT_VOID || kind != t->base || depth != t->depth)) {
-            char type[160];
-            nt_type_format(t, type, sizeof(type));
-            PyErr_Format(PyExc_TypeError,
-                         "%s: expected %s, got a ctypes pointer to %s (format '%s')",
-                         W(what), type,
-                         kind == NT_VOID ? "an unsupported type" : kind_label(kind),
-                         v->format);
-            return -1;
-        }
-    } else if (*f == '&' && t->kind == NT_FNPTR) {
-        PyErr_Format(PyExc_TypeError,
-                     "%s: a ctypes data pointer cannot be bound to a function pointer", W(what));
-        return -1;
-    }
-    void *p;
-    memcpy(&p, v->buf, sizeof(p));
-    memcpy(cell, &p, sizeof(p));
-    return 0;
-}
-
 static int convert_buffer(const nt_type *t, PyObject *obj, int strided, void *cell,
                           nt_held **held, uint64_t *key, nt_label *what)
 {
@@ -620,13 +583,16 @@ static int convert_buffer(const nt_type *t, PyObject *obj, int strided, void *ce
         return -1;
     const Py_buffer *v = &h->view;
     if (!strided && is_pointer_object(v)) {
-        /* The value is copied; the binding keeps the ctypes object (and
-           what it points to, through its _objects) alive. */
-        int r = convert_ctypes_pointer(t, v, cell, what);
-        nt_held_release(h);
-        if (r == 0 && key != NULL)
-            *key = 0;
-        return r;
+        /* A ctypes pointer exports the bytes of the pointer itself. Data
+           pointers are resolved before the core (numthunk._foreign: the
+           pointee checked, the pointer's value bound); one that reaches
+           here is bound where no data pointer goes. */
+        PyErr_Format(PyExc_TypeError, t->kind == NT_FNPTR
+                     ? "%s: a ctypes data pointer cannot be bound to a function pointer"
+                     : "%s: a ctypes pointer object is bound through its value "
+                       "(numthunk.address(ctypes.cast(p, ctypes.c_void_p).value))",
+                     W(what));
+        goto error;
     }
     if (t->kind == NT_FNPTR) {
         PyErr_Format(PyExc_TypeError,
@@ -825,6 +791,33 @@ static int convert_pointer(const nt_type *t, PyObject *value, void *cell, nt_hel
     return -1;
 }
 
+/* A ctypes pointer object: POINTER(T) instances, c_void_p, c_char_p,
+   c_wchar_p. They export a buffer (the pointer's own bytes), so the buffer
+   test does not tell them apart from data; the Python package resolves
+   them with the one foreign-pointer rule (numthunk._foreign). */
+static int is_ctypes_pointer(PyObject *value)
+{
+    const char *meta = Py_TYPE(Py_TYPE(value))->tp_name;
+    if (strcmp(meta, "_ctypes.PyCPointerType") == 0)
+        return 1;
+    if (strcmp(meta, "_ctypes.PyCSimpleType") != 0)
+        return 0;
+    /* _type_ is a class attribute of a simple type: its format code */
+    PyObject *code = PyObject_GetAttrString((PyObject *)Py_TYPE(value), "_type_");
+    int r = 0;
+    if (code == NULL) {
+        PyErr_Clear();
+    } else {
+        const char *c = PyUnicode_Check(code) ? PyUnicode_AsUTF8(code) : NULL;
+        if (c == NULL)
+            PyErr_Clear();
+        else
+            r = (c[0] == 'P' || c[0] == 'z' || c[0] == 'Z') && c[1] == '\0';
+        Py_DECREF(code);
+    }
+    return r;
+}
+
 int nt_needs_resolve(const nt_type *t, PyObject *value)
 {
     switch (t->kind) {
@@ -837,8 +830,11 @@ int nt_needs_resolve(const nt_type *t, PyObject *value)
             if (r < 0)
                 PyErr_Clear();
         }
-        return !(value == Py_None || PyObject_CheckBuffer(value) || nt_is_address(value)
-                 || nt_is_strided(value) || nt_is_derived(value) || PyLong_Check(value));
+        if (PyArray_CheckExact(value))
+            return 0;
+        return !(value == Py_None || nt_is_address(value) || nt_is_strided(value)
+                 || nt_is_derived(value) || PyLong_Check(value))
+               && (!PyObject_CheckBuffer(value) || is_ctypes_pointer(value));
     case NT_FNPTR:
         return !(value == Py_None || nt_is_address(value) || nt_is_strided(value)
                  || nt_is_derived(value) || PyLong_Check(value));
