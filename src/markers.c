@@ -70,6 +70,23 @@ static PyObject *short_repr(PyObject *obj)
     return r;
 }
 
+/* An integer argument of a marker (an address, an axis): an int or an
+   object with __index__, as PyNumber_Index takes them; a float is refused,
+   not truncated (1.9 -> 1), and so is a bool. New reference or NULL. */
+static PyObject *index_arg(PyObject *value, const char *what)
+{
+    if (PyBool_Check(value)) {
+        PyErr_Format(PyExc_TypeError, "%s must be an integer, not bool", what);
+        return NULL;
+    }
+    if (!PyIndex_Check(value)) {
+        PyErr_Format(PyExc_TypeError, "%s must be an integer, got %.100s %R", what,
+                     Py_TYPE(value)->tp_name, value);
+        return NULL;
+    }
+    return PyNumber_Index(value);
+}
+
 /* ---- Derived: size(arr), shape(arr, axis), stride(arr, axis) ---- */
 
 static const char *const derived_names[] = { "size", "shape", "stride" };
@@ -111,15 +128,28 @@ static PyObject *derived_tp_new(PyTypeObject *type, PyObject *args, PyObject *kw
     (void)type;
     static char *kwlist[] = { "kind", "obj", "axis", "elements", NULL };
     const char *kind;
-    PyObject *obj;
-    Py_ssize_t axis = 0;
+    PyObject *obj, *axis_obj = NULL;
     int elements = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sO|np:Derived", kwlist, &kind, &obj,
-                                     &axis, &elements))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sO|Op:Derived", kwlist, &kind, &obj,
+                                     &axis_obj, &elements))
         return NULL;
-    for (int k = 0; k < 3; k++)
-        if (strcmp(kind, derived_names[k]) == 0)
-            return nt_derived_new(k, obj, axis, elements);
+    for (int k = 0; k < 3; k++) {
+        if (strcmp(kind, derived_names[k]) != 0)
+            continue;
+        Py_ssize_t axis = 0;
+        if (axis_obj != NULL) {
+            char what[32];
+            PyOS_snprintf(what, sizeof(what), "%s(): axis", kind);
+            PyObject *num = index_arg(axis_obj, what);
+            if (num == NULL)
+                return NULL;
+            axis = PyLong_AsSsize_t(num);
+            Py_DECREF(num);
+            if (axis == -1 && PyErr_Occurred())
+                return NULL;
+        }
+        return nt_derived_new(k, obj, axis, elements);
+    }
     PyErr_Format(PyExc_ValueError, "Derived kind must be 'size', 'shape' or 'stride', not '%s'",
                  kind);
     return NULL;
@@ -271,7 +301,7 @@ static PyObject *address_tp_new(PyTypeObject *type, PyObject *args, PyObject *kw
     PyObject *value, *owner = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O:address", kwlist, &value, &owner))
         return NULL;
-    PyObject *num = PyNumber_Index(value);
+    PyObject *num = index_arg(value, "address()");
     if (num == NULL)
         return NULL;
     /* Negative or wider than a pointer: OverflowError either way. */
@@ -282,7 +312,7 @@ static PyObject *address_tp_new(PyTypeObject *type, PyObject *args, PyObject *kw
     if (bad || v > UINTPTR_MAX) {
         PyObject *hex = PyNumber_ToBase(num, 16);
         if (hex != NULL)
-            PyErr_Format(PyExc_OverflowError, "address %U is not a valid pointer value", hex);
+            PyErr_Format(PyExc_OverflowError, "address() %U is not a valid pointer value", hex);
         Py_XDECREF(hex);
         Py_DECREF(num);
         return NULL;
