@@ -51,6 +51,20 @@ static const char *W(nt_label *l)
     return l->text;
 }
 
+/* Whether the type defines the slot, so that its failure is the user's
+   code raising, not "this object is no number". */
+static int has_index(PyObject *v)
+{
+    PyNumberMethods *nb = Py_TYPE(v)->tp_as_number;
+    return nb != NULL && nb->nb_index != NULL;
+}
+
+static int has_float(PyObject *v)
+{
+    PyNumberMethods *nb = Py_TYPE(v)->tp_as_number;
+    return nb != NULL && (nb->nb_float != NULL || nb->nb_index != NULL);
+}
+
 /* ---- integers ---- */
 
 typedef struct {
@@ -169,6 +183,11 @@ static int convert_int(const nt_type *t, PyObject *value, void *cell, nt_label *
     }
     PyObject *num = PyNumber_Index(value);
     if (num == NULL) {
+        if (has_index(value)) {
+            nt_raise_chained(PyExc_TypeError, "%s: expected an integer; %.100s.__index__() "
+                             "raised", W(what), Py_TYPE(value)->tp_name);
+            return -1;
+        }
         PyErr_Clear();
         PyErr_Format(PyExc_TypeError, "%s: expected an integer, got %.100s",
                      W(what), Py_TYPE(value)->tp_name);
@@ -248,12 +267,25 @@ static int as_double(PyObject *value, double *out, nt_label *what)
                      W(what), Py_TYPE(value)->tp_name, value);
         return -1;
     }
+    if (PyArray_IsScalar(value, LongDouble)) {
+        /* a finite long double beyond DBL_MAX converts to inf: refuse it as
+           an int beyond DBL_MAX is refused */
+        npy_longdouble ld = PyArrayScalar_VAL(value, LongDouble);
+        if (isfinite(ld) && !isfinite((double)ld)) {
+            PyErr_Format(PyExc_OverflowError,
+                         "%s: %R is too large for a C double", W(what), value);
+            return -1;
+        }
+    }
     double d = PyFloat_AsDouble(value);
     if (d == -1.0 && PyErr_Occurred()) {
         if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
             PyErr_Clear();
             PyErr_Format(PyExc_OverflowError,
                          "%s: %R is too large for a C double", W(what), value);
+        } else if (has_float(value)) {
+            nt_raise_chained(PyExc_TypeError, "%s: expected a real number; "
+                             "%.100s.__float__() raised", W(what), Py_TYPE(value)->tp_name);
         } else {
             PyErr_Clear();
             PyErr_Format(PyExc_TypeError, "%s: expected a real number, got %.100s",
@@ -287,7 +319,7 @@ static int convert_real(const nt_type *t, PyObject *value, void *cell, nt_label 
         memcpy(cell, &d, 8);
         return 0;
     }
-    float f;
+    float f = 0.0f;   /* set by to_float on success; GCC cannot see that once inlined */
     if (to_float(d, &f, value, what) < 0)
         return -1;
     memcpy(cell, &f, 4);
@@ -578,6 +610,16 @@ static int convert_buffer(const nt_type *t, PyObject *obj, int strided, void *ce
 {
     if (t->kind == NT_PTR && t->depth == 1 && array_fast(t, obj, strided, cell, key))
         return 0;
+    if (PyArray_Check(obj) && (PyArray_DESCR((PyArrayObject *)obj)->kind == 'M'
+                               || PyArray_DESCR((PyArrayObject *)obj)->kind == 'm')) {
+        /* NumPy exports no buffer for these; its own error names no parameter */
+        PyErr_Format(PyExc_TypeError,
+                     "%s: a %s array has no C element type (NumPy exports no buffer "
+                     "for it); pass arr.view(np.int64) to bind its raw integers",
+                     W(what), PyArray_DESCR((PyArrayObject *)obj)->kind == 'M'
+                              ? "datetime64" : "timedelta64");
+        return -1;
+    }
     nt_held *h = nt_held_get(obj, W(what));
     if (h == NULL)
         return -1;
@@ -671,6 +713,16 @@ static int convert_memview(PyObject *obj, void *cell, nt_held **held,
                      "%s: a __Pyx_memviewslice parameter needs a declaration of its "
                      "dtype and ndim (the capsule signature does not carry them), "
                      "e.g. memoryviews={<index>: 'double[:, ::1]'}", W(what));
+        return -1;
+    }
+    if (PyArray_Check(obj) && (PyArray_DESCR((PyArrayObject *)obj)->kind == 'M'
+                               || PyArray_DESCR((PyArrayObject *)obj)->kind == 'm')) {
+        /* NumPy exports no buffer for these; its own error names no parameter */
+        PyErr_Format(PyExc_TypeError,
+                     "%s: a %s array has no C element type (NumPy exports no buffer "
+                     "for it); pass arr.view(np.int64) to bind its raw integers",
+                     W(what), PyArray_DESCR((PyArrayObject *)obj)->kind == 'M'
+                              ? "datetime64" : "timedelta64");
         return -1;
     }
     nt_held *h = nt_held_get(obj, W(what));

@@ -6,6 +6,7 @@
  */
 #include "pyapi.h"
 
+#include <stdarg.h>
 #include <string.h>
 
 void nt_raise(const nt_error *err)
@@ -41,4 +42,31 @@ void nt_raise_parse_error(const char *src, const nt_error *err)
     pad[col] = '\0';
     PyErr_Format(PyExc_ValueError, "%s\n    %s\n    %s^", err->msg, src, pad);
     PyMem_Free(pad);
+}
+
+/* Raises `exc` with a message, its __cause__ the exception now set: what a
+   value's own __index__ or __float__ raised stays visible instead of being
+   replaced by the message naming the parameter. */
+void nt_raise_chained(PyObject *exc, const char *fmt, ...)
+{
+    PyObject *type, *cause, *tb;
+    PyErr_Fetch(&type, &cause, &tb);
+    PyErr_NormalizeException(&type, &cause, &tb);
+    if (tb != NULL && cause != NULL)
+        PyException_SetTraceback(cause, tb);
+    va_list ap;
+    va_start(ap, fmt);
+    PyErr_FormatV(exc, fmt, ap);
+    va_end(ap);
+    PyObject *t2, *v2, *tb2;
+    PyErr_Fetch(&t2, &v2, &tb2);
+    PyErr_NormalizeException(&t2, &v2, &tb2);
+    if (v2 != NULL && cause != NULL) {
+        PyException_SetCause(v2, Py_NewRef(cause));
+        PyException_SetContext(v2, Py_NewRef(cause));
+    }
+    PyErr_Restore(t2, v2, tb2);
+    Py_XDECREF(type);
+    Py_XDECREF(cause);
+    Py_XDECREF(tb);
 }

@@ -168,5 +168,7 @@ int nt_thunk_release(PyObject *thunk);
 void nt_raise(const nt_error *err);
 /* Raises the ValueError for a parse error, with the source and a caret. */
 void nt_raise_parse_error(const char *src, const nt_error *err);
+/* raise exc with a formatted message, chained to the exception now set */
+void nt_raise_chained(PyObject *exc, const char *fmt, ...);
 
 #endif /* NUMTHUNK_PYAPI_H */

@@ -485,26 +485,18 @@ def test_bad_keyword_types_name_the_public_api(ifn):
         assert "Thunk()" not in str(exc.value)
 
 
-_CONVERT_PENDING = pytest.mark.xfail(
-    strict=True, reason="value conversion in src/convert.c: pending the C/Python boundary "
-    "restructuring")
-
-
-@_CONVERT_PENDING
 def test_datetime64_array_names_the_parameter(ifn):
     f = ifn("poly_at", "double (double, const double *, int)")
     with pytest.raises(TypeError, match=r"argument 2 \(const double \*\).*datetime64"):
         nt.bind(f, nt.ARG, np.array(["2020-01-01"], dtype="datetime64[D]"), 1)
 
 
-@_CONVERT_PENDING
 def test_longdouble_beyond_double_refused(ifn):
     f = ifn("poly_at", "double (double, const double *, int)")
     with pytest.raises(OverflowError, match=r"argument 1 \(double\)"):
         nt.bind(f, np.longdouble("1e4000"), np.ones(2), 2)
 
 
-@_CONVERT_PENDING
 def test_index_and_float_exceptions_are_chained(ifn):
     f = ifn("poly_at", "double (double, const double *, int)")
 
