@@ -874,8 +874,9 @@ int nt_needs_resolve(const nt_type *t, PyObject *value)
 {
     switch (t->kind) {
     case NT_PTR:
-        if (t->base == NT_DLTENSOR) {
-            /* __dlpack__ exporters: the core reads them itself */
+        if (t->base == NT_DLTENSOR && !is_ctypes_pointer(value)) {
+            /* __dlpack__ exporters: the core reads them itself (a ctypes
+               pointer exports a buffer too, but is a pointer to resolve) */
             int r = nt_dlpack_is_array(value);
             if (r > 0)
                 return 0;
