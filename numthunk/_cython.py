@@ -47,6 +47,9 @@ NUMPY_TYPEDEFS = {
     "float_t": "double", "double_t": "double",
     "int_t": "long", "long_t": "long", "uint_t": "unsigned long", "ulong_t": "unsigned long",
     "npy_intp": "npy_intp", "npy_uintp": "npy_uintp",
+    # NumPy 1.x's .pxd declares these in `cdef extern` as `ctypedef int`, a
+    # stand-in: C's definition is pointer-sized.
+    "Py_intptr_t": "intptr_t", "Py_uintptr_t": "uintptr_t",
 }
 
 # Cython spellings of C types that the C parser spells differently.

@@ -107,7 +107,9 @@ def _cffi_type_text(ct, typedefs=None):
 
 # cffi's names for C99 complex types
 _CFFI_COMPLEX = {"_cffi_float_complex_t": "float complex",
-                 "_cffi_double_complex_t": "double complex"}
+                 "_cffi_double_complex_t": "double complex",
+                 # cffi before 2.0
+                 "float _Complex": "float complex", "double _Complex": "double complex"}
 
 
 def _cffi_fn_text(ct, pointer=False, typedefs=None):

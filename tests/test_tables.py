@@ -141,7 +141,15 @@ def pxd_typedefs(path):
     return out
 
 
+# Names that a .pxd declares inside `cdef extern` with a stand-in type
+# (NumPy 1.x: `ctypedef int Py_intptr_t`): Cython uses the C header's
+# definition, so the oracle does too.
+EXTERN_TRUTH = {"Py_intptr_t": ctypes.c_ssize_t, "Py_uintptr_t": ctypes.c_size_t}
+
+
 def expected_from_pxd(defs, name, seen=()):
+    if name in EXTERN_TRUTH:
+        return ctypes_kind(EXTERN_TRUTH[name])
     words = " ".join(defs[name].split())
     if words in C_WORDS:
         o = C_WORDS[words]
