@@ -63,6 +63,7 @@ T_PROPS = "tests/test_properties.py"
 T_LIFECYCLE = "tests/test_lifecycle.py"
 T_DLPACK = "tests/test_dlpack.py"
 T_CAPI = "tests/test_capi.py"
+T_EXTRA = "tests/test_mutants_extra.py"
 
 # When none of a mutant's test files exist (an older tests/ with
 # --tests-from), these run instead: the core of the suite, without the
@@ -187,7 +188,7 @@ MUTANTS = [
       [T_KILLS, T_LIFE]),
     M("thunk-inflight", "src/thunk.c", "call not counted in flight (release frees under it)",
       "    self->inflight++;\n    call_frame frame", "    call_frame frame",
-      [T_LIFECYCLE, T_KILLS]),
+      [T_LIFECYCLE, T_EXTRA, T_KILLS]),
     M("thunk-rebind-gen", "src/thunk.c", "rebind ignores a rebind completed meanwhile",
       "if (self->gen == gen && !self->released)", "if (!self->released)",
       [T_LIFECYCLE, T_KILLS]),

@@ -1,0 +1,46 @@
+"""Behaviour the other files did not pin down: each test here fails under a
+realistic one-line bug of the core (see tools/mutate.py)."""
+
+import ctypes
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+import numthunk as nt
+
+BACKEND = {"native": "native-x86_64-sysv", "ffi": "libffi"}
+
+
+@pytest.fixture(params=sorted(BACKEND))
+def engine(request):
+    return request.param
+
+
+def test_release_inside_the_target_keeps_bound_values_until_it_returns(engine):
+    # A call from Python is in flight from before its arguments are
+    # converted until it returns: a release() from inside the target is
+    # deferred, and the values the thunk holds stay alive while the target
+    # still reads them.
+    proto = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.POINTER(ctypes.c_double), ctypes.c_int)
+    box = {}
+
+    def body(p, n):
+        box["t"].release()
+        gc.collect()
+        box["alive_inside"] = box["ref"]() is not None
+        box["released_inside"] = box["t"].released
+        return sum(p[i] for i in range(n))
+
+    cb = proto(body)
+    a = np.arange(1.0, 5.0)
+    box["ref"] = weakref.ref(a)
+    t = box["t"] = nt.bind(cb, a, nt.ARG, engine=engine)
+    assert t.backend == BACKEND[engine]
+    del a
+    assert t(4) == 10.0
+    assert box["alive_inside"], "release() inside the call dropped the bound array"
+    assert box["released_inside"] and t.released
+    gc.collect()
+    assert box["ref"]() is None         # given back once the call returned
