@@ -44,3 +44,22 @@ def test_release_inside_the_target_keeps_bound_values_until_it_returns(engine):
     assert box["released_inside"] and t.released
     gc.collect()
     assert box["ref"]() is None         # given back once the call returned
+
+
+def test_address_keeps_its_owner_alive_while_bound(engine, cfn):
+    # address(n, owner) holds owner: the memory n points into stays valid
+    # while the address, or a thunk bound to it, exists.
+    buf = np.arange(3.0)
+    ref = weakref.ref(buf)
+    addr = nt.address(buf.ctypes.data, owner=buf)
+    assert addr.owner is buf
+    t = nt.bind(cfn("f_d_pi", "double (const double *x, int n)"), addr, nt.ARG,
+                engine=engine)
+    del buf, addr
+    gc.collect()
+    assert ref() is not None, "the address did not keep its owner"
+    assert t(3) == 3.0
+    t.release()
+    del t
+    gc.collect()
+    assert ref() is None

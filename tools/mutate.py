@@ -207,7 +207,7 @@ MUTANTS = [
       "self->obj = obj;\n    self->axis = axis;", [T_LIFE, T_KILLS, T_LIFECYCLE]),
     M("markers-address-owner", "src/markers.c", "address(n, owner) does not keep its owner",
       "self->owner = Py_NewRef(owner);\n    return (PyObject *)self;",
-      "self->owner = owner;\n    return (PyObject *)self;", [T_LIFE, T_KILLS]),
+      "self->owner = owner;\n    return (PyObject *)self;", [T_LIFE, T_KILLS, T_EXTRA]),
     M("errors-overflow", "src/errors.c", "core overflow raised as ValueError",
       "case NT_ERR_OVERFLOW:    exc = PyExc_OverflowError; break;",
       "case NT_ERR_OVERFLOW:    exc = PyExc_ValueError; break;", [T_EDGES, T_BAD, T_SIG]),
