@@ -107,8 +107,6 @@ MUTANTS = [
     M("py-numba-u8-kind", "src/module.c", "C uint8 given to Numba as int8 (kind table)",
       '{ NT_U8, 0, "uint8_t", "B", "uint8", "c_uint8" },',
       '{ NT_U8, 0, "uint8_t", "B", "int8", "c_uint8" },', [T_TABLES, T_NUMBA]),
-    M("kinds-u32-signed", "src/module.c", "uint32 flagged signed in the kind table",
-      '{ NT_U32, 0, sizeof(int)', '{ NT_U32, 1, sizeof(int)', [T_TABLES, T_NUMBA, T_BIND]),
 
     # ---- types.c: the C spelling table and alignments
     M("types-ulong", "src/types.c", "unsigned long spelled signed",
