@@ -78,7 +78,8 @@ def M(id, file, desc, find, repl, tests, regex=False):
 MUTANTS = [
     # ---- Python type tables (no rebuild needed)
     M("py-ctypes-ulong", "numthunk/_signature.py", "ctypes c_ulong mapped as signed",
-      '(ctypes.c_ulong, "unsigned long"),', '(ctypes.c_ulong, "long"),', [T_TABLES, T_BIND]),
+      "(ctypes.c_ulong, _int_name(ctypes.c_ulong, False)),",
+      "(ctypes.c_ulong, _int_name(ctypes.c_ulong, True)),", [T_TABLES, T_BIND]),
     M("py-ctypes-ushort", "numthunk/_signature.py", "ctypes c_ushort mapped as signed",
       '(ctypes.c_ushort, "unsigned short"),', '(ctypes.c_ushort, "short"),', [T_TABLES, T_BIND]),
     # The ctypes and Numba maps derive from the core's kind table
