@@ -207,9 +207,8 @@ MUTANTS = [
     M("markers-address-owner", "src/markers.c", "address(n, owner) does not keep its owner",
       "self->owner = Py_NewRef(owner);\n    return (PyObject *)self;",
       "self->owner = owner;\n    return (PyObject *)self;", [T_LIFE, T_KILLS, T_EXTRA]),
-    M("errors-overflow", "src/errors.c", "core overflow raised as ValueError",
-      "case NT_ERR_OVERFLOW:    exc = PyExc_OverflowError; break;",
-      "case NT_ERR_OVERFLOW:    exc = PyExc_ValueError; break;", [T_EDGES, T_BAD, T_SIG]),
+    M("errors-caret", "src/errors.c", "parse error caret one column right (1-based)",
+      "int col = err->column;", "int col = err->column + 1;", [T_SIG, T_BAD]),
     M("dlpack-u16-code", "src/dlpack.c", "uint16 described to DLPack as signed",
       "case NT_U16: out->code = kDLUInt; out->bits = 16; return 1;",
       "case NT_U16: out->code = kDLInt; out->bits = 16; return 1;", [T_DLPACK]),
@@ -221,7 +220,7 @@ MUTANTS = [
       "Py_NewRef(values[i] != NULL ? values[i] : Py_None)", [T_CAPI]),
     M("capi-needs-gil", "src/capi.c", "NUMTHUNK_NEEDS_GIL ignored",
       "!(flags & NUMTHUNK_NEEDS_GIL), NULL, wanted, NULL);", "1, NULL, wanted, NULL);",
-      [T_CAPI]),
+      [T_EXTRA, T_CAPI]),
     # backend_aarch64.c has no mutant here: its tests (tests/c/aarch64.sh,
     # cross-compiled, run under qemu-user) take minutes per run.
 
