@@ -19,6 +19,7 @@ runs instead, marked "[fallback set]".
 
     python tools/mutate.py                # every mutant, its own tests
     python tools/mutate.py --list         # the mutants and their tests
+    python tools/mutate.py --check        # every pattern matches once? (no build)
     python tools/mutate.py --only plan-c128-cell x86-i16-ext
     python tools/mutate.py --full         # the whole suite for each mutant
     python tools/mutate.py --tests-from main   # tests/ as on another ref
@@ -59,6 +60,10 @@ T_CYTHON = "tests/test_cython.py"
 T_NUMBA = "tests/test_numba.py"
 T_HARNESS = "tests/test_c_harness.py"
 T_PROPS = "tests/test_properties.py"
+T_LIFECYCLE = "tests/test_lifecycle.py"
+T_DLPACK = "tests/test_dlpack.py"
+T_CAPI = "tests/test_capi.py"
+T_EXTRA = "tests/test_mutants_extra.py"
 
 # When none of a mutant's test files exist (an older tests/ with
 # --tests-from), these run instead: the core of the suite, without the
@@ -73,15 +78,18 @@ def M(id, file, desc, find, repl, tests, regex=False):
 MUTANTS = [
     # ---- Python type tables (no rebuild needed)
     M("py-ctypes-ulong", "numthunk/_signature.py", "ctypes c_ulong mapped as signed",
-      '(ctypes.c_ulong, "unsigned long"),', '(ctypes.c_ulong, "long"),', [T_TABLES, T_BIND]),
+      "(ctypes.c_ulong, _int_name(ctypes.c_ulong, False)),",
+      "(ctypes.c_ulong, _int_name(ctypes.c_ulong, True)),", [T_TABLES, T_BIND]),
     M("py-ctypes-ushort", "numthunk/_signature.py", "ctypes c_ushort mapped as signed",
       '(ctypes.c_ushort, "unsigned short"),', '(ctypes.c_ushort, "short"),', [T_TABLES, T_BIND]),
-    M("py-ctypes-of-u16", "numthunk/_signature.py", "uint16 -> ctypes c_int16 in prototypes",
-      '"uint16": ctypes.c_uint16,', '"uint16": ctypes.c_int16,', [T_BIND, T_TABLES]),
-    M("py-numba-u16-c", "numthunk/_numba.py", "Numba uint16 read as int16_t",
-      '"uint16": "uint16_t",', '"uint16": "int16_t",', [T_TABLES, T_NUMBA]),
-    M("py-numba-u8-kind", "numthunk/_numba.py", "C uint8 given to Numba as int8",
-      '"uint8": "uint8", "int16"', '"uint8": "int8", "int16"', [T_TABLES, T_NUMBA]),
+    # The ctypes and Numba maps derive from the core's kind table
+    # (_core.kinds, module.c): a wrong column in the derivation.
+    M("py-ctypes-of-kind", "numthunk/_signature.py", "ctypes map keyed by C text, not kind",
+      '_CTYPES_OF_KIND = {k[0]: getattr(ctypes, k[6])',
+      '_CTYPES_OF_KIND = {k[3]: getattr(ctypes, k[6])', [T_BIND, T_TABLES]),
+    M("py-numba-kind-c64", "numthunk/_numba.py", "complex64 value passed to Numba (ABI differs)",
+      '_KIND_NUMBA = {k[0]: k[5] for k in _core.kinds if k[0] != "complex64"}',
+      '_KIND_NUMBA = {k[0]: k[5] for k in _core.kinds}', [T_TABLES, T_NUMBA]),
     M("py-cython-float_t", "numthunk/_cython.py", "NumPy's Cython float_t resolved to float",
       '"float_t": "double",', '"float_t": "float",', [T_TABLES, T_CYTHON]),
     M("py-cython-uintp_t", "numthunk/_cython.py", "NumPy's Cython uintp_t resolved as signed",
@@ -89,6 +97,17 @@ MUTANTS = [
       [T_TABLES, T_CYTHON]),
     M("py-cython-ulonglong_t", "numthunk/_cython.py", "ulonglong_t resolved as signed",
       '"ulonglong_t": "unsigned long long",', '"ulonglong_t": "long long",', [T_TABLES, T_CYTHON]),
+
+    # ---- module.c: the one kind table (_core.kinds) the Python maps derive from
+    M("py-ctypes-of-u16", "src/module.c", "uint16 -> ctypes c_int16 in the kind table",
+      '{ NT_U16, 0, "uint16_t", "H", "uint16", "c_uint16" },',
+      '{ NT_U16, 0, "uint16_t", "H", "uint16", "c_int16" },', [T_BIND, T_TABLES]),
+    M("py-numba-u16-c", "src/module.c", "Numba uint16 read as int16_t (kind table C text)",
+      '{ NT_U16, 0, "uint16_t", "H", "uint16", "c_uint16" },',
+      '{ NT_U16, 0, "int16_t", "H", "uint16", "c_uint16" },', [T_TABLES, T_NUMBA]),
+    M("py-numba-u8-kind", "src/module.c", "C uint8 given to Numba as int8 (kind table)",
+      '{ NT_U8, 0, "uint8_t", "B", "uint8", "c_uint8" },',
+      '{ NT_U8, 0, "uint8_t", "B", "int8", "c_uint8" },', [T_TABLES, T_NUMBA]),
 
     # ---- types.c: the C spelling table and alignments
     M("types-ulong", "src/types.c", "unsigned long spelled signed",
@@ -147,8 +166,8 @@ MUTANTS = [
       "if (v->readonly && !(t->cflags & NT_CONST_BASE)) {",
       "if (0 && v->readonly && !(t->cflags & NT_CONST_BASE)) {", [T_BAD, T_EDGES]),
     M("conv-char-any-byte", "src/convert.c", "any 1-byte buffer accepted for int8_t*/uint8_t*",
-      "return spelled_char && (e->kind == NT_I8 || e->kind == NT_U8);",
-      "return e->kind == NT_I8 || e->kind == NT_U8;", [T_EDGES]),
+      "return spelled_char && (kind == NT_I8 || kind == NT_U8);",
+      "return kind == NT_I8 || kind == NT_U8;", [T_EDGES]),
 
     # ---- plan.c: value cells
     M("plan-c128-cell", "src/plan.c", "double complex cell sized 8 (overlaps the next)",
@@ -157,20 +176,53 @@ MUTANTS = [
       "case NT_MEMVIEW: return sizeof(nt_memviewslice);", "case NT_MEMVIEW: return 8;",
       [T_CYTHON]),
 
-    # ---- thunk.c, module.c, signature.c: references and plan cache
+    # ---- thunk.c, module.c, plan.c: references, lifecycle and plan cache
     M("thunk-incref-bound", "src/thunk.c", "bound value stored without Py_INCREF",
-      "        Py_INCREF(v);\n        self->bound[i] = v;", "        self->bound[i] = v;",
-      [T_KILLS, T_LIFE]),
+      "b->value = Py_NewRef(v);", "b->value = v;", [T_KILLS, T_LIFE]),
     M("thunk-incref-owner", "src/thunk.c", "owner stored without Py_INCREF",
-      "    Py_INCREF(owner);\n    self->owner = owner;", "    self->owner = owner;",
-      [T_KILLS, T_LIFE]),
+      "self->owner = Py_NewRef(owner != NULL ? owner : Py_None);",
+      "self->owner = owner != NULL ? owner : Py_None;", [T_KILLS, T_LIFE]),
     M("thunk-rebind-ref", "src/thunk.c", "rebound value stored without a new reference",
-      "newbound[i] = Py_NewRef(value);", "newbound[i] = value;", [T_KILLS, T_LIFE]),
+      "retire(self, i, Py_NewRef(value), key);", "retire(self, i, value, key);",
+      [T_KILLS, T_LIFE]),
+    M("thunk-inflight", "src/thunk.c", "call not counted in flight (release frees under it)",
+      "    self->inflight++;\n    call_frame frame", "    call_frame frame",
+      [T_LIFECYCLE, T_EXTRA, T_KILLS]),
+    M("thunk-rebind-gen", "src/thunk.c", "rebind ignores a rebind completed meanwhile",
+      "if (self->gen == gen && !self->released)", "if (!self->released)",
+      [T_LIFECYCLE, T_KILLS]),
     M("module-capsule-owner", "src/module.c", "capsule does not keep its owner alive",
       "c->owner = Py_NewRef(owner);", "c->owner = owner;", [T_KILLS, T_LIFE]),
-    M("signature-plan-cache", "src/signature.c", "plan cache ignores the bound/forwarded pattern",
+    M("plan-cache-pattern", "src/plan.c", "plan cache ignores the bound/forwarded pattern",
       "if (slot->wanted == wanted && (n == 0 || memcmp(slot->pattern, pattern, n) == 0)) {",
       "if (slot->wanted == wanted) {", [T_BIND]),
+    M("signature-eq-ne", "src/signature.c", "Signature != answers like ==",
+      "return PyBool_FromLong(op == Py_EQ ? eq : !eq);", "return PyBool_FromLong(eq);",
+      [T_SIG, T_BIND]),
+
+    # ---- markers.c, errors.c, dlpack.c, capi.c
+    M("markers-derived-ref", "src/markers.c", "size()/shape() marker does not own its array",
+      "self->obj = Py_NewRef(obj);\n    self->axis = axis;",
+      "self->obj = obj;\n    self->axis = axis;", [T_LIFE, T_KILLS, T_LIFECYCLE]),
+    M("markers-address-owner", "src/markers.c", "address(n, owner) does not keep its owner",
+      "self->owner = Py_NewRef(owner);\n    return (PyObject *)self;",
+      "self->owner = owner;\n    return (PyObject *)self;", [T_LIFE, T_KILLS, T_EXTRA]),
+    M("errors-caret", "src/errors.c", "parse error caret one column right (1-based)",
+      "int col = err->column;", "int col = err->column + 1;", [T_SIG, T_BAD]),
+    M("dlpack-u16-code", "src/dlpack.c", "uint16 described to DLPack as signed",
+      "case NT_U16: out->code = kDLUInt; out->bits = 16; return 1;",
+      "case NT_U16: out->code = kDLInt; out->bits = 16; return 1;", [T_DLPACK]),
+    M("dlpack-device", "src/dlpack.c", "a consumed non-CPU tensor accepted",
+      "if (src->device.device_type != kDLCPU)\n        return refuse_device(",
+      "if (0)\n        return refuse_device(", [T_DLPACK]),
+    M("capi-null-arg", "src/capi.c", "NULL value in numthunk_create bound as None, not ARG",
+      "Py_NewRef(values[i] != NULL ? values[i] : &nt_Arg)",
+      "Py_NewRef(values[i] != NULL ? values[i] : Py_None)", [T_CAPI]),
+    M("capi-needs-gil", "src/capi.c", "NUMTHUNK_NEEDS_GIL ignored",
+      "!(flags & NUMTHUNK_NEEDS_GIL), NULL, wanted, NULL);", "1, NULL, wanted, NULL);",
+      [T_EXTRA, T_CAPI]),
+    # backend_aarch64.c has no mutant here: its tests (tests/c/aarch64.sh,
+    # cross-compiled, run under qemu-user) take minutes per run.
 
     # ---- backend.c and native.c: configuration, policy choice
     M("backend-quarantine", "src/backend.c", "released addresses reused at once (no quarantine)",
@@ -358,9 +410,38 @@ class Worker:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def check(mutants, repo):
+    """Every pattern matches exactly once, every test file exists: 0, else 1."""
+    bad = []
+    for m in mutants:
+        try:
+            with open(os.path.join(repo, m["file"])) as fh:
+                _, why = plant(fh.read(), m)
+        except OSError as e:
+            why = f"cannot read {m['file']}: {e.strerror}"
+        missing = [t for t in m["tests"]
+                   if not os.path.exists(os.path.join(repo, t.split("::")[0]))]
+        if why is None and missing:
+            why = "test file(s) missing: " + " ".join(missing)
+        if why is not None:
+            bad.append(m["id"])
+            print(f"STALE {m['id']:24} {m['file']:26} {why}")
+    ids = [m["id"] for m in mutants]
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    if dup:
+        bad += dup
+        print("duplicate id(s): " + ", ".join(dup))
+    print(f"{len(mutants) - len(bad)}/{len(mutants)} mutants match exactly once"
+          + (f"; stale: {', '.join(bad)}" if bad else ""))
+    return 1 if bad else 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--list", action="store_true", help="list the mutants and exit")
+    ap.add_argument("--check", action="store_true",
+                    help="only check that every pattern matches exactly once in the tree "
+                         "(and that every test file named exists); exit 1 listing the stale")
     ap.add_argument("--only", nargs="+", metavar="ID", help="run only these mutants")
     ap.add_argument("--full", action="store_true", help="run the whole suite per mutant")
     ap.add_argument("--jobs", type=int, default=1, help="parallel scratch copies (default 1)")
@@ -385,6 +466,9 @@ def main(argv=None):
         for m in mutants:
             print(f"{m['id']:24} {m['file']:26} {m['desc']}\n{'':24} tests: {' '.join(m['tests'])}")
         return 0
+
+    if args.check:
+        return check(mutants, args.repo)
 
     # Python-file mutants first: they share one clean build.
     mutants = sorted(mutants, key=lambda m: m["file"].endswith((".c", ".h")))
