@@ -605,21 +605,29 @@ static int is_pointer_object(const Py_buffer *v)
     return *f == '&' || *f == 'P' || *f == 'z';
 }
 
+/* NumPy exports no buffer for datetime64/timedelta64 arrays, and its own
+   error names no parameter. */
+static int refuse_datetime(PyObject *obj, nt_label *what)
+{
+    if (!PyArray_Check(obj))
+        return 0;
+    char kind = PyArray_DESCR((PyArrayObject *)obj)->kind;
+    if (kind != 'M' && kind != 'm')
+        return 0;
+    PyErr_Format(PyExc_TypeError,
+                 "%s: a %s array has no C element type (NumPy exports no buffer "
+                 "for it); pass arr.view(np.int64) to bind its raw integers",
+                 W(what), kind == 'M' ? "datetime64" : "timedelta64");
+    return -1;
+}
+
 static int convert_buffer(const nt_type *t, PyObject *obj, int strided, void *cell,
                           nt_held **held, uint64_t *key, nt_label *what)
 {
     if (t->kind == NT_PTR && t->depth == 1 && array_fast(t, obj, strided, cell, key))
         return 0;
-    if (PyArray_Check(obj) && (PyArray_DESCR((PyArrayObject *)obj)->kind == 'M'
-                               || PyArray_DESCR((PyArrayObject *)obj)->kind == 'm')) {
-        /* NumPy exports no buffer for these; its own error names no parameter */
-        PyErr_Format(PyExc_TypeError,
-                     "%s: a %s array has no C element type (NumPy exports no buffer "
-                     "for it); pass arr.view(np.int64) to bind its raw integers",
-                     W(what), PyArray_DESCR((PyArrayObject *)obj)->kind == 'M'
-                              ? "datetime64" : "timedelta64");
+    if (refuse_datetime(obj, what) < 0)
         return -1;
-    }
     nt_held *h = nt_held_get(obj, W(what));
     if (h == NULL)
         return -1;
@@ -715,16 +723,8 @@ static int convert_memview(PyObject *obj, void *cell, nt_held **held,
                      "e.g. memoryviews={<index>: 'double[:, ::1]'}", W(what));
         return -1;
     }
-    if (PyArray_Check(obj) && (PyArray_DESCR((PyArrayObject *)obj)->kind == 'M'
-                               || PyArray_DESCR((PyArrayObject *)obj)->kind == 'm')) {
-        /* NumPy exports no buffer for these; its own error names no parameter */
-        PyErr_Format(PyExc_TypeError,
-                     "%s: a %s array has no C element type (NumPy exports no buffer "
-                     "for it); pass arr.view(np.int64) to bind its raw integers",
-                     W(what), PyArray_DESCR((PyArrayObject *)obj)->kind == 'M'
-                              ? "datetime64" : "timedelta64");
+    if (refuse_datetime(obj, what) < 0)
         return -1;
-    }
     nt_held *h = nt_held_get(obj, W(what));
     if (h == NULL)
         return -1;
