@@ -528,7 +528,8 @@ def _parse(capsule, resolver, where):
         raise CythonError(
             f"{where}: the function has optional arguments ('{text}'); Cython passes "
             "them through a struct pointer that numthunk does not build. Export a "
-            "wrapper without default values")
+            "wrapper without default values (docs/cython.md: 'cpdef, fused and "
+            "optional arguments')")
     _refuse_unsupported(text, where)
     typedefs = {}
     for tok in dict.fromkeys(_IDENT_RE.findall(text)):
@@ -632,13 +633,15 @@ def _choose_fused(capi, name, fused, resolver, where, modname):
         want_ret, want_args = None, Signature(f"void ({text})")._describe()[1]
     # Same C types first; among those, the same spellings (long and
     # Py_ssize_t are one type on LP64, yet distinct specialisations).
-    hits, exact = [], []
+    hits, exact, refused = [], [], []
     for idx, key in specs.items():
         try:
             ret, args = _visible(_parse(capi[key], resolver, where)[2])
-        except CythonError:
-            # a sibling on types numthunk does not take (long double): it
-            # cannot be the one asked for by supported types
+        except CythonError as exc:
+            # a sibling numthunk does not take (long double, optional
+            # arguments) cannot be the one asked for; why is said when
+            # nothing else matches
+            refused.append((idx, str(exc)))
             continue
         if [a[:3] for a in args] == [a[:3] for a in want_args] and (
                 want_ret is None or ret[:3] == want_ret[:3]):
@@ -648,6 +651,16 @@ def _choose_fused(capi, name, fused, resolver, where, modname):
                 exact.append(key)
     if len(hits) > 1 and len(exact) == 1:
         hits = exact
+    if not hits and refused:
+        reasons = "\n".join(
+            f"  fused={idx[0] if len(idx) == 1 else idx!r}: "
+            f"{text[len(where) + 2:] if text.startswith(where + ': ') else text}"
+            for idx, text in refused)
+        if len(refused) == len(specs):
+            raise CythonError(f"{where}: no specialisation of '{name}' matches "
+                              f"fused={fused!r}: numthunk can take none of them:\n{reasons}")
+        raise CythonError(f"{where}: no specialisation of '{name}' matches fused={fused!r}:"
+                          f"\n{listing()}\nof which numthunk cannot take:\n{reasons}")
     if len(hits) != 1:
         what = "no" if not hits else "more than one"
         raise CythonError(f"{where}: {what} specialisation of '{name}' matches "

@@ -385,8 +385,32 @@ def test_fused(S):
 
 
 def test_optional_args_refused(S):
-    with pytest.raises(TypeError, match="optional arguments.*struct __pyx_opt_args"):
+    with pytest.raises(TypeError, match="optional arguments.*struct __pyx_opt_args.*"
+                                        "docs/cython.md"):
         nt.cython(S, "with_default")
+
+
+def test_fused_by_types_says_why_a_specialisation_cannot_be_taken(fake_module):
+    """Chosen by types, a specialisation numthunk refuses (optional
+    arguments, long double) is no match; when nothing else matches, the
+    error says why each one was refused instead of "no specialisation
+    matches"."""
+    opt = "struct __pyx_fuse_{}__pyx_opt_args_7fakepkg_3mod_f *__pyx_optional_args"
+    mod = fake_module(__pyx_fuse_0f=f"float (float, int __pyx_skip_dispatch, {opt.format(0)})",
+                      __pyx_fuse_1f=f"double (double, int __pyx_skip_dispatch, {opt.format(1)})",
+                      __pyx_fuse_0g="long double (long double)",
+                      __pyx_fuse_1g="double (double)")
+    with pytest.raises(TypeError, match=r"no specialisation of 'f' matches "
+                                        r"fused=\('double',\): numthunk can take none of "
+                                        r"them:\n  fused=0: the function has optional "
+                                        r"arguments.*\n  fused=1: the function has optional "
+                                        r"arguments.*docs/cython.md"):
+        nt.cython(mod, "f", fused=("double",))
+    with pytest.raises(TypeError, match=r"no specialisation of 'g' matches fused=\('float',\):"
+                                        r"\n.*\n  fused=1: double \(double\)\nof which "
+                                        r"numthunk cannot take:\n  fused=0: .*long double"):
+        nt.cython(mod, "g", fused=("float",))
+    assert nt.cython(mod, "g", fused="double").csig == nt.Signature("double (double)")
 
 
 # ------------------------------------------------------------ GIL, exceptions
@@ -933,6 +957,10 @@ def test_scipy_cython_special():
     assert _sum_over(nt.bind(g, nt.ARG), xs) == pytest.approx(sc.gamma(xs).sum())
     with pytest.raises(TypeError, match="optional arguments"):
         nt.cython(cython_special, "spherical_jn", fused=1)
+    with pytest.raises(TypeError, match=r"no specialisation of 'spherical_jn' matches .*"
+                                        r"numthunk can take none of them:\n  fused=0: the "
+                                        r"function has optional arguments"):
+        nt.cython(cython_special, "spherical_jn", fused=("long", "double"))
     with pytest.raises(TypeError, match=r"fused function.*\n.*fused=\(0, 0\)"):
         nt.cython(cython_special, "eval_chebyc")
 
