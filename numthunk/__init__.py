@@ -29,7 +29,31 @@ __all__ = [
 
 
 def cython(module, name, **options):
-    """A target from a Cython module's ``__pyx_capi__`` (see numthunk._cython)."""
+    """A :class:`Function` for ``module.__pyx_capi__[name]``: a ``cdef api``
+    function, or a ``cdef``/``cpdef`` function declared in the module's
+    ``.pxd``; its signature is read from the capsule, with Cython's mangled
+    typedefs resolved.
+
+    ``module``: the module or its dotted name. Options: ``typedefs``
+    (``{name: C type}`` for typedef names numthunk cannot find),
+    ``memoryviews`` (``{index: 'const double[:, ::1]'}`` for each typed
+    memoryview parameter), ``nogil`` (``True`` only for functions declared
+    ``nogil``: otherwise calls from Python hold the GIL and re-raise an
+    exception the function left set), ``fused`` (a fused function's
+    specialisation: an index such as ``1`` or ``(2, 0)``, parameter types
+    such as ``("double",)``, or a whole signature). A ``cpdef``'s hidden
+    ``__pyx_skip_dispatch`` parameter is bound to 0. See docs/cython.md.
+
+    >>> gammainc = nt.cython("scipy.special.cython_special", "gammainc")
+    >>> gammainc.csig
+    Signature('double (double, double)')
+    >>> g = nt.bind(gammainc, 1.0, nt.ARG)
+    >>> import math
+    >>> abs(g(2.0) - (1 - math.exp(-2.0))) < 1e-12       # regularised: 1 - e^-x
+    True
+    >>> nt.cython("scipy.special.cython_special", "gamma", fused=("double",))(5.0)
+    24.0
+    """
     from ._cython import cython_function
     # the call is recorded on the Function: another process repeats it
     return _recipe.remember_cython(cython_function(module, name, **options), module, name,
@@ -37,8 +61,16 @@ def cython(module, name, **options):
 
 
 def get_include():
-    """The directory of numthunk's C headers: ``numthunk/dlpack.h`` (DLTensor
-    and inline helpers for kernels), ``numthunk/capi.h`` (the C API), and the
-    ``.pxd`` files for Cython. Pass it to the compiler with ``-I``."""
+    """The directory of numthunk's C headers, ``numthunk/dlpack.h`` (DLTensor
+    and inline helpers for kernels) and ``numthunk/capi.h`` (the C API):
+    pass it to the C compiler with ``-I``. Cython's ``.pxd`` files
+    (``numthunk/capi.pxd``, ``numthunk/dlpack.pxd``) are not there: Cython
+    finds them in the directory that holds the ``numthunk`` package (see
+    docs/cython.md, "Building against the C API").
+
+    >>> import os
+    >>> sorted(os.listdir(os.path.join(nt.get_include(), "numthunk")))
+    ['capi.h', 'dlpack.h']
+    """
     import os
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")

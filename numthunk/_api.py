@@ -64,30 +64,82 @@ def _pointer_value(value, what):
 
 
 def size(arr):
-    """The number of elements of ``arr``, for an integer parameter."""
+    """The number of elements of ``arr``, for an integer parameter. The
+    value is read from the array bound elsewhere in the same call, and
+    follows it when that parameter is rebound.
+
+    >>> memset = nt.Function.from_library("libc.so.6", "memset",
+    ...                                   "void *(void *s, int c, size_t n)")
+    >>> buf = np.zeros(4, dtype=np.uint8)
+    >>> _ = nt.bind(memset, buf, 7, nt.size(buf))()
+    >>> buf
+    array([7, 7, 7, 7], dtype=uint8)
+    """
     return _Derived("size", arr if type(arr) is np.ndarray else _unwrap_array(arr))
 
 
 def shape(arr, axis):
-    """``arr.shape[axis]``, for an integer parameter."""
+    """``arr.shape[axis]``, for an integer parameter (checked: the axis
+    exists and the value fits the parameter's type).
+
+    >>> memset = nt.Function.from_library("libc.so.6", "memset",
+    ...                                   "void *(void *s, int c, size_t n)")
+    >>> grid = np.zeros((2, 3), dtype=np.uint8)
+    >>> _ = nt.bind(memset, grid, 1, nt.shape(grid, 1))()    # the first row only
+    >>> grid
+    array([[1, 1, 1],
+           [0, 0, 0]], dtype=uint8)
+    """
     return _Derived("shape", _unwrap_array(arr), axis)
 
 
 def stride(arr, axis, elements=False):
-    """``arr.strides[axis]`` in bytes (in elements with ``elements=True``)."""
+    """``arr.strides[axis]`` in bytes (in elements with ``elements=True``),
+    for an integer parameter: kernels that take a leading dimension or an
+    increment.
+
+    >>> memset = nt.Function.from_library("libc.so.6", "memset",
+    ...                                   "void *(void *s, int c, size_t n)")
+    >>> grid = np.zeros((2, 3), dtype=np.uint8)
+    >>> _ = nt.bind(memset, grid, 5, nt.stride(grid, 0))()    # one row's bytes
+    >>> grid
+    array([[5, 5, 5],
+           [0, 0, 0]], dtype=uint8)
+    >>> nt.stride(grid, 0, elements=True)
+    stride(array[uint8, 2x3], 0, elements=True)
+    """
     return _Derived("stride", _unwrap_array(arr), axis, elements)
 
 
 def strided(obj):
     """``strided(arr)``: bind a non-contiguous buffer's data pointer, for
-    targets that also take its strides."""
+    targets that also take its strides (a plain ``T *`` parameter refuses
+    a non-contiguous array).
+
+    >>> frexp = nt.Function.from_library("libm.so.6", "frexp", "double (double, int *)")
+    >>> every_other = np.zeros(4, dtype=np.intc)[::2]
+    >>> nt.bind(frexp, nt.ARG, nt.strided(every_other))(8.0)
+    0.5
+    >>> every_other
+    array([4, 0], dtype=int32)
+    """
     return Strided(_unwrap_array(obj))
 
 
 class Ref:
     """``ref(value, ctype)``: a scalar the binding owns, passed by pointer
     (Fortran/BLAS-style ``int *n``). ``.value`` reads it back after a call
-    (LAPACK's ``info``); every call of the thunk shares this one cell."""
+    (LAPACK's ``info``); assigning it changes the next call's input. Every
+    call of the thunk shares this one cell. ``value`` is checked against
+    ``ctype`` as a bound scalar is.
+
+    >>> frexp = nt.Function.from_library("libm.so.6", "frexp", "double (double, int *)")
+    >>> exponent = nt.ref(0, "int")
+    >>> nt.bind(frexp, 24.0, exponent)()
+    0.75
+    >>> exponent.value
+    5
+    """
 
     __slots__ = ("ctype", "cell")
 
@@ -158,6 +210,15 @@ class Function:
     """A C function at ``address`` with a known signature: a target for
     :func:`bind`, and callable from Python as it is.
 
+    >>> import ctypes
+    >>> libm = ctypes.CDLL("libm.so.6")
+    >>> address = ctypes.cast(libm.sqrt, ctypes.c_void_p).value
+    >>> sqrt = nt.Function(address, "double (double x)", owner=libm, name="sqrt")
+    >>> sqrt(16.0)
+    4.0
+    >>> nt.bind(sqrt, 2.25)()
+    1.5
+
     ``nogil``: whether the function may run without the GIL (shared-library
     and Numba functions may; Cython functions that build Python objects may
     not). ``owner`` is kept alive as long as this object and every thunk
@@ -201,7 +262,13 @@ class Function:
         The library stays loaded while the Function or a thunk uses it. A
         missing library or symbol raises OSError naming both. Such a
         Function, and every thunk made from it, can be pickled: another
-        process loads the library and finds the symbol again."""
+        process loads the library and finds the symbol again.
+
+        >>> import pickle
+        >>> hypot = nt.Function.from_library("libm.so.6", "hypot", "double (double, double)")
+        >>> pickle.loads(pickle.dumps(nt.bind(hypot, 3.0, nt.ARG)))(4.0)
+        5.0
+        """
         from . import _recipe
         return _recipe.from_library(library, symbol, signature, nogil=nogil)
 
@@ -378,7 +445,19 @@ def bind(target, *args, signature=None, nogil=None, engine=None, keep=None):
     'ffi' or 'auto' (default: NUMTHUNK_BACKEND, else native where the
     platform and the signature allow, else libffi). ``keep``: any object
     (or tuple of objects) the thunk holds as long as it lives, for memory
-    the target reads that no bound argument owns."""
+    the target reads that no bound argument owns.
+
+    >>> hypot = nt.Function.from_library("libm.so.6", "hypot", "double (double, double)")
+    >>> t = nt.bind(hypot, 3.0, nt.ARG)           # x bound, y forwarded
+    >>> t.csig
+    Signature('double (double)')
+    >>> t(4.0)                                    # or call t.address from C
+    5.0
+    >>> nt.bind(hypot, 3.0, "4")
+    Traceback (most recent call last):
+    ...
+    TypeError: argument 2 (double): expected a real number, got str
+    """
     if type(target) is Function and signature is None and nogil is None:
         fn = target
     else:
@@ -414,17 +493,33 @@ def _with_fixed(fn, args):
 
 
 class Thunk(_core.Thunk):
-    """A C function pointer with some arguments bound (see :func:`bind`).
+    """A C function pointer with some arguments bound, made by :func:`bind`.
 
     ``.address``: the C address; ``.csig``: its own signature;
     ``.ctypes``: a ctypes function pointer that keeps it alive;
     ``thunk(*forwarded)``: call it from Python; ``rebind(i, value)``,
-    ``release()``, context manager."""
+    ``reclaim()``, ``release()``; a context manager that releases it.
+
+    >>> frexp = nt.Function.from_library("libm.so.6", "frexp", "double (double, int *e)")
+    >>> e = np.zeros(1, dtype=np.intc)
+    >>> with nt.bind(frexp, nt.ARG, e) as t:
+    ...     t(8.0), int(e[0])
+    (0.5, 4)
+    >>> t.released
+    True
+    """
 
     __slots__ = ()
 
     @property
     def ctypes(self):
+        """A ctypes function pointer to the thunk, of its signature; it keeps
+        the thunk alive.
+
+        >>> hypot = nt.Function.from_library("libm.so.6", "hypot", "double (double, double)")
+        >>> nt.bind(hypot, 3.0, nt.ARG).ctypes(4.0)
+        5.0
+        """
         proto = ctypes_prototype(self.csig)
         fn = proto(self.address)
         fn._numthunk_owner = self
@@ -474,7 +569,15 @@ class Thunk(_core.Thunk):
 
     def lowlevelcallable(self, signature=None, user_data=None):
         """A ``scipy.LowLevelCallable`` for this thunk. Its signature string
-        is the thunk's C signature unless given (SciPy compares it exactly)."""
+        is the thunk's C signature, spelled as SciPy's routines compare it,
+        unless given (it must then equal the thunk's).
+
+        >>> from scipy import integrate
+        >>> hypot = nt.Function.from_library("libm.so.6", "hypot", "double (double, double)")
+        >>> f = nt.bind(hypot, 0.0, nt.ARG)                  # |y|
+        >>> round(integrate.quad(f.lowlevelcallable(), -1.0, 1.0)[0], 12)
+        1.0
+        """
         from scipy import LowLevelCallable
 
         if signature is None:
@@ -491,7 +594,20 @@ class Thunk(_core.Thunk):
     def rebind(self, key, value):
         """Replace a bound value (by parameter index or name); ``.address``
         does not change. Values derived from the array the parameter held
-        (``size(arr)`` and the like) follow the new array."""
+        (``size(arr)`` and the like) follow the new array. The values
+        replaced stay until :meth:`reclaim` or release (a call in flight
+        may read them).
+
+        >>> memset = nt.Function.from_library("libc.so.6", "memset",
+        ...                                   "void *(void *s, int c, size_t n)")
+        >>> a, b = np.zeros(2, dtype=np.uint8), np.zeros(3, dtype=np.uint8)
+        >>> t = nt.bind(memset, a, 9, nt.size(a))
+        >>> t.rebind("s", b)                          # size(a) now reads b: 3
+        >>> _ = t()
+        >>> a, b
+        (array([0, 0], dtype=uint8), array([9, 9, 9], dtype=uint8))
+        >>> t.reclaim()
+        """
         i = self._needs_resolve(key, value)
         if i is not None:
             value = _resolve(self.target_signature, (value,), (0,), index=i)[0]

@@ -823,7 +823,14 @@ def unpack(arr, *, strides=False, elements=False):
     (the ``T* ptr, Py_ssize_t dim0, Py_ssize_t dim1`` wrapper pattern):
     ``bind(k, *unpack(x), ...)`` is ``bind(k, x, shape(x, 0), shape(x, 1), ...)``.
     ``strides=True`` appends each axis's stride (in bytes; in elements with
-    ``elements=True``) and admits a non-contiguous array."""
+    ``elements=True``) and admits a non-contiguous array.
+
+    >>> a = np.zeros((2, 3))
+    >>> nt.unpack(a)[1:]
+    (shape(array[float64, 2x3], 0), shape(array[float64, 2x3], 1))
+    >>> len(nt.unpack(a[:, ::2], strides=True, elements=True))
+    5
+    """
     base = _unwrap_array(arr)
     ndim = getattr(base, "ndim", None)
     if ndim is None:

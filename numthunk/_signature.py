@@ -151,6 +151,19 @@ class Signature(_core.Signature):
     (``CFUNCTYPE`` class or instance), a cffi function type or pointer, or a
     Numba signature (``float64(CPointer(float64), intc)``) or its string.
     ``str()`` gives the canonical C form that SciPy and Cython compare.
+    ``typedefs``: ``{name: C type}`` for names the text uses.
+
+    >>> sig = nt.Signature("double (const REAL *x, int n)", typedefs={"REAL": "double"})
+    >>> str(sig), sig.names, sig.nargs
+    ('double (const double *, int)', ('x', 'n'), 2)
+    >>> sig == nt.Signature("float64(CPointer(float64), intc)")   # const aside: no
+    False
+    >>> nt.Signature("double (FLOAT64 *, int)")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown type name 'FLOAT64'
+        double (FLOAT64 *, int)
+                ^
     """
 
     __slots__ = ()

@@ -44,7 +44,13 @@ PyTypeObject nt_ArgType = {
     .tp_basicsize = sizeof(PyObject),
     .tp_repr = arg_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "the type of numthunk.ARG: forward this parameter",
+    .tp_doc = "numthunk.ARG: forward this parameter. The thunk takes it from its own caller;\n"
+              "its signature lists the forwarded parameters in order.\n\n"
+              ">>> hypot = nt.Function.from_library(\"libm.so.6\", \"hypot\",\n"
+              "...                                  \"double (double, double)\")\n"
+              ">>> t = nt.bind(hypot, nt.ARG, 4.0)\n"
+              ">>> t.csig, t(3.0)\n"
+              "(Signature('double (double)'), 5.0)\n",
     .tp_methods = arg_methods,
 };
 
@@ -357,8 +363,16 @@ PyTypeObject nt_AddressType = {
     .tp_dealloc = (destructor)address_dealloc,
     .tp_repr = (reprfunc)address_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "address(n, owner=None): an explicit pointer value; owner is kept alive "
-              "with the binding",
+    .tp_doc = "address(n, owner=None): an explicit pointer value for a pointer parameter\n"
+              "(a bare int is refused there). Nothing checks what it points to; owner is\n"
+              "kept alive with the binding, and nothing else is.\n\n"
+              ">>> frexp = nt.Function.from_library(\"libm.so.6\", \"frexp\",\n"
+              "...                                  \"double (double, int *)\")\n"
+              ">>> e = np.zeros(1, dtype=np.intc)\n"
+              ">>> nt.bind(frexp, 8.0, nt.address(e.ctypes.data, owner=e))()\n"
+              "0.5\n"
+              ">>> int(e[0])\n"
+              "4\n",
     .tp_traverse = (traverseproc)address_traverse,
     .tp_clear = (inquiry)address_clear,
     .tp_members = address_members,

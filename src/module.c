@@ -199,7 +199,13 @@ static PyMethodDef module_methods[] = {
     { "_scalar", mod_scalar, METH_VARARGS, "check a scalar against a C type" },
     { "backend_info", mod_backend_info, METH_NOARGS,
       "backend_info() -> dict: the engine and executable-memory policy new thunks get,\n"
-      "the fallbacks taken and the configuration" },
+      "the fallbacks taken and the configuration (see docs/engines.md).\n\n"
+      ">>> info = nt.backend_info()\n"
+      ">>> sorted(info)\n"
+      "['config', 'engine', 'fallback_engine', 'fallbacks', 'memory_policy', "
+      "'native_available']\n"
+      ">>> info['fallback_engine']\n"
+      "'libffi'\n" },
     { NULL, NULL, 0, NULL }
 };
 
