@@ -12,14 +12,14 @@
  * correctly extended.
  *
  * Released closures wait in the quarantine shared with the native engine
- * (native.h) before libffi may reuse their code memory: addresses live on in
+ * (quarantine.h) before libffi may reuse their code memory: addresses live on in
  * places we cannot see. What the handler reads besides the entry (the cifs
  * and the slot table) is in a reference-counted block held by the plan and
  * by every entry until it leaves the quarantine, so a late call through a
  * released closure reaches the trap even after its plan is gone.
  */
 #include "numthunk.h"
-#include "native.h"
+#include "quarantine.h"
 
 #include <ffi.h>
 #include <stdatomic.h>

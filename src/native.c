@@ -17,8 +17,9 @@
  *     under RLIMIT_FSIZE, EPERM, ENOSPC, ...), the next takes over, and
  *     when none is left new thunks run on libffi (nt_backend_ffi), still
  *     through this engine's vtable, their entries tagged (below);
- *   - the released trap context, the quarantine (shared with libffi), fork
- *     hooks.
+ *   - the released trap context; released slots go to the quarantine
+ *     (quarantine.c, shared with libffi), whose fork hooks also hold this
+ *     engine's lock.
  *
  * Code is written only through place_code(), which flushes the instruction
  * cache once after the policy wrote it (NT_ICACHE_FLUSH: nothing on x86).
@@ -29,6 +30,7 @@
 #include <string.h>
 
 #include "native.h"
+#include "quarantine.h"
 
 /* One page of 8-byte slots per block, one stub per slot. */
 #define BLOCK_STUBS (NT_PAGE_SIZE / sizeof(xslot))
@@ -38,8 +40,8 @@ typedef struct {
     nt_ctx *ctx;             /* read by the stub; written with release */
 } xslot;
 
-/* The engine lock guards everything below except the quarantine, which has
-   its own (both engines use it). Lock order: quarantine, then engine. */
+/* The engine lock guards everything below. The quarantine (quarantine.c)
+   has its own; lock order: quarantine, then engine. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
@@ -61,90 +63,6 @@ static int nfallbacks;
 
 /* Every released slot points here; word 0 is the trap. */
 static nt_ctx released_ctx = { (void *)nt_trap_released, NULL, NULL, 0 };
-
-/* ------------------------------------------------------------------------ */
-/* Fork hooks, registered once for both the engine and the quarantine        */
-
-static pthread_mutex_t q_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
-
-static void
-fork_prepare(void)
-{
-    pthread_mutex_lock(&q_lock);
-    pthread_mutex_lock(&lock);
-}
-
-static void
-fork_parent(void)
-{
-    pthread_mutex_unlock(&lock);
-    pthread_mutex_unlock(&q_lock);
-}
-
-static void
-fork_child(void)
-{
-    /* Only the forking thread exists here, and it holds both locks (taken
-       in fork_prepare): nobody is half way through an allocation. Every
-       policy that may have been used stops writing shared memory. */
-    for (size_t i = 0; nt_execmem_policies[i] != NULL; i++)
-        nt_execmem_policies[i]->after_fork_child();
-    pthread_mutex_unlock(&lock);
-    pthread_mutex_unlock(&q_lock);
-}
-
-static void
-register_fork_hooks(void)
-{
-    pthread_atfork(fork_prepare, fork_parent, fork_child);
-}
-
-/* ------------------------------------------------------------------------ */
-/* Quarantine                                                                */
-
-typedef struct {
-    void *item;
-    void (*leave)(void *item);
-} q_entry;
-
-static q_entry *q_ring;      /* oldest first from q_head */
-static size_t q_cap, q_head, q_len;
-
-void
-nt_quarantine_push(void *item, void (*leave)(void *item))
-{
-    const nt_config *cfg = nt_config_get();
-    if (cfg->no_reuse)
-        return;              /* kept for ever: its address never recurs */
-    pthread_once(&fork_once, register_fork_hooks);
-    q_entry out = { NULL, NULL };
-    pthread_mutex_lock(&q_lock);
-    if (q_len == q_cap) {
-        size_t ncap = q_cap ? 2 * q_cap : 1024;
-        q_entry *nq = malloc(ncap * sizeof(*nq));
-        if (nq == NULL) {
-            pthread_mutex_unlock(&q_lock);
-            return;          /* the item is simply never reused */
-        }
-        for (size_t i = 0; i < q_len; i++)
-            nq[i] = q_ring[(q_head + i) % q_cap];
-        free(q_ring);
-        q_ring = nq;
-        q_cap = ncap;
-        q_head = 0;
-    }
-    q_ring[(q_head + q_len) % q_cap] = (q_entry){ item, leave };
-    q_len++;
-    if (q_len > cfg->quarantine) {
-        out = q_ring[q_head];
-        q_head = (q_head + 1) % q_cap;
-        q_len--;
-    }
-    pthread_mutex_unlock(&q_lock);
-    if (out.leave != NULL)
-        out.leave(out.item);
-}
 
 /* ------------------------------------------------------------------------ */
 /* Executable memory with fallback                                           */
@@ -223,6 +141,15 @@ nt_native_fallbacks(char (*out)[NT_REASON_MAX], int max)
 /* ------------------------------------------------------------------------ */
 /* Initialisation                                                            */
 
+/* In a fork child, with the engine lock held (quarantine.c's fork hooks):
+   every policy that may have been used stops writing shared memory. */
+static void
+after_fork_child(void)
+{
+    for (size_t i = 0; nt_execmem_policies[i] != NULL; i++)
+        nt_execmem_policies[i]->after_fork_child();
+}
+
 static void
 init(void)
 {
@@ -241,7 +168,7 @@ init(void)
                          (int32_t)(block_code + sizeof(xslot) * i
                                    - arch->stub_size * i));
     choose_policy(0);
-    pthread_once(&fork_once, register_fork_hooks);
+    nt_fork_hooks(&lock, after_fork_child);
 }
 
 /* 1 if native code can still be placed (engine lock not needed: policy

@@ -5,14 +5,14 @@
  * a handler shared by every plan of the same shape (DESIGN.md, "Engine
  * layout"). Everything here belongs to no architecture: stub blocks and
  * their slot pages, the handler cache keyed by shape, the choice of and
- * fallback between executable-memory policies, fork hooks, the released
- * trap context. An architecture file (backend_x86_64.c, ...) supplies an
+ * fallback between executable-memory policies, the released trap context. An architecture file (backend_x86_64.c, ...) supplies an
  * nt_arch: how a stub looks, which plans it can run, the shape key, and
  * the handler's code. backend.c names the arch for the platform in its one
  * #if chain.
  *
- * The quarantine is shared with the libffi engine: both hand released
- * entries to nt_quarantine_push, under one policy.
+ * The quarantine and the fork hooks are shared with the libffi engine
+ * (quarantine.h): both hand released entries to nt_quarantine_push, under
+ * one policy.
  */
 #ifndef NUMTHUNK_NATIVE_H
 #define NUMTHUNK_NATIVE_H
@@ -108,17 +108,5 @@ int nt_native_entry_is_ffi(const nt_entry *entry);
 /* The executable-memory fallbacks taken so far, oldest first, each
    "policy: why" (copied under the engine lock). Returns their number. */
 int nt_native_fallbacks(char (*out)[NT_REASON_MAX], int max);
-
-/* ------------------------------------------------------------------------ */
-/* Quarantine, shared by both engines                                        */
-
-/*
- * A released entry waits here while config->quarantine later releases
- * happen; then leave(item) runs (outside any engine lock) and the engine
- * may reuse or free what the item holds. Until then a late call through the
- * entry's address reaches the released-thunk trap. With NUMTHUNK_NO_REUSE
- * leave never runs. If the ring cannot grow, the item is simply kept.
- */
-void nt_quarantine_push(void *item, void (*leave)(void *item));
 
 #endif /* NUMTHUNK_NATIVE_H */

@@ -1,0 +1,33 @@
+/*
+ * numthunk quarantine and fork hooks, shared by both engines (quarantine.c).
+ *
+ * A released entry's address lives on in places we cannot see (a SciPy
+ * LowLevelCallable, a Numba constant, a C struct), so neither engine reuses
+ * it at once: both hand released entries to nt_quarantine_push, under one
+ * policy (NUMTHUNK_NO_REUSE, the length configured in backend.c). The fork
+ * hooks live here because the quarantine's lock is the first one they take.
+ */
+#ifndef NUMTHUNK_QUARANTINE_H
+#define NUMTHUNK_QUARANTINE_H
+
+#include <pthread.h>
+
+/*
+ * A released entry waits here while config->quarantine later releases
+ * happen; then leave(item) runs (outside any engine lock) and the engine
+ * may reuse or free what the item holds. Until then a late call through the
+ * entry's address reaches the released-thunk trap. With NUMTHUNK_NO_REUSE
+ * leave never runs. If the ring cannot grow, the item is simply kept.
+ */
+void nt_quarantine_push(void *item, void (*leave)(void *item));
+
+/*
+ * Registers the process's fork hooks (once; later calls only add the
+ * engine). Around fork() they hold the quarantine's lock, then engine_lock
+ * (lock order: quarantine, then engine), so that the child finds neither
+ * half way through an update; in the child, in_child runs while both are
+ * still held. The native engine calls this from its initialisation.
+ */
+void nt_fork_hooks(pthread_mutex_t *engine_lock, void (*in_child)(void));
+
+#endif /* NUMTHUNK_QUARANTINE_H */
