@@ -1,11 +1,15 @@
 /*
- * numthunk native engine for x86-64 System V (Linux): plan -> machine code.
+ * numthunk native engine for x86-64 System V (Linux): the architecture's
+ * half, its ABI description and its encoders.
  *
- * Place in the pipeline: the architecture half of the native engine. It
- * supplies an nt_arch (native.h): the entry stub's bytes, which plans it can
- * run, the shape key and the handler's code. Stub blocks, slots, the
- * handler cache, executable memory and the quarantine are native.c's and
- * belong to no architecture; plans this file cannot run go to libffi.
+ * Place in the pipeline: the native engine's architecture file. It supplies
+ * an nt_arch (native.h): the System V ABI as the handler planner needs it
+ * (handler_plan.c decides from it which plans run natively, each
+ * parameter's location and the order of the moves), the entry stub's
+ * bytes, and an emitter for each step of a handler. Stub blocks, slots,
+ * the handler cache, executable memory and the quarantine belong to no
+ * architecture (native.c, quarantine.c); plans the planner refuses go to
+ * libffi.
  *
  * Layout (DESIGN.md, "Engine layout that we want"):
  *
@@ -25,13 +29,8 @@
  * Making one writes only data (the slot); code is written only for a new
  * shape or a new block of 512 stubs. The slot holds the context pointer, and
  * the context holds handler, target and values, so one aligned release-store
- * of the slot swaps all of them at once (rebind, release).
- *
- * The shape key leaves out what the handler never touches: the return type
- * (rax/rdx/xmm0/xmm1 are passed through untouched: tail jump, or call then
- * ret) and the exact integer kind of bound values (cells are stored
- * pre-extended to 64 bits), so e.g. all plans "two bound ints then one
- * forwarded double" share one handler whatever their types' names.
+ * of the slot swaps all of them at once (rebind, release). Return values
+ * (rax/rdx/xmm0/xmm1) pass through untouched: tail jump, or call then ret.
  *
  * ABI facts used (System V AMD64 psABI 1.0, section 3.2.3): INTEGER class
  * (bool, ints, pointers) in rdi rsi rdx rcx r8 r9, SSE class (float,
@@ -44,7 +43,7 @@
  * every forwarded bool/u8/u16 is zero- and every i8/i16 sign-extended.
  *
  * Not handled here (libffi takes them): complex and struct arguments,
- * by-value memoryview slices, struct returns in memory, more than MAX_ARGS
+ * by-value memoryview slices, struct returns in memory, more than 128
  * parameters.
  *
  * Choices weighed against this layout (measured on the development
@@ -71,26 +70,6 @@
 #include "native.h"
 
 /* ------------------------------------------------------------------------ */
-/* Code buffer: every byte of generated code goes through emit().            */
-
-typedef struct {
-    uint8_t *p;
-    size_t len, cap;
-    int overflow;            /* set once a write did not fit; sticky */
-} code_buf;
-
-static void
-emit(code_buf *b, const uint8_t *bytes, size_t n)
-{
-    if (b->overflow || n > b->cap - b->len) {
-        b->overflow = 1;
-        return;
-    }
-    memcpy(b->p + b->len, bytes, n);
-    b->len += n;
-}
-
-/* ------------------------------------------------------------------------ */
 /* Registers and opcodes                                                     */
 
 enum {
@@ -98,13 +77,9 @@ enum {
     R8, R9, R10, R11, R12, R13, R14, R15
 };
 
-static const uint8_t ARG_GPR[6] = { RDI, RSI, RDX, RCX, R8, R9 };
-#define N_ARG_GPR 6
-#define N_ARG_XMM 8
-
 #define CTX_REG   R10   /* context pointer, loaded by the stub */
-#define CYCLE_GPR R11   /* breaks cycles of integer moves */
-#define CYCLE_XMM 15    /* breaks cycles of SSE moves */
+#define CYCLE_GPR R11   /* parks an integer while a cycle of moves breaks */
+#define CYCLE_XMM 15    /* parks an SSE value the same way */
 #define COPY_GPR  RAX   /* memory-to-memory copies, extensions into memory */
 
 /* Opcodes (Intel SDM vol. 2). */
@@ -155,7 +130,7 @@ mem_op(int base, int32_t disp)
  * reachable with a REX prefix (without one, 4-7 mean ah/ch/dh/bh).
  */
 static void
-enc(code_buf *b, uint8_t prefix, int w, int byte_rm, const uint8_t *op,
+enc(nt_code *b, uint8_t prefix, int w, int byte_rm, const uint8_t *op,
     size_t nop, int reg, operand rm)
 {
     uint8_t ins[16];
@@ -185,137 +160,99 @@ enc(code_buf *b, uint8_t prefix, int w, int byte_rm, const uint8_t *op,
                 ins[n++] = (uint8_t)(d >> (8 * i));
         }
     }
-    emit(b, ins, n);
+    nt_code_put(b, ins, n);
 }
 
 static void
-emit_imm32(code_buf *b, int32_t v)
+emit_imm32(nt_code *b, int32_t v)
 {
     uint32_t u = (uint32_t)v;
     uint8_t bytes[4] = { (uint8_t)u, (uint8_t)(u >> 8), (uint8_t)(u >> 16),
                          (uint8_t)(u >> 24) };
-    emit(b, bytes, 4);
+    nt_code_put(b, bytes, 4);
 }
 
 static void
-mov_r64_rm(code_buf *b, int dst, operand src)
+mov_r64_rm(nt_code *b, int dst, operand src)
 {
     enc(b, 0, 1, 0, OP_MOV_R_RM, sizeof(OP_MOV_R_RM), dst, src);
 }
 
 static void
-mov_rm_r64(code_buf *b, operand dst, int src)
+mov_rm_r64(nt_code *b, operand dst, int src)
 {
     enc(b, 0, 1, 0, OP_MOV_RM_R, sizeof(OP_MOV_RM_R), src, dst);
 }
 
-/* Narrow-integer extensions applied to forwarded arguments. */
-enum { EXT_NONE = 0, EXT_ZX8, EXT_SX8, EXT_ZX16, EXT_SX16 };
-
 static void
-movx_r32_rm(code_buf *b, int ext, int dst, operand src)
+movx_r32_rm(nt_code *b, int ext, int dst, operand src)
 {
-    const uint8_t *op = ext == EXT_ZX8 ? OP_MOVZX_B
-                      : ext == EXT_SX8 ? OP_MOVSX_B
-                      : ext == EXT_ZX16 ? OP_MOVZX_W : OP_MOVSX_W;
-    int byte = ext == EXT_ZX8 || ext == EXT_SX8;
+    const uint8_t *op = ext == NT_EXT_ZX8 ? OP_MOVZX_B
+                      : ext == NT_EXT_SX8 ? OP_MOVSX_B
+                      : ext == NT_EXT_ZX16 ? OP_MOVZX_W : OP_MOVSX_W;
+    int byte = ext == NT_EXT_ZX8 || ext == NT_EXT_SX8;
     enc(b, 0, 0, byte, op, 2, dst, src);
 }
 
 static void
-movaps_x_x(code_buf *b, int dst, int src)
+movaps_x_x(nt_code *b, int dst, int src)
 {
     enc(b, 0, 0, 0, OP_MOVAPS, sizeof(OP_MOVAPS), dst, reg_op(src));
 }
 
 static void
-movsd_x_m(code_buf *b, int dst, operand src)
+movsd_x_m(nt_code *b, int dst, operand src)
 {
     enc(b, PFX_F2, 0, 0, OP_MOVSD_LD, sizeof(OP_MOVSD_LD), dst, src);
 }
 
 static void
-movsd_m_x(code_buf *b, operand dst, int src)
+movsd_m_x(nt_code *b, operand dst, int src)
 {
     enc(b, PFX_F2, 0, 0, OP_MOVSD_ST, sizeof(OP_MOVSD_ST), src, dst);
 }
 
 static void
-jmp_target(code_buf *b)   /* jmp [r10 + 8]: 41 FF 62 08 */
+jmp_target(nt_code *b)   /* jmp [r10 + 8]: 41 FF 62 08 */
 {
     enc(b, 0, 0, 0, OP_GRP5, sizeof(OP_GRP5), GRP5_JMP,
         mem_op(CTX_REG, NT_CTX_TARGET_OFFSET));
 }
 
 static void
-call_target(code_buf *b)  /* call [r10 + 8]: 41 FF 52 08 */
+call_target(nt_code *b)  /* call [r10 + 8]: 41 FF 52 08 */
 {
     enc(b, 0, 0, 0, OP_GRP5, sizeof(OP_GRP5), GRP5_CALL,
         mem_op(CTX_REG, NT_CTX_TARGET_OFFSET));
 }
 
 static void
-rsp_adjust(code_buf *b, int grp1, int32_t n)   /* add/sub rsp, imm32 */
+rsp_adjust(nt_code *b, int grp1, int32_t n)   /* add/sub rsp, imm32 */
 {
     enc(b, 0, 1, 0, OP_GRP1_IMM32, sizeof(OP_GRP1_IMM32), grp1, reg_op(RSP));
     emit_imm32(b, n);
 }
 
 /* ------------------------------------------------------------------------ */
-/* Argument locations and moves                                              */
-
-enum { CLS_INT = 0, CLS_SSE = 1 };
-enum { LOC_GPR = 0, LOC_XMM, LOC_MEM };
-
-typedef struct {
-    uint8_t kind;
-    uint8_t reg;             /* register, or base register for LOC_MEM */
-    int32_t disp;
-} loc;
-
-static loc
-loc_gpr(int r)
-{
-    loc l = { LOC_GPR, (uint8_t)r, 0 };
-    return l;
-}
-
-static loc
-loc_xmm(int r)
-{
-    loc l = { LOC_XMM, (uint8_t)r, 0 };
-    return l;
-}
-
-static loc
-loc_mem(int base, int32_t disp)
-{
-    loc l = { LOC_MEM, (uint8_t)base, disp };
-    return l;
-}
-
-static int
-loc_eq(loc a, loc b)
-{
-    return a.kind == b.kind && a.reg == b.reg && a.disp == b.disp;
-}
+/* One step of a handler                                                     */
 
 static operand
-loc_op(loc l)
+loc_op(nt_loc l)
 {
-    return l.kind == LOC_MEM ? mem_op(l.reg, l.disp) : reg_op(l.reg);
+    return l.kind == NT_LOC_MEM ? mem_op(l.reg, l.disp) : reg_op(l.reg);
 }
 
-/* dst <- src for one value of class cls, extending a narrow int by ext. */
+/* dst <- src for one value of class cls, extending a narrow int by ext.
+   rax is the only register written besides dst. */
 static void
-emit_move(code_buf *b, int cls, int ext, loc dst, loc src)
+emit_move(nt_code *b, int cls, int ext, nt_loc dst, nt_loc src)
 {
-    if (cls == CLS_SSE) {
-        if (dst.kind == LOC_XMM && src.kind == LOC_XMM) {
+    if (cls == NT_CLS_FP) {
+        if (dst.kind == NT_LOC_FPR && src.kind == NT_LOC_FPR) {
             movaps_x_x(b, dst.reg, src.reg);
-        } else if (dst.kind == LOC_XMM) {
+        } else if (dst.kind == NT_LOC_FPR) {
             movsd_x_m(b, dst.reg, loc_op(src));
-        } else if (src.kind == LOC_XMM) {
+        } else if (src.kind == NT_LOC_FPR) {
             movsd_m_x(b, loc_op(dst), src.reg);
         } else {
             mov_r64_rm(b, COPY_GPR, loc_op(src));
@@ -323,16 +260,16 @@ emit_move(code_buf *b, int cls, int ext, loc dst, loc src)
         }
         return;
     }
-    if (ext != EXT_NONE) {
-        int r = dst.kind == LOC_GPR ? dst.reg : COPY_GPR;
+    if (ext != NT_EXT_NONE) {
+        int r = dst.kind == NT_LOC_GPR ? dst.reg : COPY_GPR;
         movx_r32_rm(b, ext, r, loc_op(src));
-        if (dst.kind != LOC_GPR)
+        if (dst.kind != NT_LOC_GPR)
             mov_rm_r64(b, loc_op(dst), COPY_GPR);
         return;
     }
-    if (dst.kind == LOC_GPR) {
+    if (dst.kind == NT_LOC_GPR) {
         mov_r64_rm(b, dst.reg, loc_op(src));
-    } else if (src.kind == LOC_GPR) {
+    } else if (src.kind == NT_LOC_GPR) {
         mov_rm_r64(b, loc_op(dst), src.reg);
     } else {
         mov_r64_rm(b, COPY_GPR, loc_op(src));
@@ -340,246 +277,39 @@ emit_move(code_buf *b, int cls, int ext, loc dst, loc src)
     }
 }
 
-typedef struct {
-    loc dst, src;
-    uint8_t cls, ext, done;
-} move;
-
-/*
- * Emits a set of moves as if all happened at once. Destinations are
- * distinct and so are sources (each thunk parameter feeds exactly one
- * target parameter), so the moves form simple chains and cycles: a move
- * runs once no pending move still reads its destination; when only cycles
- * are left, one value is parked in a scratch register (r11 or xmm15, never
- * argument registers), which turns its cycle into a chain. A chain runs to
- * its end before another cycle is broken, so one scratch of each class is
- * enough.
- */
+/* A bound value's load is a move like any other: [r10 + 32 + offset]. */
 static void
-emit_parallel_moves(code_buf *b, move *m, int n)
+x64_step(nt_code *b, const nt_step *s)
 {
-    int left = n;
-    while (left > 0) {
-        int progressed = 0;
-        for (int i = 0; i < n; i++) {
-            if (m[i].done)
-                continue;
-            int blocked = 0;
-            for (int j = 0; j < n && !blocked; j++)
-                blocked = j != i && !m[j].done && loc_eq(m[j].src, m[i].dst);
-            if (blocked)
-                continue;
-            emit_move(b, m[i].cls, m[i].ext, m[i].dst, m[i].src);
-            m[i].done = 1;
-            left--;
-            progressed = 1;
-        }
-        if (progressed || left == 0)
-            continue;
-        /* Only cycles remain: park the value the first pending move would
-           overwrite, and let its reader take it from the scratch. */
-        for (int i = 0; i < n; i++) {
-            if (m[i].done)
-                continue;
-            for (int j = 0; j < n; j++) {
-                if (j == i || m[j].done || !loc_eq(m[j].src, m[i].dst))
-                    continue;
-                loc tmp = m[j].cls == CLS_SSE ? loc_xmm(CYCLE_XMM)
-                                              : loc_gpr(CYCLE_GPR);
-                emit_move(b, m[j].cls, EXT_NONE, tmp, m[j].src);
-                m[j].src = tmp;
-                break;
-            }
-            break;
-        }
-    }
-}
-
-/* ------------------------------------------------------------------------ */
-/* Plan shapes and handlers                                                  */
-
-#define MAX_ARGS 128                 /* larger plans go to libffi */
-
-typedef struct {
-    uint8_t cls;
-    uint8_t ext;                     /* forwarded only */
-    uint8_t bound;
-    uint16_t fwd;                    /* forwarded only */
-    uint32_t offset;                 /* bound only */
-} shape_arg;
-
-static int
-kind_ext(int kind)
-{
-    switch (kind) {
-    case NT_BOOL: case NT_U8: return EXT_ZX8;
-    case NT_I8: return EXT_SX8;
-    case NT_U16: return EXT_ZX16;
-    case NT_I16: return EXT_SX16;
-    default: return EXT_NONE;
-    }
-}
-
-static int
-kind_supported_arg(int kind)
-{
-    return NT_IS_INT(kind) || NT_IS_FLOAT(kind) || kind == NT_PTR
-           || kind == NT_FNPTR;
-}
-
-static int
-kind_supported_ret(int kind)
-{
-    /* Returns pass through untouched, so whatever comes back in registers
-       (rax, rdx:rax, xmm0, xmm0:xmm1 for complex) is fine; a struct
-       returned in memory would take rdi and shift every argument. */
-    return kind == NT_VOID || kind_supported_arg(kind) || NT_IS_COMPLEX(kind);
-}
-
-/* The shape of a plan: one entry per target parameter. 0 or -1. */
-static int
-plan_shape(const nt_plan *plan, shape_arg *out)
-{
-    if (plan->nargs < 0 || plan->nargs > MAX_ARGS || plan->nfwd < 0
-        || plan->nfwd > plan->nargs)
-        return -1;
-    int seen[MAX_ARGS] = { 0 };
-    for (int i = 0; i < plan->nargs; i++) {
-        const nt_slot *s = &plan->slots[i];
-        if (!kind_supported_arg(s->kind))
-            return -1;
-        shape_arg a = { NT_IS_FLOAT(s->kind) ? CLS_SSE : CLS_INT, EXT_NONE,
-                        0, 0, 0 };
-        if (s->src == NT_SRC_BOUND) {
-            if (s->offset > (1u << 30) || (s->offset & 7))
-                return -1;
-            a.bound = 1;
-            a.offset = s->offset;
-        } else {
-            if (s->fwd >= plan->nfwd || seen[s->fwd]++)
-                return -1;
-            a.fwd = s->fwd;
-            a.ext = (uint8_t)kind_ext(s->kind);
-        }
-        out[i] = a;
-    }
-    return 0;
-}
-
-/* Assigns System V locations to a parameter list given by class; stack
-   slot k is at [rsp + stack_base + 8k]. Returns the number of stack slots. */
-static int
-assign_locations(const uint8_t *cls, int n, int32_t stack_base, loc *out)
-{
-    int ngpr = 0, nxmm = 0, nstack = 0;
-    for (int i = 0; i < n; i++) {
-        if (cls[i] == CLS_INT && ngpr < N_ARG_GPR)
-            out[i] = loc_gpr(ARG_GPR[ngpr++]);
-        else if (cls[i] == CLS_SSE && nxmm < N_ARG_XMM)
-            out[i] = loc_xmm(nxmm++);
-        else
-            out[i] = loc_mem(RSP, stack_base + 8 * nstack++);
-    }
-    return nstack;
-}
-
-static int
-count_stack(const uint8_t *cls, int n)
-{
-    loc tmp[MAX_ARGS];
-    return assign_locations(cls, n, 0, tmp);
+    emit_move(b, s->cls, s->ext, s->dst, s->src);
 }
 
 /*
- * Generates the handler for a shape into b.
- *
  * Tail form (target stack args fit in the caller's area):
- *     endbr64; <moves>; jmp [r10+8]
+ *     endbr64; <steps>; jmp [r10+8]
  * Frame form:
- *     endbr64; sub rsp, F; <moves>; call [r10+8]; add rsp, F; ret
- * with F = 8 mod 16, so rsp is 16-byte aligned at the call (it is 8 mod 16
- * at entry, after the caller's call pushed the return address).
+ *     endbr64; sub rsp, F; <steps>; call [r10+8]; add rsp, F; ret
+ * with F = 8 mod 16 (the planner's frame size: no frame record, 8 bytes of
+ * return address pushed), so rsp is 16-byte aligned at the call.
  */
 static void
-gen_handler(code_buf *b, const shape_arg *shape, int nargs, int nfwd)
+x64_enter(nt_code *b, const nt_handler_plan *hp)
 {
-    uint8_t tcls[MAX_ARGS], fcls[MAX_ARGS];
-    loc tloc[MAX_ARGS], floc[MAX_ARGS];
-    move mv[MAX_ARGS];
-
-    for (int i = 0; i < nargs; i++) {
-        tcls[i] = shape[i].cls;
-        if (!shape[i].bound)
-            fcls[shape[i].fwd] = shape[i].cls;
-    }
-    int t_stack = count_stack(tcls, nargs);
-    int f_stack = count_stack(fcls, nfwd);
-    int tail = t_stack <= f_stack;
-    int32_t frame = tail ? 0 : 8 * t_stack + ((t_stack & 1) ? 0 : 8);
-
-    /* Incoming stack args sit above the return address; outgoing ones at
-       the bottom of our frame, or (tail form) in the same incoming area. */
-    assign_locations(fcls, nfwd, frame + 8, floc);
-    assign_locations(tcls, nargs, tail ? 8 : 0, tloc);
-
-    emit(b, INS_ENDBR64, sizeof(INS_ENDBR64));
-    if (!tail)
-        rsp_adjust(b, GRP1_SUB, frame);
-
-    /* 1. Forwarded values, all at once. */
-    int n = 0;
-    for (int i = 0; i < nargs; i++) {
-        if (shape[i].bound)
-            continue;
-        loc src = floc[shape[i].fwd];
-        if (loc_eq(src, tloc[i])) {
-            /* Already in place: only the extension is left. */
-            if (shape[i].ext != EXT_NONE)
-                emit_move(b, CLS_INT, shape[i].ext, tloc[i], tloc[i]);
-            continue;
-        }
-        move m = { tloc[i], src, shape[i].cls, shape[i].ext, 0 };
-        mv[n++] = m;
-    }
-    emit_parallel_moves(b, mv, n);
-
-    /* 2. Bound values, now that no forwarded value is still to be read. */
-    for (int i = 0; i < nargs; i++) {
-        if (!shape[i].bound)
-            continue;
-        loc src = loc_mem(CTX_REG,
-                          NT_CTX_VALUES_OFFSET + (int32_t)shape[i].offset);
-        emit_move(b, shape[i].cls, EXT_NONE, tloc[i], src);
-    }
-
-    if (tail) {
-        jmp_target(b);
-    } else {
-        call_target(b);
-        rsp_adjust(b, GRP1_ADD, frame);
-        emit(b, INS_RET, sizeof(INS_RET));
-    }
+    nt_code_put(b, INS_ENDBR64, sizeof(INS_ENDBR64));
+    if (!hp->tail)
+        rsp_adjust(b, GRP1_SUB, hp->frame);
 }
 
-/* ------------------------------------------------------------------------ */
-/* Shape keys                                                                */
-
-_Static_assert(2 + 6 * MAX_ARGS <= NT_SHAPE_KEY_MAX, "shape key too long");
-
-static size_t
-shape_key(const shape_arg *shape, int nargs, int nfwd, uint8_t *key)
+static void
+x64_leave(nt_code *b, const nt_handler_plan *hp)
 {
-    size_t n = 0;
-    key[n++] = (uint8_t)nargs;
-    key[n++] = (uint8_t)nfwd;
-    for (int i = 0; i < nargs; i++) {
-        const shape_arg *a = &shape[i];
-        key[n++] = (uint8_t)(a->cls | (a->ext << 1) | (a->bound << 4));
-        key[n++] = (uint8_t)a->fwd;
-        for (int k = 0; k < 4; k++)
-            key[n++] = (uint8_t)(a->offset >> (8 * k));
+    if (hp->tail) {
+        jmp_target(b);
+        return;
     }
-    return n;
+    call_target(b);
+    rsp_adjust(b, GRP1_ADD, hp->frame);
+    nt_code_put(b, INS_RET, sizeof(INS_RET));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -615,40 +345,31 @@ x64_build_stub(uint8_t *out, int32_t slot_disp)
 /* ------------------------------------------------------------------------ */
 /* The arch                                                                  */
 
-static nt_status
-x64_supports(const nt_plan *plan)
-{
-    shape_arg shape[MAX_ARGS];
-    if (plan->target == NULL || !kind_supported_ret(plan->target->ret.kind)
-        || plan_shape(plan, shape) != 0)
-        return NT_ERR_UNSUPPORTED;
-    return NT_OK;
-}
-
-static size_t
-x64_shape_key(const nt_plan *plan, uint8_t *key)
-{
-    shape_arg shape[MAX_ARGS];
-    if (plan_shape(plan, shape) != 0)
-        return 0;
-    return shape_key(shape, plan->nargs, plan->nfwd, key);
-}
-
-static size_t
-x64_gen_handler(const nt_plan *plan, uint8_t *code, size_t cap)
-{
-    shape_arg shape[MAX_ARGS];
-    if (plan_shape(plan, shape) != 0)
-        return 0;
-    code_buf b = { code, 0, cap, 0 };
-    gen_handler(&b, shape, plan->nargs, plan->nfwd);
-    return b.overflow ? 0 : b.len;
-}
-
 const nt_arch nt_arch_x86_64_sysv = {
-    STUB_SIZE,
-    x64_build_stub,
-    x64_supports,
-    x64_shape_key,
-    x64_gen_handler,
+    .abi = {
+        .arg_regs = { { RDI, RSI, RDX, RCX, R8, R9 },      /* INTEGER */
+                      { 0, 1, 2, 3, 4, 5, 6, 7 } },        /* SSE: xmm0-7 */
+        .n_arg_regs = { 6, 8 },
+        .stack_slot = 8,
+        .stack_align = 16,
+        .entry_pushed = 8,            /* the caller's return address */
+        .frame_record = 0,            /* sub rsp only: no frame pointer */
+        .sp_reg = RSP,
+        .ctx_reg = CTX_REG,
+        .cycle = { { NT_LOC_GPR, CYCLE_GPR, 0 }, { NT_LOC_FPR, CYCLE_XMM, 0 } },
+        .copy = { COPY_GPR, NT_NO_REG },
+        .arg_kinds = NT_KINDS_SCALAR,
+        /* rax, rdx:rax, xmm0, xmm0:xmm1 (complex) come back untouched; a
+           struct returned in memory would take rdi and shift every
+           argument */
+        .ret_kinds = NT_KIND_BIT(NT_VOID) | NT_KINDS_SCALAR | NT_KINDS_COMPLEX,
+        .ext = nt_ext_narrow_to_32,
+        .max_args = 128,              /* larger plans go to libffi */
+        .max_bound_offset = 1u << 30, /* a disp32 reaches any cell */
+    },
+    .stub_size = STUB_SIZE,
+    .build_stub = x64_build_stub,
+    .enter = x64_enter,
+    .step = x64_step,
+    .leave = x64_leave,
 };

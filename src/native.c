@@ -3,9 +3,11 @@
  * shared handler, on executable memory that is never writable.
  *
  * Place in the pipeline: between the plan (plan.c) and executable memory
- * (mem_*.c). The architecture file named by backend.c (nt_arch_native)
- * supplies the stub bytes, the shape key and the handler code; this file
- * owns what every architecture shares (DESIGN.md, "Engine layout"):
+ * (mem_*.c). The handler planner (handler_plan.c) decides which plans run
+ * here, their shape keys and their handlers' code, over the architecture
+ * file named by backend.c (nt_arch_native: its ABI description, stub and
+ * emitters); this file owns what every architecture shares (DESIGN.md,
+ * "Engine layout"):
  *
  *   - stub blocks: BLOCK_STUBS identical stubs, sealed read+execute, then
  *     one page of slots (private read+write) at a fixed distance, so stub i
@@ -28,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "native.h"
 #include "quarantine.h"
@@ -156,6 +159,18 @@ init(void)
     arch = nt_arch_native;
     if (arch == NULL)
         return;
+    /* A block is stubs then a slot page, in NT_PAGE_SIZE units: on a
+       kernel with 16 or 64 KiB pages the slots would share a page with
+       code. */
+    if (sysconf(_SC_PAGESIZE) != (long)NT_PAGE_SIZE) {
+        note_fallback("page size", "not 4 KiB: new thunks use libffi");
+        return;
+    }
+    if (nt_abi_check(&arch->abi) != 0) {
+        note_fallback("architecture", "inconsistent ABI description: new "
+                      "thunks use libffi");
+        return;
+    }
     block_code = nt_round_up(BLOCK_STUBS * arch->stub_size, NT_PAGE_SIZE);
     stub_image = malloc(block_code);
     if (stub_image == NULL) {
@@ -260,7 +275,7 @@ handler_for(const nt_plan *plan, const uint8_t *key, size_t keylen,
     hslot *s = hfind(key, keylen, h);
     if (s != NULL && s->key != NULL)
         return s->code;
-    size_t len = arch->gen_handler(plan, code, sizeof(code));
+    size_t len = nt_handler_gen(arch, plan, code, sizeof(code));
     if (len == 0) {
         nt_fail(err, NT_ERR_UNSUPPORTED, -1,
                 "numthunk: handler too large for the native engine");
@@ -381,7 +396,7 @@ fallback_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry **out, void **address,
 nt_status
 nt_native_supports(const nt_plan *plan)
 {
-    if (!ready() || arch->supports(plan) != NT_OK)
+    if (!ready() || nt_handler_supports(&arch->abi, plan) != NT_OK)
         return NT_ERR_UNSUPPORTED;
     return NT_OK;
 }
@@ -392,10 +407,10 @@ nt_native_prepare(nt_plan *plan, nt_error *err)
     uint8_t key[NT_SHAPE_KEY_MAX];
 
     pthread_once(&init_once, init);
-    if (arch == NULL || arch->supports(plan) != NT_OK)
+    if (arch == NULL || nt_handler_supports(&arch->abi, plan) != NT_OK)
         return nt_fail(err, NT_ERR_UNSUPPORTED, -1,
                        "numthunk: the native engine cannot run this plan");
-    size_t keylen = arch->shape_key(plan, key);
+    size_t keylen = nt_handler_key(&arch->abi, plan, key);
     nt_error herr = { NT_OK, -1, "" };
     pthread_mutex_lock(&lock);
     void *code = handler_for(plan, key, keylen, &herr);

@@ -5,10 +5,12 @@
  * a handler shared by every plan of the same shape (DESIGN.md, "Engine
  * layout"). Everything here belongs to no architecture: stub blocks and
  * their slot pages, the handler cache keyed by shape, the choice of and
- * fallback between executable-memory policies, the released trap context. An architecture file (backend_x86_64.c, ...) supplies an
- * nt_arch: how a stub looks, which plans it can run, the shape key, and
- * the handler's code. backend.c names the arch for the platform in its one
- * #if chain.
+ * fallback between executable-memory policies, the released trap context.
+ * The handler planner (handler_plan.h) decides from an architecture's ABI
+ * description which plans run natively, their shapes and each handler's
+ * steps; an architecture file (backend_x86_64.c, ...) supplies an nt_arch:
+ * that description, its stub, and an emitter for each step. backend.c
+ * names the arch for the platform in its one #if chain.
  *
  * The quarantine and the fork hooks are shared with the libffi engine
  * (quarantine.h): both hand released entries to nt_quarantine_push, under
@@ -22,6 +24,7 @@
 
 #include "numthunk.h"
 #include "execmem.h"
+#include "handler_plan.h"
 
 /* ------------------------------------------------------------------------ */
 /* Configuration: read once from the environment (backend.c)                */
@@ -61,22 +64,38 @@ void nt_engine_status_get(nt_engine_status *out);
 #define NT_SHAPE_KEY_MAX 1024    /* bytes of a shape key */
 #define NT_HANDLER_MAX   8192    /* bytes of code one handler may take */
 
+/*
+ * An architecture file (backend_<arch>.c) describes its calling convention
+ * and encodes; everything else is common. The planner (handler_plan.c)
+ * decides which plans run natively, their shape keys and each handler's
+ * steps from abi; the arch turns them into code, all of it through
+ * nt_code_put: enter, then step for each step in order, then leave.
+ */
 typedef struct nt_arch {
+    nt_abi abi;
     /* Bytes per entry stub; a power of two dividing NT_PAGE_SIZE. */
     size_t stub_size;
     /* Writes one stub into out (stub_size bytes): load the pointer stored
        slot_disp bytes after the stub's first byte (its slot: the context)
-       and jump through word 0 of that context. */
+       into abi.ctx_reg and jump through word 0 of that context. */
     void (*build_stub)(uint8_t *out, int32_t slot_disp);
-    /* NT_OK if this arch can generate a handler for the plan. */
-    nt_status (*supports)(const nt_plan *plan);
-    /* The key of the plan's shape: plans with equal keys share a handler.
-       Called for supported plans only; at most NT_SHAPE_KEY_MAX bytes. */
-    size_t (*shape_key)(const nt_plan *plan, uint8_t *key);
-    /* The handler's code for the plan, into code (cap bytes); returns its
-       length, 0 if it did not fit. */
-    size_t (*gen_handler)(const nt_plan *plan, uint8_t *code, size_t cap);
+    /* The handler's entry (a landing pad for indirect branches), and in
+       the frame form the frame record and hp->frame bytes more of stack. */
+    void (*enter)(nt_code *b, const nt_handler_plan *hp);
+    /* One step: one move, which may extend a narrow int or load a bound
+       value; any registers besides its destination that it writes are the
+       ABI's copy registers. */
+    void (*step)(nt_code *b, const nt_step *s);
+    /* To the target (its address is word NT_CTX_TARGET_OFFSET of the
+       context): a tail jump, or a call, the frame undone, and a return. */
+    void (*leave)(nt_code *b, const nt_handler_plan *hp);
 } nt_arch;
+
+/* The handler's code for a plan the arch supports (nt_handler_supports on
+   its abi), into code (cap bytes); returns its length, 0 if it did not fit
+   (handler_plan.c). */
+size_t nt_handler_gen(const nt_arch *arch, const nt_plan *plan, uint8_t *code,
+                      size_t cap);
 
 /* The arch of this platform's native engine (backend.c), NULL if none. */
 extern const nt_arch *const nt_arch_native;

@@ -59,7 +59,8 @@ def test_signature_parser_fuzz_standalone():
 
 
 NATIVE_SOURCES = ["backend.c",  # includes the arch file and mem_*.c on its platform
-                  "native.c", "quarantine.c", "backend_ffi.c", "types.c", "sig.c", "plan.c"]
+                  "native.c", "handler_plan.c", "quarantine.c", "backend_ffi.c", "types.c",
+                  "sig.c", "plan.c"]
 
 
 @pytest.mark.skipif(not nt.backend_info()["native_available"],

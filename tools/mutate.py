@@ -222,7 +222,8 @@ MUTANTS = [
       "!(flags & NUMTHUNK_NEEDS_GIL), NULL, wanted, NULL);", "1, NULL, wanted, NULL);",
       [T_EXTRA, T_CAPI]),
     # backend_aarch64.c has no mutant here: its tests (tests/c/aarch64.sh,
-    # cross-compiled, run under qemu-user) take minutes per run.
+    # cross-compiled, run under qemu-user) take minutes per run; the
+    # planner's mutants below reach it as well as x86-64.
 
     # ---- backend.c and native.c: configuration, policy choice
     M("backend-quarantine", "src/backend.c", "released addresses reused at once (no quarantine)",
@@ -230,24 +231,27 @@ MUTANTS = [
     M("native-policy-env", "src/native.c", "NUMTHUNK_EXECMEM ignored",
       "&& strncmp(p->name, want, strlen(want)) != 0)", "&& 0)", [T_KILLS, T_ENGINE]),
 
-    # ---- backend_x86_64.c: the emitter
-    M("x86-i16-ext", "src/backend_x86_64.c", "forwarded int16 not sign-extended",
-      "case NT_I16: return EXT_SX16;", "case NT_I16: return EXT_NONE;", [T_TRUST]),
-    M("x86-bool-ext", "src/backend_x86_64.c", "forwarded bool not zero-extended",
-      "case NT_BOOL: case NT_U8: return EXT_ZX8;", "case NT_U8: return EXT_ZX8;", [T_TRUST]),
-    M("x86-i8-zx", "src/backend_x86_64.c", "forwarded int8 zero- instead of sign-extended",
-      "case NT_I8: return EXT_SX8;", "case NT_I8: return EXT_ZX8;", [T_TRUST]),
-    M("x86-inplace-ext", "src/backend_x86_64.c", "narrow int already in place not extended",
-      "if (shape[i].ext != EXT_NONE)\n                emit_move(",
-      "if (0)\n                emit_move(", [T_TRUST]),
-    M("x86-shape-key-ext", "src/backend_x86_64.c", "handler cache key ignores the extension",
+    # ---- handler_plan.c: the native engines' planner (both architectures)
+    M("plan-i16-ext", "src/handler_plan.c", "forwarded int16 not sign-extended",
+      "[NT_I16] = NT_EXT_SX16,", "[NT_I16] = NT_EXT_NONE,", [T_TRUST]),
+    M("plan-bool-ext", "src/handler_plan.c", "forwarded bool not zero-extended",
+      "    [NT_BOOL] = NT_EXT_ZX8,\n", "", [T_TRUST]),
+    M("plan-i8-zx", "src/handler_plan.c", "forwarded int8 zero- instead of sign-extended",
+      "[NT_I8] = NT_EXT_SX8,", "[NT_I8] = NT_EXT_ZX8,", [T_TRUST]),
+    M("plan-inplace-ext", "src/handler_plan.c", "narrow int already in place not extended",
+      "if (shape[i].ext != NT_EXT_NONE)\n                add_step(",
+      "if (0)\n                add_step(", [T_TRUST]),
+    M("plan-shape-key-ext", "src/handler_plan.c", "handler cache key ignores the extension",
       "(uint8_t)(a->cls | (a->ext << 1) | (a->bound << 4))",
       "(uint8_t)(a->cls | (a->bound << 4))", [T_TRUST]),
-    M("x86-frame-align", "src/backend_x86_64.c", "frame leaves rsp misaligned at the call",
-      "((t_stack & 1) ? 0 : 8)", "((t_stack & 1) ? 8 : 0)", [T_KILLS]),
-    M("x86-parallel-moves", "src/backend_x86_64.c", "moves emitted without ordering",
+    M("plan-frame-align", "src/handler_plan.c", "frame leaves sp misaligned at the call",
+      "abi->stack_align) - above;", "abi->stack_align) - above + abi->stack_slot;", [T_KILLS]),
+    M("plan-parallel-moves", "src/handler_plan.c", "moves emitted without ordering",
       "blocked = j != i && !m[j].done && loc_eq(m[j].src, m[i].dst);", "blocked = 0;",
       [T_BIND, T_DIFF]),
+    M("plan-park-ext", "src/handler_plan.c", "a narrow int parked in a cycle loses its extension",
+      "add_step(hp, NT_STEP_MOVE, m[j].cls, m[j].ext, park,",
+      "add_step(hp, NT_STEP_MOVE, m[j].cls, NT_EXT_NONE, park,", [T_HARNESS]),
 
     # ---- backend_ffi.c: the libffi argument table
     M("ffi-i16-type", "src/backend_ffi.c", "int16 given to libffi as uint16",

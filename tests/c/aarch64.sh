@@ -89,7 +89,7 @@ step "cross-compiling with $($CC -dumpfullversion) for aarch64"
 "$CC" "${FLAGS[@]}" -DNT_FUZZ_STANDALONE src/types.c src/sig.c \
     tests/c/fuzz_sig.c -o "$build/fuzz_sig"
 # backend.c includes backend_aarch64.c and the mem_*.c policies on aarch64
-"$CC" "${FLAGS[@]}" src/backend.c src/native.c src/quarantine.c \
+"$CC" "${FLAGS[@]}" src/backend.c src/native.c src/handler_plan.c src/quarantine.c \
     src/backend_ffi.c src/types.c src/sig.c src/plan.c tests/c/test_native.c \
     -o "$build/test_native" -lffi -ldl -lpthread
 
