@@ -158,11 +158,3 @@ nt_engine_status_get(nt_engine_status *out)
                       ? nt_native_fallbacks(out->fallbacks, NT_FALLBACK_MAX)
                       : 0;
 }
-
-const char *
-nt_entry_engine_name(const nt_plan *plan, const nt_entry *entry)
-{
-    if (plan->backend == nt_backend_native && nt_native_entry_is_ffi(entry))
-        return nt_backend_ffi.name;
-    return plan->backend->name;
-}

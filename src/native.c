@@ -18,7 +18,7 @@
  *     fails while placing code (memfd pwrite/ftruncate refused with EFBIG
  *     under RLIMIT_FSIZE, EPERM, ENOSPC, ...), the next takes over, and
  *     when none is left new thunks run on libffi (nt_backend_ffi), still
- *     through this engine's vtable, their entries tagged (below);
+ *     made through this engine's vtable, their entries libffi's (below);
  *   - the released trap context; released slots go to the quarantine
  *     (quarantine.c, shared with libffi), whose fork hooks also hold this
  *     engine's lock.
@@ -353,28 +353,13 @@ slot_leave(void *item)
 
 /*
  * When no executable memory is left, a native plan's new entries are
- * libffi closures. They are handed out tagged with bit 0 (slots and malloc
- * blocks are 8-aligned) so swap and free reach the right engine; the plan
- * keeps the libffi data in backend_data, which the native engine does not
- * otherwise use.
+ * libffi closures: the plan keeps the libffi data in backend_data, which
+ * the native engine does not otherwise use, and each such entry names
+ * libffi as its engine (nt_entry_ref), so that swap and free go there.
  */
-#define FFI_TAG ((uintptr_t)1)
-
-int
-nt_native_entry_is_ffi(const nt_entry *entry)
-{
-    return ((uintptr_t)entry & FFI_TAG) != 0;
-}
-
-static nt_entry *
-untag(nt_entry *entry)
-{
-    return (nt_entry *)((uintptr_t)entry & ~FFI_TAG);
-}
-
 static nt_status
-fallback_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry **out, void **address,
-              nt_error *err)
+fallback_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry_ref *out,
+                   void **address, nt_error *err)
 {
     pthread_mutex_lock(&lock);
     nt_status st = NT_OK;
@@ -383,11 +368,7 @@ fallback_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry **out, void **address,
     pthread_mutex_unlock(&lock);
     if (st != NT_OK)
         return st;
-    nt_entry *e = NULL;
-    st = nt_backend_ffi.entry_new(plan, ctx, &e, address, err);
-    if (st == NT_OK)
-        *out = (nt_entry *)((uintptr_t)e | FFI_TAG);
-    return st;
+    return nt_backend_ffi.entry_new(plan, ctx, out, address, err);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -435,7 +416,7 @@ nt_native_plan_release(nt_plan *plan)
 }
 
 nt_status
-nt_native_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry **out,
+nt_native_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry_ref *out,
                     void **address, nt_error *err)
 {
     pthread_once(&init_once, init);
@@ -456,7 +437,8 @@ nt_native_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry **out,
                    : nt_fail(err, serr.status, -1, "%s", serr.msg);
     /* Release: a caller that loads the slot sees the filled context. */
     __atomic_store_n(&slot->ctx, ctx, __ATOMIC_RELEASE);
-    *out = (nt_entry *)slot;
+    out->engine = nt_backend_native;
+    out->entry = (nt_entry *)slot;
     *address = stub_of(slot);
     return NT_OK;
 }
@@ -464,20 +446,12 @@ nt_native_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry **out,
 void
 nt_native_entry_swap(nt_entry *entry, nt_ctx *ctx)
 {
-    if (nt_native_entry_is_ffi(entry)) {
-        nt_backend_ffi.entry_swap(untag(entry), ctx);
-        return;
-    }
     __atomic_store_n(&((xslot *)entry)->ctx, ctx, __ATOMIC_RELEASE);
 }
 
 void
 nt_native_entry_free(nt_entry *entry)
 {
-    if (nt_native_entry_is_ffi(entry)) {
-        nt_backend_ffi.entry_free(untag(entry));
-        return;
-    }
     xslot *slot = (xslot *)entry;
     __atomic_store_n(&slot->ctx, &released_ctx, __ATOMIC_RELEASE);
     nt_quarantine_push(slot, slot_leave);

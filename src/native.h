@@ -109,20 +109,28 @@ extern const nt_execmem *const nt_execmem_policies[];
 nt_status nt_native_supports(const nt_plan *plan);
 nt_status nt_native_prepare(nt_plan *plan, nt_error *err);
 void nt_native_plan_release(nt_plan *plan);
-nt_status nt_native_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry **out,
+nt_status nt_native_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry_ref *out,
                               void **address, nt_error *err);
 void nt_native_entry_swap(nt_entry *entry, nt_ctx *ctx);
 void nt_native_entry_free(nt_entry *entry);
 const char *nt_native_memory_policy(void);
-/* 1 if this entry (made by nt_native_entry_new) runs on libffi because no
-   executable memory was left when it was made. */
-int nt_native_entry_is_ffi(const nt_entry *entry);
+
+/* A native thunk's handler jumps to its target (no frame) or builds one
+   frame the size of the target's stack arguments: a chain of them is
+   cheap on the C stack. */
+#define NT_NATIVE_CHAIN_LIMIT 1024
 
 /* The vtable of the native engine named name (backend.c's #if chain). */
 #define NT_NATIVE_ENGINE(engine_name) {                                     \
-    engine_name, nt_native_supports, nt_native_prepare,                     \
-    nt_native_plan_release, nt_native_entry_new, nt_native_entry_swap,      \
-    nt_native_entry_free, nt_native_memory_policy }
+    .name = engine_name,                                                    \
+    .chain_limit = NT_NATIVE_CHAIN_LIMIT,                                   \
+    .supports = nt_native_supports,                                         \
+    .prepare = nt_native_prepare,                                           \
+    .plan_release = nt_native_plan_release,                                 \
+    .entry_new = nt_native_entry_new,                                       \
+    .entry_swap = nt_native_entry_swap,                                     \
+    .entry_free = nt_native_entry_free,                                     \
+    .memory_policy = nt_native_memory_policy }
 
 /* The executable-memory fallbacks taken so far, oldest first, each
    "policy: why" (copied under the engine lock). Returns their number. */

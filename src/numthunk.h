@@ -295,16 +295,31 @@ void nt_ctx_free_chain(nt_ctx *ctx);
 
 typedef struct nt_entry nt_entry;   /* one thunk's callable entry; opaque */
 
+/*
+ * An entry as its engine handed it out, with that engine: swap and free go
+ * to the engine that made the entry, which is not always the plan's (a
+ * native plan's new entries are libffi closures once executable memory has
+ * run out).
+ */
+typedef struct nt_entry_ref {
+    const struct nt_backend *engine;
+    nt_entry *entry;                 /* NULL: none yet, or freed */
+} nt_entry_ref;
+
 typedef struct nt_backend {
     const char *name;                /* "native-x86_64-sysv", "libffi" */
+    /* Thunks on this engine whose target is another thunk may nest this
+       deep: each level calls the next, on the caller's C stack. */
+    int chain_limit;
     /* NT_OK if this backend can run the plan, else NT_ERR_UNSUPPORTED. */
     nt_status (*supports)(const nt_plan *plan);
     /* Per-plan preparation: cifs, handler lookup. Sets plan->backend_data,
        plan->handler. */
     nt_status (*prepare)(nt_plan *plan, nt_error *err);
     void (*plan_release)(nt_plan *plan);
-    /* A new entry that runs plan with ctx; *address is its C address. */
-    nt_status (*entry_new)(nt_plan *plan, nt_ctx *ctx, nt_entry **out,
+    /* A new entry that runs plan with ctx, and the engine that made it;
+       *address is its C address. */
+    nt_status (*entry_new)(nt_plan *plan, nt_ctx *ctx, nt_entry_ref *out,
                            void **address, nt_error *err);
     /* Publishes ctx (release-store); the old one stays valid. */
     void (*entry_swap)(nt_entry *entry, nt_ctx *ctx);
@@ -314,10 +329,23 @@ typedef struct nt_backend {
     const char *(*memory_policy)(void);
 } nt_backend;
 
+/* Publishes ctx through the entry's own engine. */
+static inline void
+nt_entry_swap(const nt_entry_ref *ref, nt_ctx *ctx)
+{
+    ref->engine->entry_swap(ref->entry, ctx);
+}
+
+/* Frees the entry, if any, through its own engine; the ref becomes empty. */
+static inline void
+nt_entry_free(nt_entry_ref *ref)
+{
+    if (ref->entry != NULL)
+        ref->engine->entry_free(ref->entry);
+    ref->entry = NULL;
+}
+
 extern const nt_backend nt_backend_ffi;
-/* The name of the engine an entry runs on: a native plan's entries are
-   libffi closures once executable memory has run out (backend.c). */
-const char *nt_entry_engine_name(const nt_plan *plan, const nt_entry *entry);
 /* The libffi type of a value (struct ffi_type *), for calls from Python. */
 struct _ffi_type *nt_ffi_type_of(const nt_type *t);
 /* NULL on platforms without a native backend. */

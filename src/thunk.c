@@ -35,14 +35,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Longest chain of thunks whose target is another thunk. A libffi thunk
-   calls its target from its closure handler: measured 0.9 KiB of stack per
-   level (x86-64, libffi 3.4), so 128 levels fit a 256 KiB thread stack
-   with room to spare. Native handlers jump to their target (no frame) or
-   build one frame the size of the target's stack arguments. */
-#define NT_CHAIN_LIMIT_FFI 128
-#define NT_CHAIN_LIMIT 1024
-
 /* One bound parameter. */
 typedef struct {
     PyObject *value;     /* what is bound (NULL where forwarded) */
@@ -67,7 +59,7 @@ typedef struct {
     nt_SignatureObject *sig;   /* the target's signature */
     PyObject *owner;           /* keeps the target's code alive */
     nt_plan *plan;             /* lives until dealloc (rebind reads it) */
-    nt_entry *entry;
+    nt_entry_ref entry;        /* the entry and the engine that made it */
     void *address;
     void *target;
     nt_ctx *ctx;               /* the published context */
@@ -76,8 +68,9 @@ typedef struct {
     int32_t inflight;          /* calls from Python in progress */
     uint32_t gen;              /* bumped by every published rebind */
     uint16_t chain;            /* thunks between this one and a real target */
+    uint16_t chain_limit;      /* the least chain_limit of the engines on it */
     uint8_t nogil : 1, released : 1, torn : 1, reclaim_pending : 1,
-            plan_owned : 1, ffi_chain : 1;
+            plan_owned : 1;
     binding b[];
 } ThunkObject;
 
@@ -162,9 +155,7 @@ static void teardown(ThunkObject *self)
         return;
     self->released = 1;
     self->torn = 1;
-    if (self->entry != NULL)
-        self->plan->backend->entry_free(self->entry);
-    self->entry = NULL;
+    nt_entry_free(&self->entry);
     reclaim_now(self);
     nt_ctx_free_chain(self->ctx);
     self->ctx = NULL;
@@ -451,28 +442,40 @@ static int take_plan(ThunkObject *self, PyObject *values, const nt_backend *want
     return 0;
 }
 
+/* "libffi: 128, native-x86_64-sysv: 1024": how deep each engine's thunks
+   may nest. */
+static void chain_limits(char *buf, size_t n)
+{
+    const nt_backend *native = nt_backend_native;
+    int len = snprintf(buf, n, "%s: %d", nt_backend_ffi.name, nt_backend_ffi.chain_limit);
+    if (native != NULL && len >= 0 && (size_t)len < n)
+        snprintf(buf + len, n - (size_t)len, ", %s: %d", native->name, native->chain_limit);
+}
+
 /* A thunk whose target is another thunk (via) runs through both: the
-   chain is bounded so that a call cannot run out of C stack. */
+   chain is bounded so that a call cannot run out of C stack, by the
+   engines its entries run on (a native plan's entries are libffi closures
+   once executable memory has run out). */
 static int check_chain(ThunkObject *self, PyObject *via)
 {
-    /* the entry's engine, not the plan's: a native plan's entries are
-       libffi closures once executable memory has run out */
-    int ffi = strcmp(nt_entry_engine_name(self->plan, self->entry), nt_backend_ffi.name) == 0;
+    int limit = self->entry.engine->chain_limit;
     if (via == NULL || via == Py_None || !PyObject_TypeCheck(via, &nt_ThunkType)) {
-        self->ffi_chain = ffi;
+        self->chain_limit = (uint16_t)limit;
         return 0;
     }
     ThunkObject *inner = (ThunkObject *)via;
     int chain = inner->chain + 1;
-    self->ffi_chain = ffi || inner->ffi_chain;
-    int limit = self->ffi_chain ? NT_CHAIN_LIMIT_FFI : NT_CHAIN_LIMIT;
+    if (inner->chain_limit < limit)
+        limit = inner->chain_limit;
+    self->chain_limit = (uint16_t)limit;
     if (chain + 1 > limit) {
+        char limits[160];
+        chain_limits(limits, sizeof(limits));
         PyErr_Format(PyExc_ValueError,
                      "this thunk would make a chain of %d thunks, each the target of "
-                     "the next; composed thunks may nest at most %d levels%s (each level "
-                     "calls the next, and a deeper chain could overflow a thread's C stack)",
-                     chain + 1, limit,
-                     self->ffi_chain ? " when a libffi thunk is among them" : "");
+                     "the next; composed thunks may nest at most %d levels on the engines "
+                     "in this chain (%s; each level calls the next, and a deeper chain "
+                     "could overflow a thread's C stack)", chain + 1, limit, limits);
         return -1;
     }
     self->chain = (uint16_t)chain;
@@ -698,7 +701,7 @@ static PyObject *thunk_backend(ThunkObject *self, void *closure)
     (void)closure;
     if (released_error(self) < 0)
         return NULL;
-    return PyUnicode_FromString(nt_entry_engine_name(self->plan, self->entry));
+    return PyUnicode_FromString(self->entry.engine->name);
 }
 
 /* (value or ARG, ...) in target parameter order */
@@ -993,7 +996,7 @@ static void commit(ThunkObject *self, int i, PyObject *value, const void *cell,
     for (int k = 0; k < p->n; k++)
         memcpy(fresh->values + plan->slots[p->idx[k]].offset, &p->cell[k], 8);
     fresh->older = self->ctx;
-    plan->backend->entry_swap(self->entry, fresh);
+    nt_entry_swap(&self->entry, fresh);
     self->ctx = fresh;
     self->gen++;
     retire(self, i, Py_NewRef(value), key);

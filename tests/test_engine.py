@@ -270,6 +270,15 @@ with open("/proc/self/maps") as fh:
 info = nt.backend_info()
 # what each thunk reports is the engine its own entry runs on
 info["thunk_engines"] = (thunks[1].backend, again[-1].backend)
+# and a chain of composed thunks is bounded by the engines of its entries
+chain = [again[-1]]
+try:
+    while len(chain) < 300:
+        chain.append(nt.bind(chain[-1], engine="native"))
+    info["chain"] = len(chain)
+except ValueError as exc:
+    info["chain"] = (len(chain), str(exc).split(";")[1])
+bad += [] if call(chain[-1].address)() == 4.0 * 1999 else ["chain"]
 print(repr((bad, rwx, info)))
 """
 
@@ -291,6 +300,7 @@ def test_memfd_refused_under_file_size_limit_falls_back_to_sealed_pages():
     assert info["engine"] == "native-x86_64-sysv", info
     assert info["memory_policy"] == "mprotect-sealed", info
     assert info["thunk_engines"] == ("native-x86_64-sysv",) * 2, info
+    assert info["chain"] == 300, info
     assert len(info["fallbacks"]) == 1, info
     assert info["fallbacks"][0].startswith("memfd-pwrite: "), info
     assert "File too large" in info["fallbacks"][0], info
@@ -305,6 +315,8 @@ def test_no_memory_policy_left_new_thunks_go_to_libffi():
     assert info["engine"] == "libffi", info
     assert info["memory_policy"] == "libffi closures", info
     assert info["thunk_engines"] == ("native-x86_64-sysv", "libffi"), info
+    # entries on libffi, whatever their plans: libffi's chain limit
+    assert info["chain"][0] == 128 and "at most 128 levels" in info["chain"][1], info
     assert info["config"]["execmem"] == "memfd", info
     assert [r.split(":")[0] for r in info["fallbacks"]] == [
         "memfd-pwrite", "no executable-memory policy left"], info

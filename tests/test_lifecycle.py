@@ -377,9 +377,10 @@ def test_composed_depth_is_bounded_for_libffi(cfn):
     for _ in range(127):
         chain.append(nt.bind(chain[-1], nt.ARG, engine="ffi"))
     assert chain[-1].chain == 127
-    with pytest.raises(ValueError, match="at most 128 levels when a libffi thunk"):
+    with pytest.raises(ValueError, match=r"chain of 129 thunks.*at most 128 levels on the "
+                                         r"engines in this chain \(libffi: 128"):
         nt.bind(chain[-1], nt.ARG, engine="ffi")
-    with pytest.raises(ValueError, match="at most 128"):
+    with pytest.raises(ValueError, match="at most 128 levels"):
         nt.bind(chain[-1], nt.ARG, engine="native")    # a libffi thunk is in the chain
     # the deepest allowed chain runs on a 256 KiB thread stack
     threading.stack_size(256 * 1024)
@@ -395,7 +396,7 @@ def test_composed_depth_of_native_chains(cfn):
     for _ in range(1023):
         chain.append(nt.bind(chain[-1], nt.ARG, engine="native"))
     assert chain[-1].chain == 1023
-    with pytest.raises(ValueError, match="at most 1024 levels"):
+    with pytest.raises(ValueError, match=r"at most 1024 levels .*native-[\w-]+: 1024"):
         nt.bind(chain[-1], nt.ARG, engine="native")
     threading.stack_size(256 * 1024)
     try:

@@ -131,7 +131,7 @@ typedef struct {
     nt_sig *sig;
     nt_plan *plan;
     nt_ctx *ctx;
-    nt_entry *entry;
+    nt_entry_ref entry;
     void *address;
 } thunk;
 
@@ -187,13 +187,11 @@ fail:
 static void
 drop_thunk(thunk *t)
 {
-    if (t->entry != NULL)
-        be->entry_free(t->entry);
+    nt_entry_free(&t->entry);
     if (t->plan != NULL)
         be->plan_release(t->plan);
     nt_ctx_free_chain(t->ctx);
     nt_plan_free(t->plan);
-    t->entry = NULL;
     t->ctx = NULL;
     t->plan = NULL;
 }
@@ -292,7 +290,7 @@ test_handwritten(void)
         uint64_t v2[2] = { (uint64_t)(uintptr_t)arr, 2 };
         set_values(t.plan, c2, v2);
         c2->older = t.ctx;
-        be->entry_swap(t.entry, c2);
+        nt_entry_swap(&t.entry, c2);
         t.ctx = c2;
         CHECK(fn() == 102, "swapped sum thunk gave %g", fn());
         drop_thunk(&t);
@@ -639,9 +637,8 @@ cell_value(int k, uint64_t v)
 static void
 abi_registers(int *ngpr, int *nfpr)
 {
-    int arm = strstr(be->name, "aarch64") != NULL;
-    *ngpr = arm ? 8 : 6;
-    *nfpr = 8;
+    *ngpr = nt_arch_native->abi.n_arg_regs[NT_CLS_INT];
+    *nfpr = nt_arch_native->abi.n_arg_regs[NT_CLS_FP];
 }
 
 static void
@@ -791,7 +788,7 @@ test_random(int count, uint64_t seed)
             }
             set_values(t.plan, c2, cells);
             c2->older = t.ctx;
-            be->entry_swap(t.entry, c2);
+            nt_entry_swap(&t.entry, c2);
             t.ctx = c2;
         }
         drop_thunk(&t);
@@ -1051,7 +1048,7 @@ test_release_trap(void)
         long (*fn)(long) = (long (*)(long))t.address;
         if (fn(1) != 6)
             _exit(4);
-        be->entry_free(t.entry);
+        nt_entry_free(&t.entry);
         fn(1);                 /* must not return */
         _exit(5);
     }
@@ -1101,18 +1098,18 @@ test_no_execmem(void)
     uint64_t v1[2] = { 5, 0 }, v2[2] = { 10, 0 };
     set_values(plan, c1, v1);
     set_values(plan, c2, v2);
-    nt_entry *e = NULL;
+    nt_entry_ref e = { NULL, NULL };
     void *addr = NULL;
     if (be->entry_new(plan, c1, &e, &addr, &err) != NT_OK) {
         CHECK(0, "no memory: entry_new: %s", err.msg);
         return;
     }
-    CHECK(nt_native_entry_is_ffi(e), "no memory: entry is not libffi's");
+    CHECK(e.engine == &nt_backend_ffi, "no memory: entry is not libffi's");
     long (*fn)(long) = (long (*)(long))addr;
     CHECK(fn(1) == 6, "no memory: call gave %ld", fn(1));
-    be->entry_swap(e, c2);
+    nt_entry_swap(&e, c2);
     CHECK(fn(1) == 11, "no memory: call after swap gave %ld", fn(1));
-    be->entry_free(e);
+    nt_entry_free(&e);
     be->plan_release(plan);
     nt_plan_free(plan);
     free(c1);
@@ -1321,7 +1318,7 @@ test_threads(void)
         uint64_t nv[2] = { (uint64_t)i, (uint64_t)-i };
         set_values(shared.plan, c, nv);
         c->older = shared.ctx;
-        be->entry_swap(shared.entry, c);
+        nt_entry_swap(&shared.entry, c);
         shared.ctx = c;
         swaps++;
     }
@@ -1555,7 +1552,7 @@ run_loop(const char *kind, long n, bench_thunks *bt)
     } else if (strcmp(kind, "create") == 0) {
         /* context + entry for an existing plan, then release */
         nt_error err = { NT_OK, -1, "" };
-        nt_entry **es = malloc((size_t)n * sizeof(*es));
+        nt_entry_ref *es = malloc((size_t)n * sizeof(*es));
         nt_ctx **cs = malloc((size_t)n * sizeof(*cs));
         void *addr;
         for (long i = 0; i < n; i++) {
@@ -1568,7 +1565,7 @@ run_loop(const char *kind, long n, bench_thunks *bt)
         }
         acc = (now_ns() - t0) / (double)n;
         for (long i = 0; i < n; i++) {
-            be->entry_free(es[i]);
+            nt_entry_free(&es[i]);
             nt_ctx_free_chain(cs[i]);
         }
         free(es);
@@ -1652,7 +1649,7 @@ bench(void)
     double t_entry = (now_ns() - t0) / NCREATE;
     long rss1 = rss_kb();
     for (int i = 0; i < NCREATE; i++) {
-        be->entry_free(ts[i].entry);
+        nt_entry_free(&ts[i].entry);
         nt_ctx_free_chain(ts[i].ctx);
     }
     int all[2] = { 1, 1 };
