@@ -442,8 +442,8 @@ def bind(target, *args, signature=None, nogil=None, engine=None, keep=None):
 
     ``signature``: for targets that do not carry one (a bare address).
     ``nogil``: override the target's GIL policy. ``engine``: 'native',
-    'ffi' or 'auto' (default: NUMTHUNK_BACKEND, else native where the
-    platform and the signature allow, else libffi). ``keep``: any object
+    'ffi' (or 'libffi') or 'auto' (default: NUMTHUNK_BACKEND, else native
+    where the platform and the signature allow, else libffi). ``keep``: any object
     (or tuple of objects) the thunk holds as long as it lives, for memory
     the target reads that no bound argument owns.
 
@@ -463,8 +463,8 @@ def bind(target, *args, signature=None, nogil=None, engine=None, keep=None):
     else:
         fn = as_function(target, signature, nogil)
     if engine is not None and type(engine) is not str:
-        raise TypeError(f"bind(): engine= must be 'native', 'ffi' or 'auto' (or None), "
-                        f"not {type(engine).__name__}")
+        raise TypeError("bind(): engine= must be a str ('native', 'ffi', 'libffi' or 'auto') "
+                        f"or None, not {type(engine).__name__}")
     if fn.fixed:
         args = _with_fixed(fn, args)
     via = fn.owner

@@ -66,6 +66,30 @@ nt_trap_released(void)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Engine names                                                              */
+
+nt_status
+nt_engine_parse(const char *name, const char *where, const nt_backend **out,
+                nt_error *err)
+{
+    *out = NULL;
+    if (name == NULL || strcmp(name, "auto") == 0)
+        return NT_OK;
+    if (strcmp(name, "ffi") == 0 || strcmp(name, nt_backend_ffi.name) == 0) {
+        *out = &nt_backend_ffi;
+        return NT_OK;
+    }
+    if (strcmp(name, "native") != 0)
+        return nt_fail(err, NT_ERR_VALUE, -1, "%s'%.40s': expected %s", where,
+                       name, NT_ENGINE_NAMES);
+    if (nt_backend_native == NULL)
+        return nt_fail(err, NT_ERR_VALUE, -1, "%s'native': this platform has "
+                       "no native engine (use 'ffi' or 'auto')", where);
+    *out = nt_backend_native;
+    return NT_OK;
+}
+
+/* ------------------------------------------------------------------------ */
 /* Configuration                                                             */
 
 /* A released entry waits for this many later releases before its address
@@ -92,20 +116,11 @@ read_config(void)
     const char *nr = env_or("NUMTHUNK_NO_REUSE", "0");
     c->no_reuse = strcmp(nr, "0") != 0;
     c->quarantine = QUARANTINE;
-    c->forced = NULL;
-    if (strcmp(c->engine, "ffi") == 0 || strcmp(c->engine, "libffi") == 0) {
-        c->forced = &nt_backend_ffi;
-    } else if (strcmp(c->engine, "native") == 0) {
-        c->forced = nt_backend_native;
-        if (nt_backend_native == NULL)
-            snprintf(c->error, sizeof(c->error),
-                     "NUMTHUNK_BACKEND=native, but this platform has no "
-                     "native engine (use 'ffi' or leave it unset)");
-    } else if (strcmp(c->engine, "auto") != 0) {
-        snprintf(c->error, sizeof(c->error),
-                 "NUMTHUNK_BACKEND=%.40s: expected 'native', 'ffi' or "
-                 "'auto'", c->engine);
-    }
+    nt_error err = { NT_OK, -1, "" };
+    if (nt_engine_parse(c->engine, "NUMTHUNK_BACKEND=", &c->forced, &err)
+        != NT_OK)
+        snprintf(c->error, sizeof(c->error), "%.*s",
+                 (int)sizeof(c->error) - 1, err.msg);
     const char *m = c->execmem;
     if (strcmp(m, "auto") != 0 && strcmp(m, "none") != 0
         && strcmp(m, "memfd") != 0 && strcmp(m, "memfd-pwrite") != 0

@@ -80,22 +80,20 @@ static PyObject *capi_create(PyObject *signature, void *target, PyObject *const 
         PyErr_Format(PyExc_ValueError, "numthunk_create: unknown flags 0x%x", flags);
         return NULL;
     }
-    const nt_backend *wanted = NULL;
     if ((flags & NUMTHUNK_ENGINE_FFI) && (flags & NUMTHUNK_ENGINE_NATIVE)) {
         PyErr_SetString(PyExc_ValueError,
                         "numthunk_create: NUMTHUNK_ENGINE_FFI and NUMTHUNK_ENGINE_NATIVE "
                         "exclude each other");
         return NULL;
-    } else if (flags & NUMTHUNK_ENGINE_FFI) {
-        wanted = &nt_backend_ffi;
-    } else if (flags & NUMTHUNK_ENGINE_NATIVE) {
-        if (nt_backend_native == NULL) {
-            PyErr_SetString(PyExc_ValueError,
-                            "numthunk_create: NUMTHUNK_ENGINE_NATIVE, but this platform has "
-                            "no native backend");
-            return NULL;
-        }
-        wanted = nt_backend_native;
+    }
+    /* the flags name an engine as engine= does, through the same parser */
+    const char *engine = flags & NUMTHUNK_ENGINE_FFI ? "ffi"
+                         : flags & NUMTHUNK_ENGINE_NATIVE ? "native" : "auto";
+    const nt_backend *wanted;
+    nt_error err = { NT_OK, -1, "" };
+    if (nt_engine_parse(engine, "numthunk_create: engine ", &wanted, &err) != NT_OK) {
+        nt_raise(&err);
+        return NULL;
     }
     PyObject *cls = get_thunk_class();
     PyObject *result = NULL, *resolved = NULL;

@@ -280,6 +280,18 @@ nt_plan *nt_plan_cache_get(nt_plan_cache *cache, const nt_sig *sig, const uint8_
                            int *owned, nt_error *err);
 void nt_plan_cache_free(nt_plan_cache *cache);
 
+/*
+ * The engine a name asks for, for every door a name comes through
+ * (NUMTHUNK_BACKEND, engine= of bind() and Thunk(), numthunk_create's
+ * flags): "native"; "ffi" or "libffi" (the name libffi thunks report);
+ * "auto" or NULL, the configured default (*out NULL). Any other name, or
+ * "native" where there is no native engine: NT_ERR_VALUE, the message
+ * starting with where (e.g. "engine=") and the name (backend.c).
+ */
+#define NT_ENGINE_NAMES "'native', 'ffi', 'libffi' or 'auto'"
+nt_status nt_engine_parse(const char *name, const char *where,
+                          const struct nt_backend **out, nt_error *err);
+
 /* The engine a plan runs on: wanted (NULL: the configured one) if it can
    run the plan, else native if it can, else libffi. NULL, err filled, if
    none can (backend.c). */

@@ -316,8 +316,7 @@ static int collect_mvspecs(ThunkObject *self, PyObject *memviews)
 
 typedef struct {
     nt_SignatureObject *sig;
-    PyObject *address, *values, *owner, *memviews, *via;
-    const char *engine;
+    PyObject *address, *values, *owner, *memviews, *engine, *via;
     int nogil;
 } new_args;
 
@@ -325,7 +324,7 @@ static int parse_new_args(PyObject *args, PyObject *kwds, new_args *a)
 {
     static char *kwlist[] = { "signature", "address", "args", "owner", "nogil",
                               "memviews", "engine", "via", NULL };
-    *a = (new_args){ NULL, NULL, NULL, Py_None, Py_None, Py_None, NULL, 1 };
+    *a = (new_args){ NULL, NULL, NULL, Py_None, Py_None, Py_None, Py_None, 1 };
     Py_ssize_t n = PyTuple_GET_SIZE(args);
     if (kwds == NULL && n >= 3 && n <= 8) {
         /* bind() passes everything by position: keyword parsing would be a
@@ -340,14 +339,8 @@ static int parse_new_args(PyObject *args, PyObject *kwds, new_args *a)
             return -1;
         if (n > 5)
             a->memviews = v[5];
-        if (n > 6 && v[6] != Py_None) {
-            if (!PyUnicode_Check(v[6])) {
-                PyErr_SetString(PyExc_TypeError, "engine must be a str or None");
-                return -1;
-            }
-            if ((a->engine = PyUnicode_AsUTF8(v[6])) == NULL)
-                return -1;
-        }
+        if (n > 6)
+            a->engine = v[6];
         if (n > 7)
             a->via = v[7];
         if (!PyObject_TypeCheck(v[0], &nt_SignatureType) || !PyTuple_Check(v[2])) {
@@ -356,32 +349,37 @@ static int parse_new_args(PyObject *args, PyObject *kwds, new_args *a)
         }
         return 0;
     }
-    return PyArg_ParseTupleAndKeywords(args, kwds, "O!OO!|OpOzO:Thunk", kwlist,
+    return PyArg_ParseTupleAndKeywords(args, kwds, "O!OO!|OpOOO:Thunk", kwlist,
                                        &nt_SignatureType, &a->sig, &a->address,
                                        &PyTuple_Type, &a->values, &a->owner, &a->nogil,
                                        &a->memviews, &a->engine, &a->via) ? 0 : -1;
 }
 
-static int engine_of(const char *engine, const nt_backend **wanted)
+/* engine=: None or a name nt_engine_parse knows. */
+static int engine_of(PyObject *engine, const nt_backend **wanted)
 {
     *wanted = NULL;
-    if (engine == NULL || strcmp(engine, "auto") == 0)
+    if (engine == Py_None)
         return 0;
-    if (strcmp(engine, "ffi") == 0) {
-        *wanted = &nt_backend_ffi;
-        return 0;
+    if (!PyUnicode_Check(engine)) {
+        PyErr_Format(PyExc_TypeError, "engine= must be a str (" NT_ENGINE_NAMES ") or None, "
+                     "not %.100s", Py_TYPE(engine)->tp_name);
+        return -1;
     }
-    if (strcmp(engine, "native") == 0) {
-        if (nt_backend_native == NULL) {
-            PyErr_SetString(PyExc_ValueError,
-                            "engine='native': this platform has no native backend");
-            return -1;
-        }
-        *wanted = nt_backend_native;
-        return 0;
+    Py_ssize_t len;
+    const char *name = PyUnicode_AsUTF8AndSize(engine, &len);
+    if (name == NULL)
+        return -1;
+    if (strlen(name) != (size_t)len) {   /* "ffi\0..." is not "ffi" */
+        PyErr_Format(PyExc_ValueError, "engine=%R: expected " NT_ENGINE_NAMES, engine);
+        return -1;
     }
-    PyErr_Format(PyExc_ValueError, "engine must be 'native', 'ffi' or 'auto', not '%s'", engine);
-    return -1;
+    nt_error err = { NT_OK, -1, "" };
+    if (nt_engine_parse(name, "engine=", wanted, &err) != NT_OK) {
+        nt_raise(&err);
+        return -1;
+    }
+    return 0;
 }
 
 /* The target address. */

@@ -106,6 +106,25 @@ def test_engine_flags(ext, flags, backend):
     assert backend in t.backend and ext.call0(t) == 4.0
 
 
+@pytest.mark.parametrize("flags,engine", [(0, None), (0, "auto"), (2, "ffi"), (2, "libffi"),
+                                          (4, "native")])
+def test_engine_flags_are_engine_names(ext, flags, engine):
+    # the flags go through the parser engine= goes through: the same engine
+    t = ext.create_flags(np.ones(4), flags)
+    by_name = nt.bind(nt.Function(ext.kernel_address("sum"), "double (const DLTensor *)"),
+                      np.ones(4), engine=engine)
+    assert t.backend == by_name.backend and ext.call0(t) == by_name() == 4.0
+
+
+def test_engine_flags_refused(ext):
+    with pytest.raises(ValueError, match="^numthunk_create: NUMTHUNK_ENGINE_FFI and "
+                                         "NUMTHUNK_ENGINE_NATIVE exclude each other$"):
+        ext.create_flags(np.ones(4), 2 | 4)
+    for bad in (8, 0x10, 0x80000000):
+        with pytest.raises(ValueError, match=f"^numthunk_create: unknown flags {bad | 2:#x}$"):
+            ext.create_flags(np.ones(4), bad | 2)
+
+
 def test_forwarded_and_bound_scalars(ext):
     f = ext.make_affine(2.5, -1.0)
     assert str(f.csig) == "double (double)" and f.csig.names == ("x",)

@@ -5,6 +5,7 @@ the test process loaded (libffi closures, JITs) muddies them."""
 
 import ctypes
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -31,7 +32,89 @@ def test_backend_info_names_engine_and_policy():
     out = run_py("import numthunk; print(numthunk.backend_info()['engine'])", NUMTHUNK_BACKEND="ffi")
     assert out.stdout.strip() == "libffi"
     bad = run_py("import numthunk", NUMTHUNK_BACKEND="fast")
-    assert bad.returncode != 0 and "NUMTHUNK_BACKEND=fast" in bad.stderr
+    assert bad.returncode != 0 and "NUMTHUNK_BACKEND='fast'" in bad.stderr
+
+
+# ---------------------------------------------------------------------------
+# Engine names: one parser for NUMTHUNK_BACKEND, engine= of bind() and
+# Thunk(), and the C API's flags (tests/test_capi.py). What a thunk reports
+# (t.backend) and backend_info() stay the engines' own names.
+
+NAMES = ["native", "ffi", "libffi", "auto"]
+REFUSED = ["fast", "Native", "FFI", "LIBFFI", " ffi", "ffi ", "native-x86_64-sysv", "lib ffi",
+           "none", "default"]
+EXPECTED = "expected 'native', 'ffi', 'libffi' or 'auto'"
+NATIVE_NAME = "native-x86_64-sysv"
+
+
+def engine_for(name, default):
+    """The engine a thunk gets when asked for name; default: for 'auto'."""
+    if name in ("ffi", "libffi") or (name == "native" and not NATIVE):
+        return "libffi"
+    return NATIVE_NAME if name == "native" else default
+
+
+ENV_CHECK = """
+import numpy as np, numthunk as nt
+k = nt._core._kernels()
+f = nt.Function(k["sum"], "double (const double *, int)")
+t = nt.bind(f, np.ones(3), 3)
+print(repr((nt.backend_info()["engine"], nt.backend_info()["config"]["engine"], t.backend, t())))
+"""
+
+
+@pytest.mark.parametrize("name", NAMES + [""])   # "": unset, so auto
+def test_engine_names_in_the_environment(name):
+    out = run_py(ENV_CHECK, NUMTHUNK_BACKEND=name)
+    if name == "native" and not NATIVE:
+        assert out.returncode != 0 and "NUMTHUNK_BACKEND='native': this platform has no " \
+            "native engine" in out.stderr, out.stderr
+        return
+    assert out.returncode == 0, out.stderr
+    engine, configured, backend, value = eval(out.stdout)
+    want = engine_for(name or "auto", NATIVE_NAME if NATIVE else "libffi")
+    assert (engine, configured, backend, value) == (want, name or "auto", want, 3.0)
+
+
+@pytest.mark.parametrize("name", REFUSED + ["ffi\t"])
+def test_engine_names_refused_in_the_environment(name):
+    out = run_py("import numthunk", NUMTHUNK_BACKEND=name)
+    assert out.returncode != 0, out.stdout
+    assert f"ImportError: NUMTHUNK_BACKEND='{name}': {EXPECTED}" in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("name", NAMES + [None])
+def test_engine_names_in_bind_and_thunk(name):
+    k = nt._core._kernels()
+    f = nt.Function(k["sum"], "double (const double *, int)")
+    default = nt.bind(f, np.ones(3), 3).backend
+    want = engine_for(name or "auto", default)
+    assert nt.bind(f, np.ones(3), 3, engine=name).backend == want
+    t = nt._core.Thunk(f._signature, f.address, (np.ones(3), 3), engine=name)
+    assert (t.backend, t()) == (want, 3.0)
+    # by position, as bind() passes it
+    t = nt._core.Thunk(f._signature, f.address, (np.ones(3), 3), f, True, None, name)
+    assert t.backend == want
+
+
+def test_engine_names_refused_in_bind_and_thunk():
+    k = nt._core._kernels()
+    f = nt.Function(k["sum"], "double (const double *, int)")
+    for name in REFUSED + ["", "ffi\x00", "native\x00junk", "ffi\u00e9"]:
+        message = re.escape(f"engine={name!r}: {EXPECTED}")
+        with pytest.raises(ValueError, match=f"^{message}$"):
+            nt.bind(f, np.ones(3), 3, engine=name)
+        with pytest.raises(ValueError, match=f"^{message}$"):
+            nt._core.Thunk(f._signature, f.address, (np.ones(3), 3), engine=name)
+        with pytest.raises(ValueError, match=f"^{message}$"):
+            nt._core.Thunk(f._signature, f.address, (np.ones(3), 3), f, True, None, name)
+    for name in (b"ffi", 1, ["ffi"]):
+        with pytest.raises(TypeError, match=r"engine= must be a str \('native', 'ffi', 'libffi' "
+                                            r"or 'auto'\) or None, not"):
+            nt._core.Thunk(f._signature, f.address, (np.ones(3), 3), engine=name)
+        with pytest.raises(TypeError, match=r"^bind\(\): engine= must be a str \('native', "
+                                            r"'ffi', 'libffi' or 'auto'\) or None, not"):
+            nt.bind(f, np.ones(3), 3, engine=name)
 
 
 W_X_CHECK = """

@@ -494,8 +494,8 @@ def test_integer_arguments_are_not_truncated():
 def test_bad_keyword_types_name_the_public_api(ifn):
     f = ifn("poly_at", "double (double, const double *, int)")
     for engine in (b"ffi", 3):
-        with pytest.raises(TypeError, match=r"bind\(\): engine= must be 'native', 'ffi' or "
-                                            r"'auto'") as exc:
+        with pytest.raises(TypeError, match=r"bind\(\): engine= must be a str \('native', "
+                                            r"'ffi', 'libffi' or 'auto'\) or None") as exc:
             nt.bind(f, nt.ARG, np.ones(2), 2, engine=engine)
         assert "Thunk()" not in str(exc.value)
 
