@@ -53,6 +53,23 @@ is_arg_reg(const nt_abi *abi, int file, int reg)
     return 0;
 }
 
+/* An extension table fits its kinds: a float's is none or F32, an
+   integer's never F32. */
+static int
+ext_table_fits(const nt_abi *abi, const uint8_t *ext)
+{
+    for (int k = 0; k < NT_KIND_COUNT; k++) {
+        if (ext == NULL || !(abi->arg_kinds & NT_KIND_BIT(k)))
+            continue;
+        int fp = NT_IS_FLOAT(k);
+        if (ext[k] >= NT_EXT_COUNT || (fp && ext[k] != NT_EXT_NONE
+                                       && ext[k] != NT_EXT_F32)
+            || (!fp && ext[k] == NT_EXT_F32))
+            return 0;
+    }
+    return 1;
+}
+
 int
 nt_abi_check(const nt_abi *abi)
 {
@@ -60,7 +77,8 @@ nt_abi_check(const nt_abi *abi)
         || abi->n_arg_regs[NT_CLS_FP] > NT_MAX_ARG_REGS
         || abi->max_args < 0 || abi->max_args > NT_PLAN_MAX_ARGS
         || abi->stack_slot == 0 || abi->stack_align % abi->stack_slot != 0
-        || (abi->stack_align & (abi->stack_align - 1)) != 0 || abi->ext == NULL)
+        || (abi->stack_align & (abi->stack_align - 1)) != 0 || abi->ext == NULL
+        || !ext_table_fits(abi, abi->ext) || !ext_table_fits(abi, abi->bound_ext))
         return -1;
     if (is_arg_reg(abi, NT_LOC_GPR, abi->ctx_reg)
         || abi->copy[NT_LOC_GPR] == abi->ctx_reg)
@@ -85,7 +103,7 @@ nt_abi_check(const nt_abi *abi)
 
 typedef struct {
     uint8_t cls;
-    uint8_t ext;                     /* forwarded only */
+    uint8_t ext;                     /* abi->ext, or abi->bound_ext if bound */
     uint8_t bound;
     uint16_t fwd;                    /* forwarded only */
     uint32_t offset;                 /* bound only */
@@ -112,6 +130,8 @@ plan_shape(const nt_abi *abi, const nt_plan *plan, shape_arg *out)
                 return -1;
             a.bound = 1;
             a.offset = s->offset;
+            a.ext = abi->bound_ext != NULL ? abi->bound_ext[s->kind]
+                                           : NT_EXT_NONE;
         } else {
             if (s->fwd >= plan->nfwd || seen[s->fwd]++)
                 return -1;
@@ -137,6 +157,7 @@ nt_handler_supports(const nt_abi *abi, const nt_plan *plan)
 _Static_assert(2 + 6 * NT_PLAN_MAX_ARGS <= NT_SHAPE_KEY_MAX,
                "shape key too long");
 _Static_assert(NT_PLAN_MAX_ARGS <= 255, "a key byte holds a count");
+_Static_assert(NT_EXT_COUNT <= 8, "a key byte holds the extension in 3 bits");
 
 size_t
 nt_handler_key(const nt_abi *abi, const nt_plan *plan, uint8_t *key)
@@ -169,6 +190,9 @@ assign_locations(const nt_abi *abi, const uint8_t *cls, int n,
     int used[NT_NCLASS] = { 0, 0 }, nstack = 0;
     for (int i = 0; i < n; i++) {
         int c = cls[i];
+        if (c == NT_CLS_FP && used[c] == abi->n_arg_regs[c]
+            && abi->fp_in_gpr)
+            c = NT_CLS_INT;  /* in the integer convention from here */
         if (used[c] < abi->n_arg_regs[c]) {
             nt_loc l = { c == NT_CLS_INT ? NT_LOC_GPR : NT_LOC_FPR,
                          abi->arg_regs[c][used[c]++], 0 };
@@ -311,7 +335,7 @@ nt_handler_plan_make(const nt_abi *abi, const nt_plan *plan,
         if (loc_eq(src, tloc[i])) {
             /* Already in place: only the extension is left. */
             if (shape[i].ext != NT_EXT_NONE)
-                add_step(hp, NT_STEP_MOVE, NT_CLS_INT, shape[i].ext,
+                add_step(hp, NT_STEP_MOVE, shape[i].cls, shape[i].ext,
                          tloc[i], tloc[i]);
             continue;
         }
@@ -326,7 +350,7 @@ nt_handler_plan_make(const nt_abi *abi, const nt_plan *plan,
             continue;
         nt_loc src = { NT_LOC_MEM, abi->ctx_reg,
                        NT_CTX_VALUES_OFFSET + (int32_t)shape[i].offset };
-        add_step(hp, NT_STEP_LOAD, shape[i].cls, NT_EXT_NONE, tloc[i], src);
+        add_step(hp, NT_STEP_LOAD, shape[i].cls, shape[i].ext, tloc[i], src);
     }
     return 0;
 }

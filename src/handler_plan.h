@@ -39,9 +39,16 @@ typedef struct {
     int32_t disp;
 } nt_loc;
 
-/* How a forwarded narrow integer is widened before the target sees it
-   (to 32 bits: zero- or sign-extended from 8 or 16). */
-enum { NT_EXT_NONE = 0, NT_EXT_ZX8, NT_EXT_SX8, NT_EXT_ZX16, NT_EXT_SX16 };
+/* How a value is widened on its way to the target: a narrow integer to 32
+   bits (zero- or sign-extended from 8 or 16; the bits above 32 cleared), a
+   32-bit integer sign-extended to 64 bits (RV64 passes int and unsigned
+   int so), or a 32-bit float moved as one (RISC-V keeps it NaN-boxed in a
+   64-bit register). An ABI's tables say which kind gets which. */
+enum {
+    NT_EXT_NONE = 0, NT_EXT_ZX8, NT_EXT_SX8, NT_EXT_ZX16, NT_EXT_SX16,
+    NT_EXT_SX32, NT_EXT_F32,
+    NT_EXT_COUNT
+};
 
 /* bool, u8, u16 zero- and i8, i16 sign-extended to 32 bits: what a C caller
    does on x86-64 (GCC and Clang callees rely on it) and on Apple arm64;
@@ -92,9 +99,16 @@ typedef struct nt_abi {
        copy[NT_LOC_FPR], NT_NO_REG for none. Never an argument, cycle or
        context register. */
     uint8_t copy[2];
+    /* A floating-point argument that finds no FP register left takes the
+       next integer register, if any, before the stack (RISC-V). */
+    uint8_t fp_in_gpr;
     uint32_t arg_kinds;      /* kinds a parameter may have (NT_KIND_BIT) */
     uint32_t ret_kinds;      /* kinds passed back untouched in registers */
     const uint8_t *ext;      /* NT_EXT_* per forwarded kind (NT_KIND_COUNT) */
+    /* NT_EXT_* per bound kind, or NULL: value cells load as they are
+       stored (8 bytes, integers extended to 64 bits by their signedness,
+       a float in the low 4 bytes). */
+    const uint8_t *bound_ext;
     int max_args;            /* at most NT_PLAN_MAX_ARGS */
     uint32_t max_bound_offset;   /* the farthest value cell one load reaches */
 } nt_abi;
@@ -106,11 +120,13 @@ int nt_abi_check(const nt_abi *abi);
 /* ------------------------------------------------------------------------ */
 /* The planner's result                                                      */
 
-/* One step of a handler: dst <- src for a value of class cls, a narrow int
-   widened by ext (a forwarded argument, possibly onto itself when only the
-   extension is left, or a value parked to break a cycle), or, for
-   NT_STEP_LOAD, a bound value read from the context (src is memory at
-   ctx_reg). Steps run in order; each is one move for the arch. */
+/* One step of a handler: dst <- src for a value of class cls, widened by
+   ext (a forwarded argument, possibly onto itself when only the extension
+   is left, or a value parked to break a cycle), or, for NT_STEP_LOAD, a
+   bound value read from the context (src is memory at ctx_reg). Steps run
+   in order; each is one move for the arch, between any two locations of
+   the ABI's (a floating-point value may sit in a general-purpose register
+   where abi.fp_in_gpr says so, or in a cycle register of the other file). */
 enum { NT_STEP_MOVE = 0, NT_STEP_LOAD };
 
 typedef struct {

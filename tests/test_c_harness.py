@@ -5,6 +5,8 @@ the one test command covers them:
   (built with ASan and UBSan);
 - tests/c/fuzz_sig.c: the parser fuzz target driven by its standalone
   random driver (ASan and UBSan);
+- tests/c/test_handler_plan.c: the native engines' handler planner run on
+  a machine model, for several ABI descriptions (ASan and UBSan);
 - tests/c/test_native.c: the native backend's differential test over
   thousands of random signatures, with fixtures compiled by gcc and by
   clang, plus W^X, release trap, fork, threads and quarantine.
@@ -56,6 +58,17 @@ def test_signature_parser_fuzz_standalone():
     exe = build("fuzz_sig", [f"{SRC}/types.c", f"{SRC}/sig.c", f"{HERE}/c/fuzz_sig.c"],
                 SAN + ["-DNT_FUZZ_STANDALONE"])
     run(exe, "200000", "20261129")
+
+
+def test_handler_planner_c_tests():
+    # the planner against a machine model, for the x86-64 and AArch64 arch
+    # files' ABI descriptions (compiled on any host) and made-up ones
+    exe = build("test_handler_plan",
+                [f"{SRC}/handler_plan.c", f"{SRC}/backend_x86_64.c", f"{SRC}/backend_aarch64.c",
+                 f"{HERE}/c/test_handler_plan.c"], SAN)
+    out = run(exe, "8000", "20261129")
+    assert "all handler planner tests passed" in out
+    assert "riscv64-lp64d  8000 plans" in out and "x86_64-sysv    8000 plans" in out
 
 
 NATIVE_SOURCES = ["backend.c",  # includes the arch file and mem_*.c on its platform

@@ -252,6 +252,11 @@ MUTANTS = [
     M("plan-park-ext", "src/handler_plan.c", "a narrow int parked in a cycle loses its extension",
       "add_step(hp, NT_STEP_MOVE, m[j].cls, m[j].ext, park,",
       "add_step(hp, NT_STEP_MOVE, m[j].cls, NT_EXT_NONE, park,", [T_HARNESS]),
+    M("plan-frame-record", "src/handler_plan.c", "incoming stack arguments misplaced in a frame",
+      "(hp->tail ? 0 : abi->frame_record + hp->frame)", "(hp->tail ? 0 : hp->frame)",
+      [T_HARNESS]),
+    M("plan-fp-in-gpr", "src/handler_plan.c", "floats never overflow into integer registers",
+      "            && abi->fp_in_gpr)", "            && 0)", [T_HARNESS]),
 
     # ---- backend_ffi.c: the libffi argument table
     M("ffi-i16-type", "src/backend_ffi.c", "int16 given to libffi as uint16",

@@ -62,21 +62,10 @@
 #include "numthunk.h"
 #include "execmem.h"
 #include "native.h"
+#include "check.h"
 
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                   */
-
-static int failures;
-
-#define CHECK(cond, ...)                                                  \
-    do {                                                                  \
-        if (!(cond)) {                                                    \
-            failures++;                                                   \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);          \
-            fprintf(stderr, __VA_ARGS__);                                 \
-            fputc('\n', stderr);                                          \
-        }                                                                 \
-    } while (0)
 
 static const nt_backend *be;
 
@@ -86,17 +75,6 @@ now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
-static uint64_t rng_state;
-
-static uint64_t
-rng(void)   /* splitmix64: seeded, reproducible */
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
 }
 
 static nt_sig *
@@ -911,14 +889,7 @@ test_permutations(int count, uint64_t seed)
         nt_plan_finish(t.plan, &err);
         /* shuffle: the t-th forwarded target param takes thunk param p[t] */
         int nf = t.plan->nfwd, p[16];
-        for (int i = 0; i < nf; i++)
-            p[i] = i;
-        for (int i = nf - 1; i > 0; i--) {
-            int j = (int)(rng() % (uint64_t)(i + 1));
-            int x = p[i];
-            p[i] = p[j];
-            p[j] = x;
-        }
+        random_permutation(p, nf);
         for (int i = 0, k = 0; i < 16; i++) {
             if (bound[i])
                 continue;
