@@ -156,21 +156,21 @@ after_fork_child(void)
 static void
 init(void)
 {
-    arch = nt_arch_native;
-    if (arch == NULL)
+    if (nt_arch_native == NULL)
         return;
-    /* A block is stubs then a slot page, in NT_PAGE_SIZE units: on a
-       kernel with 16 or 64 KiB pages the slots would share a page with
-       code. */
+    /* Otherwise arch stays NULL: this engine takes no plan. A block is
+       stubs then a slot page, in NT_PAGE_SIZE units: on a kernel with 16
+       or 64 KiB pages the slots would share a page with code. */
     if (sysconf(_SC_PAGESIZE) != (long)NT_PAGE_SIZE) {
         note_fallback("page size", "not 4 KiB: new thunks use libffi");
         return;
     }
-    if (nt_abi_check(&arch->abi) != 0) {
+    if (nt_abi_check(&nt_arch_native->abi) != 0) {
         note_fallback("architecture", "inconsistent ABI description: new "
                       "thunks use libffi");
         return;
     }
+    arch = nt_arch_native;
     block_code = nt_round_up(BLOCK_STUBS * arch->stub_size, NT_PAGE_SIZE);
     stub_image = malloc(block_code);
     if (stub_image == NULL) {
