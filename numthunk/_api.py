@@ -224,14 +224,17 @@ class Function:
     not). ``owner`` is kept alive as long as this object and every thunk
     made from it. ``memoryviews`` declares ``__Pyx_memviewslice`` parameters
     ({index: 'double[:, ::1]'}); ``fixed`` binds parameters for good
-    ({index: value}), hiding them from bind()."""
+    ({index: value}), hiding them from bind(). ``depends``: the thunks the
+    function's code calls by their addresses (a Numba ``@cfunc`` that
+    captured thunks as globals or closure variables: :func:`as_function`
+    finds them); a thunk bound over this function depends on them."""
 
     __slots__ = ("address", "_signature", "nogil", "owner", "name", "memoryviews",
-                 "fixed", "_user_params", "_call_thunk", "_protocol_sig", "_nbtype",
-                 "_recipe", "__weakref__")
+                 "fixed", "depends", "_user_params", "_call_thunk", "_protocol_sig",
+                 "_nbtype", "_recipe", "__weakref__")
 
     def __init__(self, address, signature, *, nogil=True, owner=None, name=None,
-                 memoryviews=None, fixed=None):
+                 memoryviews=None, fixed=None, depends=()):
         if isinstance(address, bool) or not isinstance(address, (int, np.integer)):
             raise TypeError(f"Function address must be an int, got {type(address).__name__}")
         address = _pointer_value(address, "Function address")
@@ -249,6 +252,7 @@ class Function:
         for k in self.fixed:
             if not 0 <= k < sig.nargs:
                 raise ValueError(f"fixed parameter index {k} out of range")
+        self.depends = _thunk_tuple(depends, "Function depends=")
         self._user_params = [i for i in range(sig.nargs) if i not in self.fixed]
         self._call_thunk = None
         self._nbtype = None
@@ -338,6 +342,20 @@ class Function:
         return f"<numthunk.Function {name}{self._signature} at {self.address:#x}>"
 
 
+def _thunk_tuple(objs, what):
+    if isinstance(objs, _core.Thunk):
+        objs = (objs,)
+    try:
+        objs = tuple(objs)
+    except TypeError:
+        raise TypeError(f"{what} takes a tuple of thunks, got "
+                        f"{type(objs).__name__}") from None
+    for d in objs:
+        if not isinstance(d, _core.Thunk):
+            raise TypeError(f"{what} takes thunks, got a {type(d).__name__}")
+    return objs
+
+
 def _capsule_target(capsule, nogil):
     addr, name = _core._capsule_pointer(capsule)
     if not name:
@@ -362,6 +380,19 @@ def _cfunc_signature(cfunc):
     if sig is None:
         sig = _cfunc_signatures.setdefault(nbsig, Signature(_numba.signature_to_c(nbsig)))
     return sig
+
+
+def _cfunc_depends(cfunc):
+    """The thunks a @cfunc's code calls: those it (or an @njit function it
+    calls) compiled in as globals or closure variables. A Function stands
+    for its call thunk, or for the thunk it was made from."""
+    out = {}
+    for obj in _numba.captured(cfunc):
+        if isinstance(obj, Function):
+            obj = obj._call_thunk if obj._call_thunk is not None else obj.owner
+        if isinstance(obj, Thunk):
+            out[id(obj)] = obj
+    return tuple(out.values())
 
 
 def as_function(target, signature=None, nogil=None):
@@ -402,7 +433,8 @@ def as_function(target, signature=None, nogil=None):
     if _is_numba_cfunc(target):
         sig = Signature(signature) if signature is not None else _cfunc_signature(target)
         fn = Function(target.address, sig, nogil=True if nogil is None else nogil,
-                      owner=target, name=getattr(target, "__name__", None))
+                      owner=target, name=getattr(target, "__name__", None),
+                      depends=_cfunc_depends(target))
         if signature is None and nogil is None:
             # Resolving a cfunc's signature costs more than making a thunk:
             # keep the Function on the cfunc (a cycle the GC collects).
@@ -471,7 +503,8 @@ def bind(target, *args, signature=None, nogil=None, engine=None, keep=None):
     if keep is not None:
         # the thunk holds its target object, and this one holds keep
         fn = Function(fn.address, fn._signature, nogil=fn.nogil, owner=(fn, keep),
-                      name=fn.name, memoryviews=fn.memoryviews or None)
+                      name=fn.name, memoryviews=fn.memoryviews or None,
+                      depends=fn.depends)
     # Positional: keyword parsing would be a fifth of the creation cost.
     # Values the core does not convert itself go through
     # Thunk._resolve_values first; fn.owner tells the core when the target

@@ -25,8 +25,8 @@ import threading
 
 from . import _core
 
-__all__ = ["type_to_c", "signature_to_c", "string_to_c",
-           "type_from_desc", "signature_from_c", "function_type", "register", "set_classes"]
+__all__ = ["type_to_c", "signature_to_c", "string_to_c", "type_from_desc",
+           "signature_from_c", "function_type", "captured", "register", "set_classes"]
 
 # From the core's kind table: Numba's name for a kind (str(t) of a Numba
 # scalar type is that name, "bool" for boolean) and its C text.
@@ -242,28 +242,39 @@ def _param_where(i, name):
 # ---------------------------------------------------------------- function values
 
 
-function_types = {}         # numthunk Signature -> ThunkFunctionType
+function_types = {}         # numthunk Signature -> ThunkType
 _lock = threading.Lock()
 _registered = False
 
 
 def function_type(csig):
-    """The Numba ``FunctionType`` of a function with C signature ``csig``,
-    cached per signature (this is what ``_numba_type_`` returns)."""
+    """numthunk's Numba type of a function with C signature ``csig``
+    (``numthunk._numba_ext.ThunkType``), cached per signature (this is what
+    ``_numba_type_`` returns)."""
     ft = function_types.get(csig)
     if ft is not None:
         return ft
     register()
-    from ._numba_ext import ThunkFunctionType
+    from ._numba_ext import ThunkType
 
     try:
         nbsig = signature_from_c(csig)
     except TypeError as exc:
         raise TypeError(f"a function '{csig}' cannot be a Numba function value: {exc}") \
             from None
-    ft = ThunkFunctionType(nbsig)
+    ft = ThunkType(nbsig)
     with _lock:
         return function_types.setdefault(csig, ft)
+
+
+def captured(cfunc):
+    """The Thunks and Functions compiled as constants (globals, closure
+    variables) into a Numba ``@cfunc``'s code or into the code of the
+    functions it calls, in the order met (see numthunk._numba_ext)."""
+    if not _registered:
+        return ()           # no thunk has met Numba: none was compiled in
+    from ._numba_ext import captured_by
+    return captured_by(getattr(cfunc, "_library", None))
 
 
 def _typeof_numthunk(val, c):
@@ -288,16 +299,24 @@ def register():
     with _lock:
         if _registered:
             return
-        # Data model, boxing and constant lowering of FunctionType live in
-        # numba.experimental.function_type, which Numba loads only on first
-        # use of a function value (numba issues 8282, 9680: "non-precise
-        # type pyobject"); _numba_ext imports it and adds our type.
+        # _numba_ext defines our type and its lowerings; it also imports
+        # numba.experimental.function_type (Numba's FunctionType model,
+        # boxing and unboxing, which Numba itself loads only on first use of
+        # a function value: numba issues 8282, 9680, "non-precise type
+        # pyobject"), for thunks that meet a @cfunc or a FunctionType.
         from . import _numba_ext  # noqa: F401
+        from numba.core.registry import cpu_target
         from numba.core.types import WrapperAddressProtocol
         from numba.core.typing.typeof import typeof_impl
 
+        # This may run in the middle of a compilation (typing a global
+        # thunk): the CPU target reads new lowerings (our constants, casts,
+        # calls) now, as its lookup of a constant never refreshes.
+        cpu_target.target_context.refresh()
+
         for cls in _classes:
-            # Lowering a global or closure value needs isinstance(WAP).
+            # Numba's FunctionType (a thunk passed where a signature
+            # declares one) reads the address through this protocol.
             WrapperAddressProtocol.register(cls)
             # More specific than the WAP entry, which would rebuild the
             # FunctionType from signature() on every call.

@@ -203,6 +203,13 @@ class Signature(_core.Signature):
         from . import _numba
         return _numba.signature_from_c(self)
 
+    def numba_type(self):
+        """The Numba type of a thunk (or Function) of this signature, what
+        ``numba.typeof(thunk)`` gives: for a jitclass or structref field,
+        ``typed.List.empty_list(...)`` or an explicit ``@njit`` signature."""
+        from . import _numba
+        return _numba.function_type(self)
+
 
 def _refuse_nul(text, typedefs):
     """C reads text up to a NUL byte: refuse one rather than parse a prefix."""

@@ -390,24 +390,11 @@ def test_njit_thunk_pointer_parameter_takes_an_array(ifn):
         run(t, 2.0, np.arange(6.0)[::2])
 
 
-def _numba_version():
-    import numba
-    return tuple(int(p) for p in numba.__version__.split(".")[:2])
-
-
-# Numba 0.59's unified_function_type asserts that every function type in a
-# tuple is the same one (numba/core/utils.py); 0.60 lets literal_unroll
-# take them apart.
-MIXED_TUPLES = _numba_version() >= (0, 60)
-
-
-@pytest.mark.skipif(not MIXED_TUPLES, reason="Numba 0.59 cannot type a tuple of two "
-                    "different function types (an assertion in unified_function_type)")
 def test_njit_mixed_tuple_of_thunk_and_cfunc_with_literal_unroll(ifn):
-    """A thunk is typed as numthunk's own function type (its unboxing costs
-    ~1.4 us; Numba's FunctionType path ~30 us, bench/bench_numba.py), so a
-    tuple of a thunk and a @cfunc is heterogeneous: iterate it with
-    literal_unroll, as the README says."""
+    """A thunk has numthunk's own Numba type (it holds the thunk; Numba's
+    FunctionType holds nothing), so a tuple of a thunk and a @cfunc is
+    heterogeneous: iterate it with literal_unroll, as the README says (on
+    every supported Numba, 0.59 included)."""
     from numba import cfunc, literal_unroll, njit, types
     from numba.core.errors import TypingError
 
@@ -451,8 +438,6 @@ def test_readme_recipes_run():
     blocks = re.findall(r"```python\n(.*?)```", section, re.S)
     assert len(blocks) == 3
     for block in blocks:
-        if "literal_unroll" in block and not MIXED_TUPLES:
-            continue    # the README says it needs Numba 0.60 (see above)
         exec(compile(block, "README.md (Recipes)", "exec"), {})
 
 
