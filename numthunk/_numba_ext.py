@@ -44,11 +44,6 @@ class ThunkType(types.Callable):
         self.nargs = len(signature.args)
         super().__init__(name=f"numthunk.Thunk[{signature}]")
 
-    @property
-    def function_type(self):
-        """Numba's (non-owning) first-class function type of this signature."""
-        return types.FunctionType(self.signature)
-
     def get_call_type(self, context, args, kws):
         # A call of a thunk converts its arguments as a call of a C function
         # does in Numba (ctypes/cffi functions, @cfunc): any implicit
@@ -123,16 +118,29 @@ class ThunkModel(models.StructModel):
 
 @lower_builtin(ThunkType, ThunkType, types.VarArg(types.Any))
 def _call(context, builder, sig, args):
+    # A direct call through the address, nothing else on the path.
     fnty = sig.args[0]
     value = cgutils.create_struct_proxy(fnty)(context, builder, value=args[0])
     nbsig = fnty.signature
     llret = context.get_value_type(nbsig.return_type)
     llargs = [context.get_value_type(a) for a in nbsig.args]
     fptr = builder.bitcast(value.addr, ir.FunctionType(llret, llargs).as_pointer())
-    res = builder.call(fptr, args[1:])
+    # Narrow integers and bools are extended to 32 bits, as C callers do
+    # (x86-64 and AArch64 callees built by Clang rely on it); Numba's own
+    # calls through function values leave the upper bits as they are.
+    ext = {i: (_extension(a),) for i, a in enumerate(nbsig.args) if _extension(a)}
+    res = builder.call(fptr, args[1:], arg_attrs=ext or None)
     if nbsig.return_type == types.void:
         return context.get_dummy_value()
     return res
+
+
+def _extension(t):
+    if isinstance(t, types.Boolean):
+        return "zeroext"
+    if isinstance(t, types.Integer) and t.bitwidth < 32:
+        return "signext" if t.signed else "zeroext"
+    return None
 
 
 @lower_cast(types.Array, types.CPointer)

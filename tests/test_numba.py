@@ -903,8 +903,9 @@ def test_numba_cfunc_closure_is_stale_numthunk_is_live():
 
 def test_narrow_int_arguments_from_njit_are_extended(cfn):
     """Numba's first-class calls pass i8/i16 without extending them to 32
-    bits; Clang-built callees read the whole register. The thunk re-extends
-    (native engine) or converts through libffi's types (ffi engine)."""
+    bits; Clang-built callees read the whole register. numthunk's calls of
+    thunks and Functions extend them, and the thunk re-extends (native
+    engine) or converts through libffi's types (ffi engine) whoever calls."""
     trusting8 = cfn("f_l_cl_trusting", "int64_t (int8_t, int64_t)")
     trusting16 = cfn("f_l_Sl_trusting", "int64_t (uint16_t, int64_t)")
 
@@ -936,9 +937,21 @@ def test_narrow_int_arguments_from_njit_are_extended(cfn):
     t16 = nt.bind(trusting16, nt.ARG, 3)
     assert via_thunk8(t8, n) == expect8
     assert via_thunk16(t16, n * 10) == expect16
-    # The hazard is real: called directly, the callee sees the unextended
-    # register. If this starts to fail, Numba began extending narrow ints.
-    assert direct8(trusting8, n) != expect8
+    assert direct8(trusting8, n) == expect8            # the target itself, extended
+
+    # The hazard is real through Numba's own function values (an explicit
+    # FunctionType): the callee sees the unextended register. If this
+    # starts to fail, Numba began extending narrow ints.
+    numba_fn = types.FunctionType(types.int64(types.int8, types.int64))
+
+    @njit(types.int64(numba_fn, types.int64))
+    def via_numba(fn, n):
+        s = 0
+        for i in range(n):
+            s += fn(np.int8(i), 3)
+        return s
+
+    assert via_numba(trusting8, n) != expect8
 
 
 def test_narrow_int_returns_and_bool(cfn):
