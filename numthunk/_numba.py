@@ -1,18 +1,21 @@
 """Numba adapter: signatures both ways, @cfunc targets, and thunks as
 first-class functions in nopython code.
 
-A Thunk or a Function is a Numba function value through Numba's Wrapper
-Address Protocol (``__wrapper_address__()``, ``signature()``). Two things
-make that fast and robust:
+A Thunk or a Function is a Numba value of numthunk's own type,
+``ThunkType`` (numthunk._numba_ext): called like a function, and held by
+reference wherever Numba keeps it. It also follows Numba's Wrapper Address
+Protocol (``__wrapper_address__()``, ``signature()``), so it converts to
+Numba's ``FunctionType`` where code declares one. Two things make passing
+a thunk fast and robust:
 
-- ``_numba_type_`` returns a ``FunctionType`` cached per C signature, so
-  passing a thunk into an ``@njit`` function does not rebuild its type on
-  every call (Numba reads ``_numba_type_`` before anything else);
+- ``_numba_type_`` returns the type cached per C signature, so passing a
+  thunk into an ``@njit`` function does not rebuild its type on every call
+  (Numba reads ``_numba_type_`` before anything else);
 - the first time a thunk meets Numba, :func:`register` imports
-  ``numba.experimental.function_type`` (the data model, unboxing and
-  constant lowering of function values, which Numba itself only loads on
-  first use) and registers the classes, so a thunk may be the very first
-  thing Numba compiles.
+  numthunk._numba_ext (the type, its lowerings and Numba's own
+  first-class-function support, which Numba loads only on first use) and
+  registers the classes, so a thunk may be the very first thing Numba
+  compiles.
 
 This module imports Numba only inside functions: ``import numthunk`` never
 imports Numba. It imports nothing of the package but the core: numthunk._api
