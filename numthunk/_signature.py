@@ -206,7 +206,12 @@ class Signature(_core.Signature):
     def numba_type(self):
         """The Numba type of a thunk (or Function) of this signature, what
         ``numba.typeof(thunk)`` gives: for a jitclass or structref field,
-        ``typed.List.empty_list(...)`` or an explicit ``@njit`` signature."""
+        ``typed.List.empty_list(...)`` or an explicit ``@njit`` signature.
+        A value of this type holds its thunk (docs/numba.md).
+
+        >>> nt.Signature("double (double x)").numba_type()
+        numthunk.Thunk[(float64,) -> float64]
+        """
         from . import _numba
         return _numba.function_type(self)
 
