@@ -12,6 +12,12 @@ Passing cost: calling an @njit function that takes one argument and
 returns, with a thunk, an array, a Numba @cfunc and a plain Wrapper
 Address Protocol object (Numba's own unboxing path) as that argument.
 Figures are medians of several repetitions in the same run.
+
+    python bench/bench_numba.py --count KIND N
+
+runs N passes or calls of one KIND (thunk-pass, array-pass, direct-call,
+thunk-call) after compiling everything, untimed: bench/callgrind_numba.sh
+counts their instructions under callgrind, whatever the machine's load.
 """
 
 import statistics
@@ -41,7 +47,59 @@ def median(fn, repeat=REPEAT):
     return statistics.median(wall), statistics.median(cpu)
 
 
+def count(kind, n):
+    """The work bench/callgrind_numba.sh counts: everything is compiled
+    first, so runs with n = 0 and n = N differ by the N passes or calls."""
+    from numba import carray, cfunc, njit
+    from numba.types import CPointer, float64, intc
+
+    @cfunc(float64(CPointer(float64), intc))
+    def c_sum(ptr, n):
+        return np.sum(carray(ptr, n))
+
+    vec = np.array([1.0, 2.0, 3.0, 4.0])
+    direct = c_sum.ctypes
+    thunk = nt.bind(c_sum, vec, nt.size(vec), engine="native")
+
+    @njit
+    def take(x):
+        return 0
+
+    @njit
+    def loop_thunk(fn, k):
+        s = 0.0
+        for _ in range(k):
+            s += fn()
+        return s
+
+    @njit
+    def loop_global(arr, k):
+        s = 0.0
+        m = np.intc(arr.size)
+        for _ in range(k):
+            s += direct(arr.ctypes, m)
+        return s
+
+    take(thunk), take(vec), loop_thunk(thunk, 1), loop_global(vec, 1)
+    if kind == "thunk-pass":
+        for _ in range(n):
+            take(thunk)
+    elif kind == "array-pass":
+        for _ in range(n):
+            take(vec)
+    elif kind == "direct-call":
+        loop_global(vec, n)
+    elif kind == "thunk-call":
+        loop_thunk(thunk, n)
+    elif kind != "none":
+        raise SystemExit(f"--count: unknown kind {kind!r}")
+
+
 def main():
+    if "--count" in sys.argv:
+        i = sys.argv.index("--count")
+        count(sys.argv[i + 1], int(sys.argv[i + 2]))
+        return
     import numba
     from numba import carray, cfunc, njit
     from numba.core.types import WrapperAddressProtocol

@@ -229,7 +229,11 @@ def _constant(context, builder, typ, pyval):
     # function an inlined callee is lowered into): a @cfunc's library,
     # with the libraries it links (the @njit functions it calls), then
     # lists every thunk its code uses (captured_by).
-    addr = pyval._wrapper_address_          # raises for a released thunk
+    try:
+        addr = pyval._wrapper_address_
+    except Exception as exc:                # a released thunk
+        raise errors.NumbaValueError(f"{typ} compiled in as a global or closure "
+                                     f"variable: {exc}") from None
     with _lock:
         _held[id(pyval)] = pyval
         lib = context.active_code_library

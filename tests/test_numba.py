@@ -604,6 +604,38 @@ def test_cfunc_depends_on_the_thunks_its_code_captured(f_sum, engine):
         nt.Function(f_sum.address, "double (void)", depends=[f_sum])
 
 
+_PAIR = ()
+
+
+def test_cfunc_depends_through_a_global_tuple_and_released_globals(f_sum):
+    """Every item of a global tuple of thunks is compiled in and recorded;
+    a released thunk cannot be compiled in."""
+    from numthunk._api import as_function
+
+    global _PAIR
+    _PAIR = tuple(_sum_thunks(f_sum, None, (3, 5)))
+
+    @cfunc(types.float64())
+    def both():
+        s = 0.0
+        for f in _PAIR:
+            s += f()
+        return s
+
+    assert both.ctypes() == _tri(3) + _tri(5)
+    assert as_function(both).depends == _PAIR
+    _PAIR[0].release()
+
+    @njit
+    def first():
+        return _PAIR[0]()
+
+    with pytest.raises(numba.core.errors.TypingError, match="compiled in as a global or "
+                       "closure variable: the thunk has been released"):
+        first()
+    _PAIR = ()
+
+
 # ---------------------------------------------------------------- parallel
 
 
