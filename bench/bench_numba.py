@@ -47,9 +47,11 @@ def median(fn, repeat=REPEAT):
     return statistics.median(wall), statistics.median(cpu)
 
 
-def count(kind, n):
-    """The work bench/callgrind_numba.sh counts: everything is compiled
-    first, so runs with n = 0 and n = N differ by the N passes or calls."""
+def kernels():
+    """The seed kernel as a @cfunc, its array, and the @njit consumers:
+    a loop calling the target directly (a ctypes global: address baked
+    in), a loop calling a function argument with the array, a loop
+    calling a thunk, and a function that only takes its argument."""
     from numba import carray, cfunc, njit
     from numba.types import CPointer, float64, intc
 
@@ -59,64 +61,6 @@ def count(kind, n):
 
     vec = np.array([1.0, 2.0, 3.0, 4.0])
     direct = c_sum.ctypes
-    thunk = nt.bind(c_sum, vec, nt.size(vec), engine="native")
-
-    @njit
-    def take(x):
-        return 0
-
-    @njit
-    def loop_thunk(fn, k):
-        s = 0.0
-        for _ in range(k):
-            s += fn()
-        return s
-
-    @njit
-    def loop_global(arr, k):
-        s = 0.0
-        m = np.intc(arr.size)
-        for _ in range(k):
-            s += direct(arr.ctypes, m)
-        return s
-
-    take(thunk), take(vec), loop_thunk(thunk, 1), loop_global(vec, 1)
-    if kind == "thunk-pass":
-        for _ in range(n):
-            take(thunk)
-    elif kind == "array-pass":
-        for _ in range(n):
-            take(vec)
-    elif kind == "direct-call":
-        loop_global(vec, n)
-    elif kind == "thunk-call":
-        loop_thunk(thunk, n)
-    elif kind != "none":
-        raise SystemExit(f"--count: unknown kind {kind!r}")
-
-
-def main():
-    if "--count" in sys.argv:
-        i = sys.argv.index("--count")
-        count(sys.argv[i + 1], int(sys.argv[i + 2]))
-        return
-    import numba
-    from numba import carray, cfunc, njit
-    from numba.core.types import WrapperAddressProtocol
-    from numba.types import CPointer, float64, intc
-
-    print(f"numthunk {nt.__version__}, numba {numba.__version__}, numpy {np.__version__}; "
-          f"{CALLS:.0e} calls, {PASSES:.0e} passes, median of {REPEAT}")
-
-    @cfunc(float64(CPointer(float64), intc))
-    def c_sum(ptr, n):
-        return np.sum(carray(ptr, n))
-
-    vec = np.array([1.0, 2.0, 3.0, 4.0])
-    n = np.intc(vec.size)
-    direct = c_sum.ctypes                         # a ctypes global: a direct call
-    target = nt.Function(c_sum.address, "double (const double *, int)", owner=c_sum)
-    thunks = {e: nt.bind(c_sum, vec, nt.size(vec), engine=e) for e in ("native", "ffi")}
 
     @njit
     def loop_global(arr, k):
@@ -140,6 +84,48 @@ def main():
         for _ in range(k):
             s += fn()
         return s
+
+    @njit
+    def take(x):
+        return 0
+
+    return c_sum, vec, loop_global, loop_target, loop_thunk, take
+
+
+def count(kind, n):
+    """The work bench/callgrind_numba.sh counts: everything is compiled
+    first, so runs with n = 0 and n = N differ by the N passes or calls."""
+    c_sum, vec, loop_global, _, loop_thunk, take = kernels()
+    thunk = nt.bind(c_sum, vec, nt.size(vec), engine="native")
+    take(thunk), take(vec), loop_thunk(thunk, 1), loop_global(vec, 1)
+    if kind == "thunk-pass":
+        for _ in range(n):
+            take(thunk)
+    elif kind == "array-pass":
+        for _ in range(n):
+            take(vec)
+    elif kind == "direct-call":
+        loop_global(vec, n)
+    elif kind == "thunk-call":
+        loop_thunk(thunk, n)
+    elif kind != "none":
+        raise SystemExit(f"--count: unknown kind {kind!r}")
+
+
+def main():
+    if "--count" in sys.argv:
+        i = sys.argv.index("--count")
+        count(sys.argv[i + 1], int(sys.argv[i + 2]))
+        return
+    import numba
+    from numba.core.types import WrapperAddressProtocol
+
+    print(f"numthunk {nt.__version__}, numba {numba.__version__}, numpy {np.__version__}; "
+          f"{CALLS:.0e} calls, {PASSES:.0e} passes, median of {REPEAT}")
+
+    c_sum, vec, loop_global, loop_target, loop_thunk, take = kernels()
+    target = nt.Function(c_sum.address, "double (const double *, int)", owner=c_sum)
+    thunks = {e: nt.bind(c_sum, vec, nt.size(vec), engine=e) for e in ("native", "ffi")}
 
     assert loop_global(vec, 3) == loop_target(target, vec, 3) == 30.0
     for t in thunks.values():
@@ -174,10 +160,6 @@ def main():
         def signature(self):
             return self.thunk.signature()
 
-    @njit
-    def take(x):
-        return 0
-
     thunk = next(iter(thunks.values()))
     values = [
         ("array (float64, 1-D)", vec),
@@ -191,7 +173,7 @@ def main():
     # a thunk and a Function each have numthunk's type of their signature
     assert {(numba.typeof(thunk),), (numba.typeof(target),)} <= set(take.signatures)
 
-    @njit
+    @numba.njit
     def nothing():
         return 0
 
