@@ -57,14 +57,17 @@ def build_kernel():
         os.makedirs(where, exist_ok=True)
         with open(os.path.join(where, name + ".pyx"), "w") as f:
             f.write(KERNEL)
+        # the compilers get the environment without a library preloaded into
+        # this interpreter (a sanitizer runtime, in numthunk's sanitizer tests)
+        env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
         subprocess.run([sys.executable, "-m", "cython", "-3", name + ".pyx"], cwd=where,
-                       check=True)
+                       check=True, env=env)
         cc = (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()
         link = ["-undefined", "dynamic_lookup"] if sys.platform == "darwin" else []
         tmp = f"{ext}.{os.getpid()}.tmp"
         subprocess.run([*cc, "-O2", "-shared", "-fPIC", "-w",
                         "-I", sysconfig.get_paths()["include"], name + ".c", "-o", tmp, *link],
-                       cwd=where, check=True)
+                       cwd=where, check=True, env=env)
         os.replace(tmp, ext)
     spec = importlib.util.spec_from_file_location(name, ext)
     mod = importlib.util.module_from_spec(spec)

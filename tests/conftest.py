@@ -14,6 +14,7 @@ import sysconfig
 import pytest
 
 import numthunk as nt
+from ntbuild import compiler_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BUILD = os.path.join(HERE, "_build")
@@ -68,7 +69,7 @@ def compile_shared(source, name, compiler=None, extra=(), label=None):
     out = os.path.join(BUILD, f"{name}-{label}{sysconfig.get_config_var('SHLIB_SUFFIX') or '.so'}")
     cmd = [*cmd_cc, "-O2", "-shared", "-fPIC", "-std=c11", "-Wall", "-Wextra", "-Werror",
            *extra, "-o", out, source]
-    subprocess.run(cmd, check=True)
+    subprocess.run(cmd, check=True, env=compiler_env())
     return out
 
 

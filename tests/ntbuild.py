@@ -1,6 +1,14 @@
 """Builds the extra fixture libraries (C and x86-64 assembly) of the tests
-that own them, into tests/_build, with the system C compiler."""
+that own them, into tests/_build, with the system C compiler; and what
+every test that runs a compiler or expects a crash shares with them.
 
+Under the sanitizer run (.ci/run preloads libasan into the interpreter with
+LD_PRELOAD), a compiler must not inherit the preload: gcc, cc1, ld and zig
+would run instrumented, slowly, and report their own leaks as failures.
+Python subprocesses that import numthunk keep it (the sanitized extension
+needs the runtime loaded first)."""
+
+import contextlib
 import ctypes
 import os
 import shutil
@@ -9,6 +17,33 @@ import sysconfig
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BUILD = os.path.join(HERE, "_build")
+
+
+def compiler_env(env=None):
+    """``env`` (default os.environ) for a compiler or a program that runs one:
+    without LD_PRELOAD."""
+    return {k: v for k, v in (os.environ if env is None else env).items()
+            if k != "LD_PRELOAD"}
+
+
+@contextlib.contextmanager
+def no_preload():
+    """For builds run in this process that spawn compilers with os.environ
+    (cffi's ffi.compile): LD_PRELOAD is out of os.environ meanwhile."""
+    saved = os.environ.pop("LD_PRELOAD", None)
+    try:
+        yield
+    finally:
+        if saved is not None:
+            os.environ["LD_PRELOAD"] = saved
+
+
+def crashed(proc):
+    """Whether a child process died of a crash: a signal, or under
+    AddressSanitizer (its SEGV handler reports and exits with status 1) the
+    sanitizer's report."""
+    return proc.returncode < 0 or (proc.returncode != 0 and
+                                   "AddressSanitizer" in (proc.stderr or ""))
 
 
 def compiler():
@@ -25,7 +60,8 @@ def build(source, name, extra=()):
     out = os.path.join(BUILD, f"{name}-{os.path.basename(cc)}.so")
     src = os.path.join(HERE, "fixtures", source)
     std = [] if source.endswith(".S") else ["-std=c11", "-Wall", "-Wextra", "-Werror"]
-    subprocess.run([cc, "-O2", "-shared", "-fPIC", *std, *extra, "-o", out, src], check=True)
+    subprocess.run([cc, "-O2", "-shared", "-fPIC", *std, *extra, "-o", out, src], check=True,
+                   env=compiler_env())
     return out
 
 

@@ -20,6 +20,7 @@ import pytest
 
 import numthunk as nt
 from conftest import compiler_command
+from ntbuild import compiler_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -34,16 +35,18 @@ def build(name, sources, flags, libs=()):
     os.makedirs(BUILD, exist_ok=True)
     out = os.path.join(BUILD, name)
     cmd = ["gcc", *WARN, *flags, f"-I{SRC}", *sources, "-o", out, *libs]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=compiler_env())
     assert proc.returncode == 0, proc.stderr
     return out
 
 
 def run(exe, *args, env=None, timeout=900):
+    # The harnesses link their own sanitizer runtime where they use one, and
+    # test_native.c runs the compiler for its fixtures: no preload.
     proc = subprocess.run([exe, *args], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {}),
-                               "ASAN_OPTIONS": "detect_leaks=1",
-                               "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"},
+                          env=compiler_env({**os.environ, **(env or {}),
+                                            "ASAN_OPTIONS": "detect_leaks=1",
+                                            "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"}),
                           cwd=BUILD)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     return proc.stdout

@@ -24,6 +24,7 @@ import scipy.integrate
 from numba import njit
 
 import numthunk as nt
+from ntbuild import compiler_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -286,7 +287,7 @@ def test_header_compiles_as_cxx(tmp_path):
                    '  return NT_DL_AT(double, t, i) + (double)nt_dl_numel(t); }\n')
     subprocess.run([cxx, "-std=c++11", "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
                     "-I", nt.get_include(), "-I", sysconfig.get_paths()["include"], str(src)],
-                   check=True)
+                   check=True, env=compiler_env())
 
 
 def test_hand_made_descriptor_through_address(ext):

@@ -16,6 +16,9 @@ import pytest
 import numthunk as nt
 from numthunk._api import as_function
 from conftest import BUILD, HERE, compile_shared
+from ntbuild import no_preload
+
+ENGINES = ["native", "ffi"]
 
 _CDEF = """
     struct pt { double x; double y; };
@@ -50,7 +53,8 @@ def api():
     ffi.set_source("_nt_cffi_api", _SOURCE)
     out = os.path.join(BUILD, "cffi_api")
     os.makedirs(out, exist_ok=True)
-    ffi.compile(tmpdir=out, verbose=False)
+    with no_preload():
+        ffi.compile(tmpdir=out, verbose=False)
     sys.path.insert(0, out)
     try:
         import _nt_cffi_api as mod

@@ -239,8 +239,10 @@ def test_c_spellings_against_the_compiler(tmp_path):
     exe = tmp_path / "probe"
     cc = ntbuild.compiler()
     incs = [f"-I{sysconfig.get_paths()['include']}", f"-I{np.get_include()}"]
-    subprocess.run([cc, "-std=gnu11", "-w", *incs, "-o", str(exe), str(src)], check=True)
-    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
+    subprocess.run([cc, "-std=gnu11", "-w", *incs, "-o", str(exe), str(src)], check=True,
+                   env=ntbuild.compiler_env())
+    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True,
+                         env=ntbuild.compiler_env()).stdout
     seen = 0
     for line in out.splitlines():
         name, size, signed, is_float, is_complex, is_bool = line.split("|")

@@ -19,6 +19,7 @@ import pytest
 
 import numthunk as nt
 from numthunk._recipe import PicklingRefused
+from ntbuild import no_preload
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(nt.__file__)))
@@ -69,7 +70,8 @@ def _cffi_module():
         ffi = cffi.FFI()
         ffi.cdef(CFFI_CDEF)
         ffi.set_source(name, CFFI_SOURCE)
-        ffi.compile(tmpdir=where)
+        with no_preload():
+            ffi.compile(tmpdir=where)
     if where not in sys.path:
         sys.path.insert(0, where)
     return where

@@ -21,6 +21,9 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BUILD_ROOT = os.path.join(os.path.dirname(HERE), "_build", "capi")
+if os.path.dirname(HERE) not in sys.path:
+    sys.path.insert(0, os.path.dirname(HERE))     # tests/, for ntbuild
+from ntbuild import compiler_env  # noqa: E402
 SOURCES = ["ntcapi_ext.c", "ntcapi_cy.pyx"]
 
 
@@ -45,7 +48,7 @@ def _key(files):
 
 
 def _run(cmd, cwd):
-    p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=compiler_env())
     if p.returncode != 0:
         raise RuntimeError(f"$ {' '.join(cmd)}\n{p.stdout}{p.stderr}")
 

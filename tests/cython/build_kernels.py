@@ -22,6 +22,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BUILD_ROOT = os.path.join(os.path.dirname(HERE), "_build", "cython")
+if os.path.dirname(HERE) not in sys.path:
+    sys.path.insert(0, os.path.dirname(HERE))     # tests/, for ntbuild
+from ntbuild import compiler_env  # noqa: E402
 SOURCE_EXT = (".pyx", ".pxd", ".py")
 
 
@@ -39,7 +42,8 @@ def _compiler():
 def _run_all(commands, cwd):
     """Run the commands in parallel; raise with the output of any failure."""
     procs = [(cmd, subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, text=True))
+                                    stderr=subprocess.STDOUT, text=True,
+                                    env=compiler_env()))
              for cmd in commands]
     failed = []
     for cmd, p in procs:
