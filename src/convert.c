@@ -257,6 +257,31 @@ static int reject_nonnumber(PyObject *value, nt_label *what, const char *expecte
     return 0;
 }
 
+/* A value that is no float but converts to inf (Decimal('1e400'), a
+   __float__ that overflows to inf) is refused as 2**1024 is; a value that is
+   itself infinite (Decimal('Infinity')) compares equal to inf and passes.
+   0, or -1 with an exception set. */
+static int refuse_overflow_to_inf(PyObject *value, double d, nt_label *what,
+                                  const char *ctype)
+{
+    if (!isinf(d) || PyFloat_Check(value) || PyComplex_Check(value)
+        || PyArray_IsScalar(value, Floating) || PyArray_IsScalar(value, ComplexFloating))
+        return 0;
+    PyObject *inf = PyFloat_FromDouble(d);
+    if (inf == NULL)
+        return -1;
+    int same = PyObject_RichCompareBool(value, inf, Py_EQ);
+    Py_DECREF(inf);
+    if (same > 0)
+        return 0;
+    if (same < 0 && nt_error_passes())
+        return -1;
+    PyErr_Clear();
+    PyErr_Format(PyExc_OverflowError, "%s: %R is too large for a C %s (it converts to %s)",
+                 W(what), value, ctype, d > 0 ? "inf" : "-inf");
+    return -1;
+}
+
 static int as_double(PyObject *value, double *out, nt_label *what)
 {
     if (reject_nonnumber(value, what, "a real number") < 0)
@@ -279,6 +304,8 @@ static int as_double(PyObject *value, double *out, nt_label *what)
     }
     double d = PyFloat_AsDouble(value);
     if (d == -1.0 && PyErr_Occurred()) {
+        if (nt_error_passes())
+            return -1;
         if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
             PyErr_Clear();
             PyErr_Format(PyExc_OverflowError,
@@ -293,6 +320,8 @@ static int as_double(PyObject *value, double *out, nt_label *what)
         }
         return -1;
     }
+    if (refuse_overflow_to_inf(value, d, what, "double") < 0)
+        return -1;
     *out = d;
     return 0;
 }
@@ -326,17 +355,48 @@ static int convert_real(const nt_type *t, PyObject *value, void *cell, nt_label 
     return 0;
 }
 
+/* Whether the type defines a conversion to complex that runs its own code. */
+static int has_complex(PyObject *v)
+{
+    if (has_float(v))
+        return 1;
+    PyObject *m = PyObject_GetAttrString((PyObject *)Py_TYPE(v), "__complex__");
+    if (m == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    Py_DECREF(m);
+    return 1;
+}
+
 static int convert_complex(const nt_type *t, PyObject *value, void *cell, nt_label *what)
 {
     if (reject_nonnumber(value, what, "a complex number") < 0)
         return -1;
+    const char *ctype = t->kind == NT_C128 ? "double complex" : "float complex";
     Py_complex c = PyComplex_AsCComplex(value);
     if (c.real == -1.0 && PyErr_Occurred()) {
-        PyErr_Clear();
-        PyErr_Format(PyExc_TypeError, "%s: expected a complex number, got %.100s",
-                     W(what), Py_TYPE(value)->tp_name);
+        if (nt_error_passes())
+            return -1;
+        if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            nt_raise_chained(PyExc_OverflowError,
+                             "%s: %R does not fit in a C %s (its parts are C %s, "
+                             "max %s)", W(what), value, ctype,
+                             t->kind == NT_C128 ? "doubles" : "floats",
+                             t->kind == NT_C128 ? "1.7976931348623157e+308"
+                                                : "3.4028234663852886e+38");
+        } else if (has_complex(value)) {
+            nt_raise_chained(PyExc_TypeError, "%s: expected a complex number; "
+                             "converting %.100s raised", W(what), Py_TYPE(value)->tp_name);
+        } else {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "%s: expected a complex number, got %.100s",
+                         W(what), Py_TYPE(value)->tp_name);
+        }
         return -1;
     }
+    if (refuse_overflow_to_inf(value, isinf(c.real) ? c.real : c.imag, what, ctype) < 0)
+        return -1;
     if (t->kind == NT_C128) {
         double parts[2] = { c.real, c.imag };
         memcpy(cell, parts, 16);
@@ -819,6 +879,12 @@ static int convert_pointer(const nt_type *t, PyObject *value, void *cell, nt_hel
         return -1;
     }
     if (t->kind == NT_PTR && t->base == NT_DLTENSOR) {
+        if (nt_is_strided(value) && t->depth == 1) {
+            PyErr_Format(PyExc_TypeError,
+                         "%s: a DLTensor carries its array's strides itself; bind the "
+                         "array, not numthunk.strided(arr)", W(what));
+            return -1;
+        }
         int r = nt_dlpack_convert(what->sig, what->i, value, cell, held);
         if (r <= 0)
             return r;

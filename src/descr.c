@@ -24,13 +24,10 @@ nt_held *nt_held_get(PyObject *obj, const char *what)
        them (refused below: an indirect buffer has no single data pointer). */
     if (PyObject_GetBuffer(obj, &h->view, PyBUF_FULL_RO) < 0) {
         PyMem_Free(h);
-        if (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_BufferError)) {
-            PyErr_Clear();
-            PyErr_Format(PyExc_TypeError,
+        nt_raise_chained(PyExc_TypeError,
                          "%s: %.200s object does not support the buffer protocol "
                          "(or cannot export a strided buffer)",
                          what, Py_TYPE(obj)->tp_name);
-        }
         return NULL;
     }
     if (h->view.suboffsets != NULL) {
@@ -47,14 +44,22 @@ nt_held *nt_held_get(PyObject *obj, const char *what)
     return h;
 }
 
+/* Releasing may run the exporter's code (a DLPack deleter, a Python
+   __release_buffer__): an exception set meanwhile (the refusal being
+   reported) is put aside while it runs. */
 void nt_held_release(nt_held *h)
 {
+    if (h == NULL)
+        return;
+    nt_saved_error saved;
+    nt_error_save(&saved);
     while (h != NULL) {
         nt_held *next = h->next;
         PyBuffer_Release(&h->view);
         PyMem_Free(h);
         h = next;
     }
+    nt_error_restore(&saved);
 }
 
 static int native_code(char c, int *kind)

@@ -72,10 +72,25 @@ typedef struct {
     int64_t dims[];                        /* shape[ndim] then strides[ndim] */
 } dl_block;
 
+/* Py_DECREF, with the exception now set (a refusal) put aside while what
+   it frees runs: an exporter's capsule destructor or DLPack deleter may run
+   Python code, which must neither see nor swallow the refusal. */
+static void release_keeping_error(PyObject *obj)
+{
+    if (obj == NULL)
+        return;
+    nt_saved_error saved;
+    nt_error_save(&saved);
+    Py_DECREF(obj);
+    nt_error_restore(&saved);
+}
+
 static void block_free(dl_block *b)
 {
     if (b == NULL)
         return;
+    nt_saved_error saved;
+    nt_error_save(&saved);
     Py_XDECREF(b->array);
     if (b->view.obj != NULL)
         PyBuffer_Release(&b->view);
@@ -84,6 +99,7 @@ static void block_free(dl_block *b)
     if (b->versioned != NULL && b->versioned->deleter != NULL)
         b->versioned->deleter(b->versioned);
     PyMem_Free(b);
+    nt_error_restore(&saved);
 }
 
 static void block_capsule_destroy(PyObject *capsule)
@@ -325,7 +341,12 @@ static dl_block *from_buffer(PyObject *obj, int writable, dl_label *what,
     return b;
 error:
     PyMem_Free(b);
-    PyBuffer_Release(&view);
+    {
+        nt_saved_error saved;
+        nt_error_save(&saved);
+        PyBuffer_Release(&view);
+        nt_error_restore(&saved);
+    }
     return NULL;
 }
 
@@ -379,8 +400,11 @@ static int query_device(PyObject *obj, int32_t *type, int32_t *id, int *known,
     }
     PyObject *r = PyObject_CallNoArgs(meth);
     Py_DECREF(meth);
-    if (r == NULL)
+    if (r == NULL) {
+        nt_raise_chained(PyExc_TypeError, "%s: %.200s.__dlpack_device__() raised",
+                         L(what), Py_TYPE(obj)->tp_name);
         return -1;
+    }
     long t = -1, i = -1;
     int ok = PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 2;
     if (ok) {
@@ -390,6 +414,8 @@ static int query_device(PyObject *obj, int32_t *type, int32_t *id, int *known,
     }
     Py_DECREF(r);
     if (!ok) {
+        if (nt_error_passes())
+            return -1;
         PyErr_Clear();
         PyErr_Format(PyExc_TypeError,
                      "%s: __dlpack_device__() of %.200s must return (device_type, "
@@ -404,12 +430,28 @@ static int query_device(PyObject *obj, int32_t *type, int32_t *id, int *known,
 
 /* obj.__dlpack__(max_version=(1, 1), copy=False), or obj.__dlpack__() for
    exporters that predate the versioned protocol (they raise TypeError for
-   the keywords). */
-static PyObject *export_capsule(PyObject *obj)
+   the keywords). What goes wrong names the parameter. */
+static PyObject *export_capsule(PyObject *obj, dl_label *what)
 {
     PyObject *meth = PyObject_GetAttrString(obj, "__dlpack__");
-    if (meth == NULL)
+    if (meth == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError,
+                         "%s: %.200s is neither a buffer nor a DLPack exporter (it has no "
+                         "__dlpack__)", L(what), Py_TYPE(obj)->tp_name);
+        } else {
+            nt_raise_chained(PyExc_TypeError, "%s: reading %.200s.__dlpack__ raised",
+                             L(what), Py_TYPE(obj)->tp_name);
+        }
         return NULL;
+    }
+    if (!PyCallable_Check(meth)) {
+        PyErr_Format(PyExc_TypeError, "%s: %.200s.__dlpack__ is a %.100s, not a method",
+                     L(what), Py_TYPE(obj)->tp_name, Py_TYPE(meth)->tp_name);
+        Py_DECREF(meth);
+        return NULL;
+    }
     PyObject *capsule = NULL;
     PyObject *kw = Py_BuildValue("{s:(ii),s:O}", "max_version", MAX_MAJOR, MAX_MINOR,
                                  "copy", Py_False);
@@ -424,6 +466,9 @@ static PyObject *export_capsule(PyObject *obj)
     Py_XDECREF(kw);
     Py_XDECREF(noargs);
     Py_DECREF(meth);
+    if (capsule == NULL)
+        nt_raise_chained(PyExc_TypeError, "%s: %.200s.__dlpack__() raised",
+                         L(what), Py_TYPE(obj)->tp_name);
     return capsule;
 }
 
@@ -473,7 +518,7 @@ static dl_block *from_dlpack(PyObject *obj, int writable, dl_label *what)
         refuse_device(dev_type, dev_id, what);
         return NULL;
     }
-    PyObject *capsule = export_capsule(obj);
+    PyObject *capsule = export_capsule(obj, what);
     if (capsule == NULL)
         return NULL;
     dl_block *b = NULL;
@@ -522,6 +567,17 @@ static dl_block *from_dlpack(PyObject *obj, int writable, dl_label *what)
         b->legacy = m;
         if (fill_from_dltensor(b, &m->dl_tensor, what) < 0)
             goto fail;
+    } else if (PyCapsule_CheckExact(capsule)) {
+        const char *name = PyCapsule_GetName(capsule);
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError,
+                     "%s: %.200s.__dlpack__() returned a capsule named %s%.100s%s, not "
+                     "'dltensor' or 'dltensor_versioned'%s",
+                     L(what), Py_TYPE(obj)->tp_name, name != NULL ? "'" : "",
+                     name != NULL ? name : "NULL", name != NULL ? "'" : "",
+                     name != NULL && strncmp(name, "used_", 5) == 0
+                         ? " (a tensor already consumed: __dlpack__ must export a new "
+                           "capsule on each call)" : "");
     } else {
         PyErr_Format(PyExc_TypeError,
                      "%s: %.200s.__dlpack__() returned %.100s, not a DLPack capsule "
@@ -529,7 +585,7 @@ static dl_block *from_dlpack(PyObject *obj, int writable, dl_label *what)
                      L(what), Py_TYPE(obj)->tp_name, Py_TYPE(capsule)->tp_name);
     }
 done:
-    Py_DECREF(capsule);
+    release_keeping_error(capsule);
     return b;
 fail:
     block_free(b);
@@ -598,8 +654,13 @@ int nt_dlpack_convert(const nt_sig *sig, int i, PyObject *value, void *cell, nt_
     const nt_type *t = &sig->args[i];
     dl_label l = { sig, i, NULL, 0, "" }, *what = &l;
     int is_array = nt_dlpack_is_array(value);
-    if (is_array <= 0)
-        return is_array < 0 ? -1 : 1;
+    if (is_array < 0) {
+        nt_raise_chained(PyExc_TypeError, "%s: reading %.200s.__dlpack__ raised",
+                         L(what), Py_TYPE(value)->tp_name);
+        return -1;
+    }
+    if (is_array == 0)
+        return 1;
     if (t->depth != 1)
         return 1;       /* DLTensor **: an ordinary pointer parameter */
     DLTensor *tensor;

@@ -44,11 +44,46 @@ void nt_raise_parse_error(const char *src, const nt_error *err)
     PyMem_Free(pad);
 }
 
+/* Whether the exception now set must reach the caller as it is rather than
+   become a message naming the parameter: whatever is no Exception
+   (KeyboardInterrupt, SystemExit, GeneratorExit), and MemoryError and
+   RecursionError, which say nothing about the value that was converted. A
+   Ctrl-C during a slow __index__ stays a KeyboardInterrupt. */
+int nt_error_passes(void)
+{
+    PyObject *type = PyErr_Occurred();
+    return type != NULL
+        && (!PyErr_GivenExceptionMatches(type, PyExc_Exception)
+            || PyErr_GivenExceptionMatches(type, PyExc_MemoryError)
+            || PyErr_GivenExceptionMatches(type, PyExc_RecursionError));
+}
+
+void nt_error_save(nt_saved_error *saved)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    saved->exc = PyErr_GetRaisedException();
+#else
+    PyErr_Fetch(&saved->type, &saved->exc, &saved->tb);
+#endif
+}
+
+void nt_error_restore(nt_saved_error *saved)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(saved->exc);
+#else
+    PyErr_Restore(saved->type, saved->exc, saved->tb);
+#endif
+}
+
 /* Raises `exc` with a message, its __cause__ the exception now set: what a
    value's own __index__ or __float__ raised stays visible instead of being
-   replaced by the message naming the parameter. */
+   replaced by the message naming the parameter. An exception that passes
+   (nt_error_passes) is left as it is. */
 void nt_raise_chained(PyObject *exc, const char *fmt, ...)
 {
+    if (nt_error_passes())
+        return;
     PyObject *type, *cause, *tb;
     PyErr_Fetch(&type, &cause, &tb);
     PyErr_NormalizeException(&type, &cause, &tb);

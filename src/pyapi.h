@@ -168,7 +168,18 @@ int nt_thunk_release(PyObject *thunk);
 void nt_raise(const nt_error *err);
 /* Raises the ValueError for a parse error, with the source and a caret. */
 void nt_raise_parse_error(const char *src, const nt_error *err);
-/* raise exc with a formatted message, chained to the exception now set */
+/* raise exc with a formatted message, chained to the exception now set;
+   an exception that passes (below) is left as it is */
 void nt_raise_chained(PyObject *exc, const char *fmt, ...);
+/* 1 if the exception now set propagates unchanged through a conversion:
+   no Exception (KeyboardInterrupt, SystemExit), MemoryError, RecursionError */
+int nt_error_passes(void);
+/* The exception now set, put aside (and cleared) while cleanup that may run
+   Python code (a DLPack deleter, a buffer release) runs; restored after. */
+typedef struct {
+    PyObject *type, *exc, *tb;
+} nt_saved_error;
+void nt_error_save(nt_saved_error *saved);
+void nt_error_restore(nt_saved_error *saved);
 
 #endif /* NUMTHUNK_PYAPI_H */

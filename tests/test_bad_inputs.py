@@ -166,3 +166,118 @@ print('ok', len(T.ROWS))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == f"ok {len(ROWS)}"
+
+
+# ------------------------------------------- exceptions raised while converting
+#
+# What a value's own __index__/__float__/__complex__ raises is a conversion
+# failure (a TypeError naming the parameter, the original as __cause__)
+# unless it says nothing about the value: KeyboardInterrupt, SystemExit and
+# the rest of what is no Exception, MemoryError, RecursionError. Those pass
+# unchanged, in bind, rebind and calls from Python, on both engines.
+
+ENGINES = ["native", "ffi"]
+PASSING = [KeyboardInterrupt, SystemExit, GeneratorExit, MemoryError, RecursionError]
+# (fixture, signature, a good value, what the fixture returns for it)
+SCALARS = [("f_i_i", "int (int a)", 7, 7), ("f_d_d", "double (double a)", 2.5, 2.5),
+           ("f_d_D", "double (double complex a)", 1 + 2j, 21.0)]
+
+
+class Raising:
+    """A number whose every conversion raises ``exc``."""
+
+    def __init__(self, exc):
+        self.exc = exc
+
+    def __index__(self):
+        raise self.exc
+
+    def __float__(self):
+        raise self.exc
+
+    def __complex__(self):
+        raise self.exc
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("exc", PASSING, ids=lambda e: e.__name__)
+@pytest.mark.parametrize("scalar", SCALARS, ids=lambda s: s[1])
+def test_interrupts_and_resource_errors_pass_unchanged(cfn, engine, exc, scalar):
+    name, sig, good, result = scalar
+    fn = cfn(name, sig)
+    with pytest.raises(exc) as info:
+        nt.bind(fn, Raising(exc("from the value")), engine=engine)
+    assert type(info.value) is exc and str(info.value) == "from the value"
+    t = nt.bind(fn, good, engine=engine)
+    with pytest.raises(exc) as info:
+        t.rebind(0, Raising(exc("rebind")))
+    assert type(info.value) is exc
+    assert t() == result                       # the old value is still bound
+    fwd = nt.bind(fn, nt.ARG, engine=engine)
+    with pytest.raises(exc) as info:
+        fwd(Raising(exc("call")))
+    assert type(info.value) is exc
+    assert fwd(good) == result
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_ctrl_c_during_a_slow_conversion_is_a_keyboard_interrupt(cfn, engine):
+    import signal
+
+    class Slow:
+        def __index__(self):
+            signal.raise_signal(signal.SIGINT)   # Ctrl-C arrives while converting
+            for _ in range(1000):
+                pass
+            return 3
+
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    fn = cfn("f_i_i", "int (int a)")
+    with pytest.raises(KeyboardInterrupt):
+        nt.bind(fn, Slow(), engine=engine)
+    with pytest.raises(KeyboardInterrupt):
+        nt.bind(fn, nt.ARG, engine=engine)(Slow())
+
+
+@pytest.mark.parametrize("scalar", SCALARS, ids=lambda s: s[1])
+def test_conversion_failures_name_the_parameter_with_the_cause(cfn, scalar):
+    name, sig, _good, _result = scalar
+    with pytest.raises(TypeError, match=r"argument 1 \(a: .*\): expected .*raised") as info:
+        nt.bind(cfn(name, sig), Raising(ZeroDivisionError("inside")))
+    assert isinstance(info.value.__cause__, ZeroDivisionError)
+
+
+# ------------------------------------------- values beyond a floating type
+
+
+def test_values_that_convert_to_inf_are_refused_as_too_large(cfn):
+    from decimal import Decimal
+    from fractions import Fraction
+
+    double = cfn("f_d_d", "double (double a)")
+    for v in (Decimal("1e400"), Decimal("-1e400"), Fraction(10 ** 400, 3)):
+        with pytest.raises(OverflowError, match=r"argument 1 \(a: double\): .* is too large "
+                                                r"for a C double"):
+            nt.bind(double, v)
+    with pytest.raises(OverflowError, match="too large for a C double"):
+        nt.bind(cfn("f_f_f", "float (float a)"), Decimal("1e400"))
+    # infinite values are infinite, whatever their type
+    assert nt.bind(double, Decimal("-Infinity"))() == float("-inf")
+    assert nt.bind(double, float("inf"))() == float("inf")
+    assert nt.bind(double, Decimal("1e300"))() == 1e300
+
+
+def test_complex_values_that_do_not_fit_say_so(cfn):
+    from decimal import Decimal
+
+    fn = cfn("f_d_D", "double (double complex a)")
+    for v in (10 ** 400, -(10 ** 400), Decimal("1e400")):
+        with pytest.raises(OverflowError, match=r"argument 1 \(a: double complex\): .* (does "
+                                                r"not fit in|is too large for) a C double "
+                                                "complex"):
+            nt.bind(fn, v)
+    with pytest.raises(TypeError, match=r"argument 1 \(a: double complex\): expected a complex "
+                                        "number, got list"):
+        nt.bind(fn, [1.0])
+    assert nt.bind(fn, 3)() == 3.0 and nt.bind(fn, 2 + 1j)() == 12.0
+

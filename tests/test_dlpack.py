@@ -473,3 +473,161 @@ def test_function_called_from_python_with_a_descriptor(kern, wrap):
     scale = kern("dl_scale", "int64_t (DLTensor *, double)")
     a = np.ones((3, 3))
     assert scale(wrap(a[::2, ::2]), 4.0) == 4 and a.sum() == 4 * 4.0 + 5
+
+
+# ---------------------------------------------------------------- exporters that fail
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class _Versioned(ctypes.Structure):
+    pass
+
+
+_VERSIONED_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(_Versioned))
+_Versioned._fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
+                       ("manager_ctx", ctypes.c_void_p), ("deleter", _VERSIONED_DELETER),
+                       ("flags", ctypes.c_uint64), ("dl_tensor", _DLTensor)]
+
+_capsule_new = ctypes.pythonapi.PyCapsule_New
+_capsule_new.restype = ctypes.py_object
+_capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+_capsule_is_valid = ctypes.pythonapi.PyCapsule_IsValid
+_capsule_is_valid.restype = ctypes.c_int
+_capsule_is_valid.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+
+
+@ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+def _unconsumed_capsule_destructor(capsule):
+    # DLPack: a capsule nobody consumed deletes its tensor (Python code here)
+    if _capsule_is_valid(capsule, b"dltensor_versioned"):
+        m = ctypes.cast(_capsule_pointer(capsule, b"dltensor_versioned"),
+                        ctypes.POINTER(_Versioned))
+        m.contents.deleter(m)
+
+
+class PythonDeleterDL:
+    """A DLPack exporter written with ctypes, as small producers are: its
+    deleter and its capsule destructor are Python code, which runs while
+    numthunk reports a refusal. ``tensor`` sets DLTensor fields, ``**head``
+    the managed tensor's (major, flags)."""
+
+    def __init__(self, arr, same_capsule=False, tensor=(), **head):
+        self.arr, self.tensor, self.head = arr, dict(tensor), head
+        self.deleted = 0
+        self.same_capsule, self.capsule = same_capsule, None
+
+    def __dlpack__(self, **kw):
+        if self.same_capsule and self.capsule is not None:
+            return self.capsule
+        a = self.arr
+        shape = (ctypes.c_int64 * a.ndim)(*a.shape)
+        strides = (ctypes.c_int64 * a.ndim)(*[s // a.itemsize for s in a.strides])
+        m = _Versioned(major=self.head.get("major", 1), minor=0, flags=self.head.get("flags", 0))
+        m.dl_tensor = _DLTensor(data=a.ctypes.data, device=_DLDevice(1, 0), ndim=a.ndim,
+                                dtype=_DLDataType(2, 64, 1), shape=shape, strides=strides)
+        for k, v in self.tensor.items():
+            setattr(m.dl_tensor, k, v)
+
+        def deleter(_p):
+            self.deleted += 1                      # Python code, run by the deleter
+            self.keep = None
+
+        m.deleter = _VERSIONED_DELETER(deleter)
+        self.keep = (m, shape, strides, m.deleter)
+        capsule = _capsule_new(ctypes.addressof(m), b"dltensor_versioned",
+                               ctypes.cast(_unconsumed_capsule_destructor, ctypes.c_void_p))
+        if self.same_capsule:
+            self.capsule = capsule
+        return capsule
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("case,exc,match", [
+    (dict(tensor={"device": _DLDevice(2, 0)}), ValueError, "on device CUDA:0"),
+    (dict(flags=1 << 1), ValueError, "exported a copy"),                 # IS_COPIED
+    (dict(major=2), TypeError, "exported a DLPack 2.0 tensor"),          # not consumed
+    (dict(tensor={"ndim": -1}), ValueError, "ndim is negative"),          # not consumed
+    (dict(tensor={"dtype": _DLDataType(2, 64, 4)}), TypeError, "lanes 4"),
+])
+def test_refusal_survives_an_exporter_whose_deleter_runs_python(kern, engine, case, exc, match):
+    fn = kern("dl_sum_f64", "double (const DLTensor *t)")
+    src = PythonDeleterDL(np.arange(4.0), **case)
+    with pytest.raises(exc, match=r"argument 1 \(t: const DLTensor \*\): .*" + match):
+        nt.bind(fn, src, engine=engine)
+    gc.collect()
+    assert src.deleted == 1                     # deleted exactly once, by numthunk or the capsule
+    good = PythonDeleterDL(np.arange(4.0))
+    t = nt.bind(fn, good, engine=engine)
+    assert t() == 6.0 and good.deleted == 0
+    t.release()
+    assert good.deleted == 1
+
+
+class RaisingDL:
+    def __init__(self, exc):
+        self.exc = exc
+
+    def __dlpack__(self, **kw):
+        raise self.exc
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_failing_dlpack_exporters_name_the_parameter(kern, engine):
+    fn = kern("dl_sum_f64", "double (const DLTensor *t)")
+    label = r"argument 1 \(t: const DLTensor \*\): "
+    with pytest.raises(TypeError, match=label + r"RaisingDL.__dlpack__\(\) raised") as info:
+        nt.bind(fn, RaisingDL(ValueError("no export today")), engine=engine)
+    assert isinstance(info.value.__cause__, ValueError)
+    for exc in (KeyboardInterrupt, MemoryError):
+        with pytest.raises(exc):
+            nt.bind(fn, RaisingDL(exc()), engine=engine)
+
+    class NotCallable:
+        __dlpack__ = 5
+
+    with pytest.raises(TypeError, match=label + r".*NotCallable.__dlpack__ is a int, not a "
+                                              "method"):
+        nt.bind(fn, NotCallable(), engine=engine)
+
+    class BadDevice(OnlyDL):
+        def __dlpack_device__(self):
+            raise RuntimeError("device lost")
+
+    with pytest.raises(TypeError, match=label + r"BadDevice.__dlpack_device__\(\) raised"):
+        nt.bind(fn, BadDevice(np.zeros(2)), engine=engine)
+    # a capsule handed out twice: the second one is consumed already
+    twice = PythonDeleterDL(np.arange(3.0), same_capsule=True)
+    assert nt.bind(fn, twice, engine=engine)() == 3.0
+    with pytest.raises(TypeError, match=label + r".*returned a capsule named "
+                                              r"'used_dltensor_versioned'.*already consumed"):
+        nt.bind(fn, twice, engine=engine)
+
+
+def test_strided_is_refused_for_a_descriptor(kern):
+    fn = kern("dl_sum_f64", "double (const DLTensor *t)")
+    with pytest.raises(TypeError, match=r"argument 1 \(t: const DLTensor \*\): a DLTensor "
+                                        r"carries its array's strides itself"):
+        nt.bind(fn, nt.strided(np.zeros((3, 4))[:, ::2]))
+    assert nt.bind(fn, np.ones((3, 4))[:, ::2])() == 6.0
