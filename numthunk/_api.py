@@ -55,6 +55,38 @@ def _index(value, what):
                         f"{value!r}") from None
 
 
+def _flag(value, what):
+    """A yes/no argument: a bool (or 0/1), never a truthy string ("no")."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)) and value in (0, 1):
+        return bool(value)
+    raise TypeError(f"{what} must be True or False, got {type(value).__name__} {value!r}")
+
+
+def _param_index(key, sig, what):
+    """A 0-based parameter index given as a dict key (fixed=, memoryviews=):
+    an int in range, never a float truncated or a bool."""
+    if isinstance(key, (bool, np.bool_)) or not isinstance(key, (int, np.integer)):
+        raise TypeError(f"{what}: keys are 0-based parameter indexes (int), got "
+                        f"{type(key).__name__} {key!r}")
+    key = int(key)
+    if not 0 <= key < sig.nargs:
+        raise ValueError(f"{what}: parameter index {key} out of range (the signature "
+                         f"'{sig}' has {sig.nargs} parameter{'' if sig.nargs == 1 else 's'}"
+                         f"{f': 0 to {sig.nargs - 1}' if sig.nargs else ''})")
+    return key
+
+
+def _mapping(value, what):
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise TypeError(f"{what} must be a dict {{parameter index: ...}}, got "
+                        f"{type(value).__name__}")
+    return value
+
+
 def _pointer_value(value, what):
     value = _index(value, what)
     if value < 0 or value >= 1 << (8 * ctypes.sizeof(ctypes.c_void_p)):
@@ -108,7 +140,7 @@ def stride(arr, axis, elements=False):
     >>> nt.stride(grid, 0, elements=True)
     stride(array[uint8, 2x3], 0, elements=True)
     """
-    return _Derived("stride", _unwrap_array(arr), axis, elements)
+    return _Derived("stride", _unwrap_array(arr), axis, _flag(elements, "stride(elements=)"))
 
 
 def strided(obj):
@@ -144,7 +176,12 @@ class Ref:
     __slots__ = ("ctype", "cell")
 
     def __init__(self, value, ctype):
-        kind, checked = _core._scalar(str(ctype), value)
+        if not isinstance(ctype, str):
+            raise TypeError(f"ref(): ctype must be C type text such as 'int' or 'double', "
+                            f"got {type(ctype).__name__} {ctype!r}")
+        if "\0" in ctype:
+            raise ValueError(f"ref(): ctype {ctype!r} has a NUL byte")
+        kind, checked = _core._scalar(ctype, value)
         dtype = _KIND_DTYPE.get(kind)
         if dtype is None:
             raise TypeError(f"ref(): C type {ctype!r} cannot be held by reference")
@@ -185,6 +222,11 @@ def parse_memview(decl, typedefs=None):
     """'const double[:, ::1]' -> (dtype text, ndim, contig, const)."""
     if isinstance(decl, tuple):
         return decl
+    if not isinstance(decl, str):
+        raise TypeError(f"memoryview declaration: expected text such as 'double[:, ::1]', "
+                        f"got {type(decl).__name__} {decl!r}")
+    if "\0" in decl:
+        raise ValueError(f"memoryview declaration {decl!r}: NUL byte")
     m = _MEMVIEW_RE.match(decl)
     if not m:
         raise ValueError(f"memoryview declaration {decl!r}: expected e.g. 'double[:, ::1]'")
@@ -244,14 +286,23 @@ class Function:
         self.address = address
         self._signature = sig
         self._protocol_sig = None
-        self.nogil = bool(nogil)
+        self.nogil = _flag(nogil, "Function(nogil=)")
         self.owner = owner
         self.name = name
-        self.memoryviews = {int(k): parse_memview(v) for k, v in (memoryviews or {}).items()}
-        self.fixed = dict(fixed or {})
-        for k in self.fixed:
-            if not 0 <= k < sig.nargs:
-                raise ValueError(f"fixed parameter index {k} out of range")
+        self.memoryviews = {}
+        if memoryviews:
+            kinds = sig._describe()[1]
+            for k, v in _mapping(memoryviews, "memoryviews=").items():
+                i = _param_index(k, sig, "memoryviews=")
+                if kinds[i][0] != "memoryview slice":
+                    raise ValueError(f"memoryviews=: parameter {i} ({sig.argtypes[i]}) is not "
+                                     "a typed memoryview (__Pyx_memviewslice)")
+                try:
+                    self.memoryviews[i] = parse_memview(v)
+                except (TypeError, ValueError) as exc:
+                    raise type(exc)(f"memoryviews={{{i}: ...}}: {exc}") from None
+        self.fixed = {_param_index(k, sig, "fixed="): v
+                      for k, v in _mapping(fixed, "fixed=").items()}
         self.depends = _thunk_tuple(depends, "Function depends=")
         self._user_params = [i for i in range(sig.nargs) if i not in self.fixed]
         self._call_thunk = None
@@ -419,7 +470,7 @@ def as_function(target, signature=None, nogil=None):
             raise TypeError("a bare address needs its C signature: "
                             "bind(numthunk.Function(address, 'double (double *, int)'), ...) "
                             "or bind(address, ..., signature=...)")
-        return Function(int(target), signature, nogil=True if nogil is None else nogil)
+        return Function(target, signature, nogil=True if nogil is None else nogil)
     if isinstance(target, ctypes._CFuncPtr):
         addr = ctypes.cast(target, ctypes.c_void_p).value
         sig = Signature(signature if signature is not None else target)

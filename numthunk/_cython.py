@@ -520,7 +520,10 @@ def _specialisations(capi, name):
 
 
 def _parse(capsule, resolver, where):
-    address, text = _core._capsule_pointer(capsule)
+    try:
+        address, text = _core._capsule_pointer(capsule)
+    except ValueError as exc:
+        raise CythonError(f"{where}: {exc}") from None
     if not text:
         raise CythonError(f"{where}: the capsule has no name (Cython names it by the "
                           "function's C signature)")
@@ -612,7 +615,13 @@ def _choose_fused(capi, name, fused, resolver, where, modname):
     if fused is None:
         raise CythonError(f"{where}: '{name}' is a fused function; choose a "
                           f"specialisation by index or by its parameter types:\n{listing()}")
-    if isinstance(fused, int) and not isinstance(fused, bool):
+    if isinstance(fused, bool) or (isinstance(fused, tuple) and any(
+            isinstance(i, bool) or not isinstance(i, (int, str)) for i in fused)) \
+            or not isinstance(fused, (int, str, tuple, list)):
+        raise TypeError(f"{where}: fused= takes an index (int), a tuple of indexes, a C "
+                        f"signature or a tuple of parameter types (str), not {fused!r}:\n"
+                        f"{listing()}")
+    if isinstance(fused, int):
         fused = (fused,)
     if isinstance(fused, tuple) and fused and all(isinstance(i, int) for i in fused):
         key = specs.get(tuple(fused))
@@ -834,7 +843,11 @@ def unpack(arr, *, strides=False, elements=False):
     base = _unwrap_array(arr)
     ndim = getattr(base, "ndim", None)
     if ndim is None:
-        ndim = memoryview(base).ndim
+        try:
+            ndim = memoryview(base).ndim
+        except TypeError:
+            raise TypeError(f"unpack(): expected an array (an ndarray or another buffer), "
+                            f"got {type(base).__name__}") from None
     out = [Strided(base) if strides else arr]
     out += [shape(base, k) for k in range(ndim)]
     if strides:

@@ -178,7 +178,8 @@ class Signature(_core.Signature):
             try:
                 return super().__new__(cls, spec, typedefs)
             except ValueError as exc:
-                text = _numba_string_to_c(spec)
+                # typedefs are C's: text given with them is C text
+                text = None if typedefs else _numba_string_to_c(spec)
                 if text is None:
                     raise exc from None
                 return super().__new__(cls, text)

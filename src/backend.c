@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "numthunk.h"
@@ -107,6 +108,22 @@ env_or(const char *name, const char *dflt)
     return v != NULL && *v != '\0' ? v : dflt;
 }
 
+/* A boolean setting: 1, true, yes / 0, false, no (any case); -1 for
+   anything else, which the import refuses rather than guess. */
+static int
+yes_or_no(const char *v)
+{
+    static const char *const yes[] = { "1", "true", "yes" };
+    static const char *const no[] = { "0", "false", "no" };
+    for (size_t i = 0; i < 3; i++) {
+        if (strcasecmp(v, yes[i]) == 0)
+            return 1;
+        if (strcasecmp(v, no[i]) == 0)
+            return 0;
+    }
+    return -1;
+}
+
 static void
 read_config(void)
 {
@@ -114,7 +131,13 @@ read_config(void)
     c->engine = env_or("NUMTHUNK_BACKEND", "auto");
     c->execmem = env_or("NUMTHUNK_EXECMEM", "auto");
     const char *nr = env_or("NUMTHUNK_NO_REUSE", "0");
-    c->no_reuse = strcmp(nr, "0") != 0;
+    c->no_reuse = yes_or_no(nr);
+    if (c->no_reuse < 0) {
+        c->no_reuse = 1;     /* the import fails; never reuse meanwhile */
+        snprintf(c->error, sizeof(c->error),
+                 "NUMTHUNK_NO_REUSE=%.40s: expected 1, true, yes (never reuse an "
+                 "address) or 0, false, no, empty (the default)", nr);
+    }
     c->quarantine = QUARANTINE;
     nt_error err = { NT_OK, -1, "" };
     if (nt_engine_parse(c->engine, "NUMTHUNK_BACKEND=", &c->forced, &err)

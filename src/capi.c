@@ -72,8 +72,14 @@ static PyObject *capi_create(PyObject *signature, void *target, PyObject *const 
         PyErr_SetString(PyExc_ValueError, "numthunk_create: target address is 0 (NULL)");
         return NULL;
     }
-    if (nvalues < 0 || (nvalues > 0 && values == NULL)) {
-        PyErr_SetString(PyExc_ValueError, "numthunk_create: values is NULL");
+    if (nvalues < 0) {
+        PyErr_Format(PyExc_ValueError, "numthunk_create: nvalues is %zd; it counts the "
+                     "values, one per target parameter (0 or more)", nvalues);
+        return NULL;
+    }
+    if (nvalues > 0 && values == NULL) {
+        PyErr_Format(PyExc_ValueError, "numthunk_create: values is NULL but nvalues is %zd",
+                     nvalues);
         return NULL;
     }
     if (flags & ~(NUMTHUNK_NEEDS_GIL | NUMTHUNK_ENGINE_FFI | NUMTHUNK_ENGINE_NATIVE)) {

@@ -149,10 +149,18 @@ static PyObject *derived_tp_new(PyTypeObject *type, PyObject *args, PyObject *kw
             PyObject *num = index_arg(axis_obj, what);
             if (num == NULL)
                 return NULL;
-            axis = PyLong_AsSsize_t(num);
-            Py_DECREF(num);
-            if (axis == -1 && PyErr_Occurred())
+            int ovf = 0;
+            long long v = PyLong_AsLongLongAndOverflow(num, &ovf);
+            if (ovf != 0 || v < -NT_MAX_AXES || v >= NT_MAX_AXES) {
+                PyErr_Format(PyExc_ValueError,
+                             "%s(): axis %S is out of range (an array has at most %d "
+                             "dimensions: -%d <= axis < %d)", kind, num, NT_MAX_AXES,
+                             NT_MAX_AXES, NT_MAX_AXES);
+                Py_DECREF(num);
                 return NULL;
+            }
+            Py_DECREF(num);
+            axis = (Py_ssize_t)v;
         }
         return nt_derived_new(k, obj, axis, elements);
     }
@@ -301,16 +309,13 @@ static void address_dealloc(nt_AddressObject *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static PyObject *address_tp_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+int nt_pointer_value(PyObject *value, const char *what, uintptr_t *out)
 {
-    static char *kwlist[] = { "value", "owner", NULL };
-    PyObject *value, *owner = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O:address", kwlist, &value, &owner))
-        return NULL;
-    PyObject *num = index_arg(value, "address()");
+    PyObject *num = index_arg(value, what);
     if (num == NULL)
-        return NULL;
-    /* Negative or wider than a pointer: OverflowError either way. */
+        return -1;
+    /* Negative or wider than a pointer: OverflowError either way (an exact
+       int here: the only error is the overflow). */
     unsigned long long v = PyLong_AsUnsignedLongLong(num);
     int bad = v == (unsigned long long)-1 && PyErr_Occurred();
     if (bad)
@@ -318,16 +323,31 @@ static PyObject *address_tp_new(PyTypeObject *type, PyObject *args, PyObject *kw
     if (bad || v > UINTPTR_MAX) {
         PyObject *hex = PyNumber_ToBase(num, 16);
         if (hex != NULL)
-            PyErr_Format(PyExc_OverflowError, "address() %U is not a valid pointer value", hex);
+            PyErr_Format(PyExc_OverflowError,
+                         "%s %U is not a valid pointer value (0 to 2**%d - 1)",
+                         what, hex, (int)(8 * sizeof(void *)));
         Py_XDECREF(hex);
         Py_DECREF(num);
-        return NULL;
+        return -1;
     }
     Py_DECREF(num);
+    *out = (uintptr_t)v;
+    return 0;
+}
+
+static PyObject *address_tp_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = { "value", "owner", NULL };
+    PyObject *value, *owner = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O:address", kwlist, &value, &owner))
+        return NULL;
+    uintptr_t v;
+    if (nt_pointer_value(value, "address()", &v) < 0)
+        return NULL;
     nt_AddressObject *self = (nt_AddressObject *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
-    self->value = (uintptr_t)v;
+    self->value = v;
     self->owner = Py_NewRef(owner);
     return (PyObject *)self;
 }

@@ -186,7 +186,22 @@ static PyObject *mod_capsule_pointer(PyObject *module, PyObject *capsule)
     void *p = PyCapsule_GetPointer(capsule, name);
     if (p == NULL)
         return NULL;
-    return Py_BuildValue("(Nz)", PyLong_FromVoidPtr(p), name);
+    PyObject *text = Py_NewRef(Py_None);
+    if (name != NULL) {
+        Py_DECREF(text);
+        text = PyUnicode_DecodeUTF8(name, (Py_ssize_t)strlen(name), "strict");
+        if (text == NULL) {
+            PyObject *raw = PyBytes_FromString(name);
+            PyErr_Clear();
+            if (raw != NULL)
+                PyErr_Format(PyExc_ValueError,
+                             "the capsule's name %R is not UTF-8 text; a target capsule "
+                             "is named by its C signature", raw);
+            Py_XDECREF(raw);
+            return NULL;
+        }
+    }
+    return Py_BuildValue("(NN)", PyLong_FromVoidPtr(p), text);
 }
 
 PyObject *nt_kernel_addresses(PyObject *module, PyObject *unused);

@@ -44,6 +44,16 @@ typedef struct {
 #define nt_is_strided(v)  (Py_TYPE(v) == &nt_StridedType)
 #define nt_is_address(v)  (Py_TYPE(v) == &nt_AddressType)
 
+/* The most axes an array may have: NumPy's NPY_MAXDIMS was 32 and is 64
+   since NumPy 2; an axis beyond it names no dimension of any array. */
+#define NT_MAX_AXES 64
+
+/* A pointer value from an int or an object with __index__ (floats and
+   bools refused): 0 .. UINTPTR_MAX, else an OverflowError "<what> 0x...
+   is not a valid pointer value (0 to 2**64 - 1)". 0, or -1 with an
+   exception set. */
+int nt_pointer_value(PyObject *value, const char *what, uintptr_t *out);
+
 /* A new Derived marker (what rebind() binds to a derived parameter that
    follows its array). */
 PyObject *nt_derived_new(int kind, PyObject *obj, Py_ssize_t axis, int elements);

@@ -811,8 +811,15 @@ static int
 append_arg(parser *p, nt_sig *sig, const nt_type *t, char *name,
            size_t pos)
 {
-    int n = sig->nargs;
+    int n = sig->nargs, i;
 
+    for (i = 0; name != NULL && i < n; i++)
+        if (sig->names[i] != NULL && strcmp(sig->names[i], name) == 0) {
+            nt_fail(p->err, NT_ERR_VALUE, column(pos),
+                    "parameter %d is named '%s' as parameter %d is: parameter "
+                    "names must differ", n + 1, name, i + 1);
+            return -1;
+        }
     if (n >= MAX_ARGS) {
         nt_fail(p->err, NT_ERR_VALUE, column(pos),
                 "too many parameters (at most %d)", MAX_ARGS);
@@ -910,6 +917,60 @@ parser_init(parser *p, const char *src, const nt_typedef *typedefs,
 }
 
 static int
+in_words(const char *name, const char *const *words, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (strcmp(name, words[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* A typedef names a new type: a C identifier that is no keyword and no
+   name the parser knows already. A typedef of "double" would never be
+   looked up (the spelling table comes first): refused, not ignored. */
+static int
+check_typedefs(parser *p)
+{
+    size_t k, j, i, len;
+    const char *name;
+
+    for (k = 0; k < p->ntypedefs; k++) {
+        name = p->typedefs[k].name;
+        len = name != NULL ? strlen(name) : 0;
+        int ident = len > 0 && is_ident_start((unsigned char)name[0]);
+        for (i = 1; ident && i < len; i++)
+            ident = is_ident_char((unsigned char)name[i]);
+        if (!ident) {
+            nt_fail(p->err, NT_ERR_VALUE, -1,
+                    "typedef name '%.*s%s' is not a C identifier",
+                    quote_len(len), name != NULL ? name : "", quote_dots(len));
+            return -1;
+        }
+        if (nt_spelling_find(name, len) >= 0 || strcmp(name, "CPointer") == 0) {
+            nt_fail(p->err, NT_ERR_VALUE, -1,
+                    "typedef '%s' would redefine a type name numthunk knows; "
+                    "a typedef names a new type (give it another name)", name);
+            return -1;
+        }
+        if (in_words(name, type_keywords, COUNT(type_keywords)) ||
+            in_words(name, unsupported_qualifiers, COUNT(unsupported_qualifiers)) ||
+            in_words(name, aggregates, COUNT(aggregates)) ||
+            in_words(name, other_keywords, COUNT(other_keywords))) {
+            nt_fail(p->err, NT_ERR_VALUE, -1,
+                    "typedef '%s': a C keyword cannot name a type", name);
+            return -1;
+        }
+        for (j = 0; j < k; j++)
+            if (p->typedefs[j].name != NULL && strcmp(p->typedefs[j].name, name) == 0) {
+                nt_fail(p->err, NT_ERR_VALUE, -1, "typedef '%s' is given twice", name);
+                return -1;
+            }
+    }
+    return 0;
+}
+
+static int
 expect_end(parser *p, const char *what)
 {
     token tok = peek(p);
@@ -938,6 +999,8 @@ nt_sig_parse(const char *src, const nt_typedef *typedefs, size_t ntypedefs,
         return NULL;
     }
     parser_init(&p, src, typedefs, ntypedefs, err);
+    if (check_typedefs(&p) < 0)
+        return NULL;
     tok = peek(&p);
     if (tok.kind == T_END) {
         nt_fail(err, NT_ERR_VALUE, 0, "empty signature");
@@ -994,6 +1057,8 @@ nt_type_parse(const char *src, const nt_typedef *typedefs, size_t ntypedefs,
         return -1;
     }
     parser_init(&p, src, typedefs, ntypedefs, err);
+    if (check_typedefs(&p) < 0)
+        return -1;
     if (peek(&p).kind == T_END) {
         nt_fail(err, NT_ERR_VALUE, 0, "empty type");
         return -1;

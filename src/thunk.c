@@ -271,40 +271,58 @@ static int collect_mvspecs(ThunkObject *self, PyObject *memviews)
     Py_ssize_t pos = 0;
     PyObject *key, *value;
     while (PyDict_Next(memviews, &pos, &key, &value)) {
-        long i = PyLong_AsLong(key);
-        if (i == -1 && PyErr_Occurred())
+        if (!PyLong_Check(key) || PyBool_Check(key)) {
+            PyErr_Format(PyExc_TypeError, "memoryview declarations are keyed by 0-based "
+                         "parameter index (int), not %.100s %R", Py_TYPE(key)->tp_name, key);
             return -1;
-        if (i < 0 || i >= sig->nargs || sig->args[i].kind != NT_MEMVIEW) {
+        }
+        int ovf = 0;
+        long long i = PyLong_AsLongLongAndOverflow(key, &ovf);
+        if (ovf != 0 || i < 0 || i >= sig->nargs) {
             PyErr_Format(PyExc_ValueError,
-                         "memoryview declaration for parameter %ld, which is not a "
+                         "memoryview declaration for parameter %R, out of range (the "
+                         "signature has %d parameter%s: 0 to %d)", key, sig->nargs,
+                         sig->nargs == 1 ? "" : "s", sig->nargs - 1);
+            return -1;
+        }
+        if (sig->args[i].kind != NT_MEMVIEW) {
+            PyErr_Format(PyExc_ValueError,
+                         "memoryview declaration for parameter %lld, which is not a "
                          "__Pyx_memviewslice parameter of this signature", i);
             return -1;
         }
         const char *text, *contig = NULL;
         int ndim, is_const;
+        if (!PyTuple_Check(value)) {
+            PyErr_Format(PyExc_TypeError, "memoryview %lld: the core takes a declaration as "
+                         "(dtype, ndim, contig, const), got %.100s %R; numthunk.Function "
+                         "and numthunk.cython take the text form 'double[:, ::1]'",
+                         i, Py_TYPE(value)->tp_name, value);
+            return -1;
+        }
         if (!PyArg_ParseTuple(value, "sizp", &text, &ndim, &contig, &is_const))
             return -1;
         nt_type t;
         nt_error err = { NT_OK, -1, "" };
         if (nt_type_parse(text, NULL, 0, &t, &err) != 0) {
-            PyErr_Format(PyExc_ValueError, "memoryview %ld dtype '%s': %s", i, text, err.msg);
+            PyErr_Format(PyExc_ValueError, "memoryview %lld dtype '%s': %s", i, text, err.msg);
             return -1;
         }
         if (t.depth != 0 || !(NT_IS_INT(t.kind) || NT_IS_FLOAT(t.kind) || NT_IS_COMPLEX(t.kind))) {
             if (t.fn != NULL)
                 nt_sig_free(t.fn);
             PyErr_Format(PyExc_ValueError,
-                         "memoryview %ld dtype '%s' is not a scalar type", i, text);
+                         "memoryview %lld dtype '%s' is not a scalar type", i, text);
             return -1;
         }
         if (ndim < 1 || ndim > NT_MEMVIEW_MAX_DIMS) {
-            PyErr_Format(PyExc_ValueError, "memoryview %ld: ndim must be 1..%d",
+            PyErr_Format(PyExc_ValueError, "memoryview %lld: ndim must be 1..%d",
                          i, NT_MEMVIEW_MAX_DIMS);
             return -1;
         }
         char c = contig != NULL ? contig[0] : 0;
         if (c != 0 && c != 'C' && c != 'F') {
-            PyErr_Format(PyExc_ValueError, "memoryview %ld: contig must be 'C', 'F' or None", i);
+            PyErr_Format(PyExc_ValueError, "memoryview %lld: contig must be 'C', 'F' or None", i);
             return -1;
         }
         x->mvspecs[i] = (nt_mvspec){ t.kind, ndim, c, is_const };
@@ -382,18 +400,15 @@ static int engine_of(PyObject *engine, const nt_backend **wanted)
     return 0;
 }
 
-/* The target address. */
+/* The target address: 1 .. UINTPTR_MAX (a negative int is no address). */
 static void *check_target(const new_args *a)
 {
-    if (!PyLong_Check(a->address)) {
-        PyErr_Format(PyExc_TypeError, "target address must be an int, got %.100s",
-                     Py_TYPE(a->address)->tp_name);
+    uintptr_t p;
+    if (nt_pointer_value(a->address, "target address", &p) < 0)
         return NULL;
-    }
-    void *target = PyLong_AsVoidPtr(a->address);
-    if (target == NULL && !PyErr_Occurred())
+    if (p == 0)
         PyErr_SetString(PyExc_ValueError, "target address is 0 (NULL)");
-    return target;
+    return (void *)p;
 }
 
 /* The argument count against the signature. */
@@ -864,23 +879,34 @@ static int param_index(ThunkObject *self, PyObject *key)
 {
     const nt_sig *sig = self->sig->sig;
     if (PyUnicode_Check(key)) {
-        const char *name = PyUnicode_AsUTF8(key);
+        Py_ssize_t len;
+        const char *name = PyUnicode_AsUTF8AndSize(key, &len);
         if (name == NULL)
             return -1;
-        for (int i = 0; i < sig->nargs; i++)
+        for (int i = 0; i < sig->nargs && (size_t)len == strlen(name); i++)
             if (sig->names != NULL && sig->names[i] != NULL && strcmp(sig->names[i], name) == 0)
                 return i;
-        PyErr_Format(PyExc_KeyError, "the target has no parameter named '%s'", name);
+        PyErr_Format(PyExc_KeyError, "the target has no parameter named %R", key);
         return -1;
     }
-    Py_ssize_t i = PyNumber_AsSsize_t(key, PyExc_IndexError);
-    if (i == -1 && PyErr_Occurred())
-        return -1;
-    if (i < 0 || i >= sig->nargs) {
-        PyErr_Format(PyExc_IndexError, "parameter index %zd out of range (the target has %d)",
-                     i, sig->nargs);
+    if (PyBool_Check(key) || !PyIndex_Check(key)) {
+        PyErr_Format(PyExc_TypeError, "a parameter is named by its index (int) or its "
+                     "name (str), not by a %.100s", Py_TYPE(key)->tp_name);
         return -1;
     }
+    PyObject *num = PyNumber_Index(key);
+    if (num == NULL)
+        return -1;
+    int ovf = 0;
+    long long i = PyLong_AsLongLongAndOverflow(num, &ovf);
+    if (ovf != 0 || i < 0 || i >= sig->nargs) {
+        PyErr_Format(PyExc_IndexError, "parameter index %S out of range (the target has %d "
+                     "parameter%s: 0 to %d)", num, sig->nargs, sig->nargs == 1 ? "" : "s",
+                     sig->nargs - 1);
+        Py_DECREF(num);
+        return -1;
+    }
+    Py_DECREF(num);
     return (int)i;
 }
 

@@ -281,3 +281,92 @@ def test_complex_values_that_do_not_fit_say_so(cfn):
         nt.bind(fn, [1.0])
     assert nt.bind(fn, 3)() == 3.0 and nt.bind(fn, 2 + 1j)() == 12.0
 
+
+# ------------------------------------------- ints, strs and dicts from the user
+
+
+def test_target_addresses_out_of_range_name_the_range(cfn):
+    sig = cfn("f_d_d", "double (double a)")._signature
+    for bad in (-8, 2 ** 64 + 5, -(2 ** 70)):
+        with pytest.raises(OverflowError, match=r"target address -?0x[0-9a-f]+ is not a valid "
+                                                r"pointer value \(0 to 2\*\*64 - 1\)"):
+            nt.Thunk(sig, bad, (1.0,))
+    with pytest.raises(TypeError, match="target address must be an integer, got float"):
+        nt.Thunk(sig, 4096.0, (1.0,))
+
+
+def test_rebind_keys_name_the_parameter_range(cfn):
+    t = nt.bind(cfn("f_d_pi", SUM), np.zeros(2), 2)
+    for bad in (2 ** 70, -(2 ** 70), 2, -1):
+        with pytest.raises(IndexError, match=r"parameter index -?\d+ out of range \(the target "
+                                             r"has 2 parameters: 0 to 1\)"):
+            t.rebind(bad, 3)
+    with pytest.raises(KeyError, match=r"no parameter named 'n\\+x00'"):
+        t.rebind("n\0", 3)                      # not 'n', cut at the NUL
+    for bad in (1.0, True, None):
+        with pytest.raises(TypeError, match="by its index .int. or its name .str."):
+            t.rebind(bad, 3)
+    t.rebind("n", 1)
+    assert t() == 0.0
+
+
+def test_marker_axes_out_of_range_name_the_range():
+    a = np.zeros((2, 3))
+    for make in (nt.shape, nt.stride):
+        with pytest.raises(ValueError, match=r"axis 1180591620717411303424 is out of range "
+                                             r"\(an array has at most 64 dimensions"):
+            make(a, 2 ** 70)
+    with pytest.raises(TypeError, match="stride\\(elements=\\) must be True or False"):
+        nt.stride(a, 0, elements="no")
+
+
+def test_fixed_and_memoryviews_keys_are_checked(cfn):
+    addr = cfn("f_d_pi", SUM).address
+    for bad, exc, text in [({"n": 1}, TypeError, "keys are 0-based parameter indexes"),
+                           ({1.0: 1}, TypeError, "got float 1.0"),
+                           ({True: 1}, TypeError, "got bool"),
+                           ({2: 1}, ValueError, r"index 2 out of range .* 0 to 1"),
+                           ({-1: 1}, ValueError, "index -1 out of range"),
+                           ([1], TypeError, r"fixed= must be a dict")]:
+        with pytest.raises(exc, match=text):
+            nt.Function(addr, SUM, fixed=bad)
+    mv = "void (__Pyx_memviewslice, int)"
+    for bad, exc, text in [({0.0: "double[:]"}, TypeError, "got float"),
+                           ({1: "double[:]"}, ValueError, r"parameter 1 \(int\) is not a typed "
+                                                          "memoryview"),
+                           ({5: "double[:]"}, ValueError, "out of range"),
+                           ({0: 5}, TypeError, "expected text such as 'double"),
+                           ({0: "double[:]\0"}, ValueError, "NUL")]:
+        with pytest.raises(exc, match=text):
+            nt.Function(addr, mv, memoryviews=bad)
+
+
+def test_memoryview_declarations_through_the_core_are_checked(cfn):
+    addr = cfn("f_d_pi", SUM).address
+    sig = nt.Signature("void (__Pyx_memviewslice)")
+    for bad, exc, text in [({0: "bad"}, TypeError, r"\(dtype, ndim, contig, const\), got str"),
+                           ({"0": ("double", 1, None, False)}, TypeError, "keyed by 0-based"),
+                           ({2 ** 70: ("double", 1, None, False)}, ValueError, "out of range"),
+                           ({0: ("double", 1)}, TypeError, None)]:
+        with pytest.raises(exc, match=text):
+            nt.Thunk(sig, addr, (np.zeros(2),), None, True, bad)
+
+
+def test_flags_take_booleans_not_truthy_strings(cfn):
+    addr = cfn("f_d_d", "double (double a)").address
+    with pytest.raises(TypeError, match=r"nogil=\) must be True or False, got str 'no'"):
+        nt.Function(addr, "double (double)", nogil="no")
+    with pytest.raises(TypeError, match="must be True or False"):
+        nt.bind(addr, 1.0, signature="double (double)", nogil="false")
+    assert nt.Function(addr, "double (double)", nogil=0).nogil is False
+
+
+def test_ref_and_unpack_name_what_they_take():
+    for bad in (None, 5, nt.Signature("int (int)")):
+        with pytest.raises(TypeError, match="ref\\(\\): ctype must be C type text"):
+            nt.ref(1, bad)
+    with pytest.raises(ValueError, match="NUL"):
+        nt.ref(1, "int\0junk")
+    for bad in ([1.0, 2.0], 3, None):
+        with pytest.raises(TypeError, match="unpack\\(\\): expected an array"):
+            nt.unpack(bad)

@@ -191,6 +191,14 @@ def test_bad_calls_raise(ext):
     assert str(ext.signature("double (const DLTensor *)")) == "double (const DLTensor *)"
     with pytest.raises(TypeError, match="takes 1 argument, got 2"):
         ext.create_count(2)
+    with pytest.raises(ValueError, match=r"numthunk_create: nvalues is -1; it counts the "
+                                         r"values, one per target parameter \(0 or more\)"):
+        ext.create_count(-1)
+    for bad in ([1.0, 2.0], 3, None):
+        with pytest.raises(TypeError, match=rf"numthunk_dltensor: {type(bad).__name__} is "
+                                            r"neither a buffer nor a DLPack exporter \(it has no "
+                                            r"__dlpack__\)"):
+            ext.dltensor_sum(bad)
     with pytest.raises(ValueError, match="exclude each other"):
         ext.create_flags(np.ones(2), 6)
     with pytest.raises(ValueError, match="unknown flags"):

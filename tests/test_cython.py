@@ -385,6 +385,34 @@ def test_fused(S):
         nt.cython(S, "add", fused=0)
 
 
+def test_fused_takes_indexes_and_types_not_bools(S):
+    for bad in (True, False, (True,), (0, True), 1.5, (1.5,), None.__class__):
+        with pytest.raises(TypeError, match=r"fused= takes an index \(int\), a tuple of "
+                                            r"indexes, a C signature or a tuple of parameter "
+                                            r"types \(str\), not .*\n.*fused=0: float"):
+            nt.cython(S, "twice", fused=bad)
+    assert nt.cython(S, "twice", fused=(1,)).csig == nt.Signature("double (double)")
+
+
+def test_capsule_name_that_is_not_utf8_is_refused():
+    import ctypes
+    import types
+
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype = ctypes.py_object
+    new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    name = b"double (\xff\xfe)"               # kept alive with the module below
+    mod = types.ModuleType("fakepkg.latin")
+    mod.__pyx_capi__ = {"f": new(0x1000, name, None)}   # never called
+    mod.name = name
+    with pytest.raises(TypeError, match=r"numthunk.cython\(fakepkg.latin, 'f'\): the capsule's "
+                                        r"name b'double \(\\xff\\xfe\)' is not UTF-8 text"):
+        nt.cython(mod, "f")
+    with pytest.raises(ValueError, match="is not UTF-8 text; a target capsule is named by its C "
+                                         "signature"):
+        nt.bind(mod.__pyx_capi__["f"], 1.0)
+
+
 def test_optional_args_refused(S):
     with pytest.raises(TypeError, match="optional arguments.*struct __pyx_opt_args.*"
                                         "docs/cython.md"):

@@ -451,3 +451,16 @@ def test_configuration_is_read_once_and_reported_whole():
     assert cfg["quarantine"] >= 8192
     bad = run_py("import numthunk", NUMTHUNK_EXECMEM="rwx")
     assert bad.returncode != 0 and "NUMTHUNK_EXECMEM=rwx" in bad.stderr, bad.stderr
+
+
+def test_no_reuse_takes_yes_or_no_and_refuses_the_rest():
+    code = "import numthunk; print(numthunk.backend_info()['config']['no_reuse'])"
+    for value, want in [("1", True), ("true", True), ("YES", True), ("0", False),
+                        ("false", False), ("No", False), ("", False)]:
+        out = run_py(code, NUMTHUNK_NO_REUSE=value)
+        assert out.returncode == 0 and out.stdout.strip() == str(want), (value, out.stderr)
+    for value in ("maybe", "2", "on", "yes please"):
+        bad = run_py(code, NUMTHUNK_NO_REUSE=value)
+        assert bad.returncode != 0, value
+        assert f"NUMTHUNK_NO_REUSE={value}: expected 1, true, yes" in bad.stderr, bad.stderr
+

@@ -139,3 +139,29 @@ def test_copy_keeps_names():
     assert nt.Function(0x1000, sig).csig.names == ("x", "__pyx_skip_dispatch")
     with pytest.raises(TypeError, match="C text"):
         nt._core.Signature(3)
+
+
+def test_duplicate_parameter_names_are_refused():
+    with pytest.raises(ValueError, match=r"parameter 2 is named 'x' as parameter 1 is") as info:
+        nt.Signature("double (double x, int x)")
+    assert str(info.value).splitlines()[2] == "    " + " " * 18 + "^"
+    with pytest.raises(ValueError, match="parameter 3 is named 'n'"):
+        nt.Signature("void (double (*f)(double n, int k, float n))")
+    # unnamed parameters and the same name in different lists are fine
+    assert nt.Signature("double (double, double, double (*)(double x), int x)").nargs == 4
+
+
+def test_a_typedef_cannot_redefine_a_known_name():
+    for name in ("double", "int", "float64", "intc", "size_t", "Py_ssize_t", "CPointer"):
+        with pytest.raises(ValueError, match=f"typedef '{name}' would redefine a type name"):
+            nt.Signature("double (double)", {name: "float"})
+    for name in ("const", "struct", "volatile", "typedef", "return"):
+        with pytest.raises(ValueError, match=f"typedef '{name}': a C keyword"):
+            nt.Signature("double (double)", {name: "float"})
+    for name in ("", "my type", "2x", "a*b"):
+        with pytest.raises(ValueError, match="is not a C identifier"):
+            nt.Signature("double (double)", {name: "float"})
+    # a new name works, and wins nowhere else
+    assert str(nt.Signature("REAL (REAL *)", {"REAL": "double"})) == "double (double *)"
+    with pytest.raises(ValueError, match="typedef 'double' would redefine"):
+        nt._core.Signature("double (double)", {"double": "float"})

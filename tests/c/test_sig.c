@@ -463,6 +463,40 @@ test_typedefs(void)
     CHECK(sig == NULL && err.column == 8 &&
           strstr(err.msg, "unknown type name 'float64_t'") != NULL);
 
+    /* a typedef names a new type: a name the parser knows, a keyword, a
+       non-identifier or a name given twice is refused, not ignored */
+    {
+        static const char *const refused[] = {
+            "double", "float64", "Py_ssize_t", "CPointer", "const", "struct",
+            "my type", "2x", "",
+        };
+        nt_typedef two[2];
+        size_t k;
+
+        memset(two, 0, sizeof(two));
+        two[0].type = tds[1].type;
+        for (k = 0; k < sizeof(refused) / sizeof(refused[0]); k++) {
+            two[0].name = refused[k];
+            err.status = NT_OK;
+            sig = nt_sig_parse("double (double)", two, 1, &err);
+            CHECK(sig == NULL && err.status == NT_ERR_VALUE);
+            nt_sig_free(sig);
+        }
+        two[0].name = two[1].name = "REAL";
+        two[1].type = tds[1].type;
+        err.status = NT_OK;
+        CHECK(nt_type_parse("REAL", two, 2, &t, &err) != 0 &&
+              strstr(err.msg, "given twice") != NULL);
+    }
+
+    /* parameter names must differ within one parameter list */
+    err.status = NT_OK;
+    sig = nt_sig_parse("void (int a, double a)", NULL, 0, &err);
+    CHECK(sig == NULL && err.column == 13 && strstr(err.msg, "named 'a'") != NULL);
+    sig = nt_sig_parse("void (int a, double (*f)(double a))", NULL, 0, &err);
+    CHECK(sig != NULL);
+    nt_sig_free(sig);
+
     /* a bad typedef entry is reported, not trusted */
     tds[0].type.kind = NT_FNPTR;
     err.status = NT_OK;
