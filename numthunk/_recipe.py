@@ -65,21 +65,23 @@ class _LinkMap(ctypes.Structure):
 
 
 _RTLD_DI_LINKMAP = 2
+_RTLD_DL_SYMENT = 1
 _dl_functions = None
 
 
 def _dl():
-    """(dladdr, dlinfo) from the C library (glibc >= 2.34) or libdl; None
-    where the platform has neither."""
+    """(dladdr, dlinfo, dladdr1, dl_iterate_phdr) from the C library (glibc
+    >= 2.34) or libdl; None for each the platform does not have."""
     global _dl_functions
     if _dl_functions is None:
-        found = [None, None]
+        names = ("dladdr", "dlinfo", "dladdr1", "dl_iterate_phdr")
+        found = [None] * len(names)
         for name in (None, ctypes.util.find_library("dl")):
             try:
                 libdl = ctypes.CDLL(name)
             except OSError:
                 continue
-            for k, sym in enumerate(("dladdr", "dlinfo")):
+            for k, sym in enumerate(names):
                 if found[k] is None and hasattr(libdl, sym):
                     found[k] = getattr(libdl, sym)
         if found[0] is not None:
@@ -88,8 +90,105 @@ def _dl():
         if found[1] is not None:
             found[1].argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
             found[1].restype = ctypes.c_int
+        if found[2] is not None:
+            found[2].argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo),
+                                 ctypes.POINTER(ctypes.c_void_p), ctypes.c_int]
+            found[2].restype = ctypes.c_int
+        if found[3] is not None:
+            found[3].argtypes = [_PHDR_CALLBACK, ctypes.c_void_p]
+            found[3].restype = ctypes.c_int
         _dl_functions = tuple(found)
     return _dl_functions
+
+
+# <elf.h>: the symbol entry dladdr1(RTLD_DL_SYMENT) gives, and the program
+# headers dl_iterate_phdr walks, in the layout of this process's word size.
+_STT_TYPES = {0: "STT_NOTYPE", 1: "STT_OBJECT", 2: "STT_FUNC", 3: "STT_SECTION",
+              4: "STT_FILE", 5: "STT_COMMON", 6: "STT_TLS", 10: "STT_GNU_IFUNC"}
+_CODE_TYPES = (2, 10)          # STT_FUNC, STT_GNU_IFUNC
+_PT_LOAD, _PF_X = 1, 1
+_u32, _u16, _u8 = ctypes.c_uint32, ctypes.c_uint16, ctypes.c_uint8
+_word = ctypes.c_uint64 if ctypes.sizeof(ctypes.c_void_p) == 8 else ctypes.c_uint32
+
+if ctypes.sizeof(ctypes.c_void_p) == 8:
+    class _ElfSym(ctypes.Structure):
+        _fields_ = [("st_name", _u32), ("st_info", _u8), ("st_other", _u8),
+                    ("st_shndx", _u16), ("st_value", _word), ("st_size", _word)]
+
+    class _ElfPhdr(ctypes.Structure):
+        _fields_ = [("p_type", _u32), ("p_flags", _u32), ("p_offset", _word),
+                    ("p_vaddr", _word), ("p_paddr", _word), ("p_filesz", _word),
+                    ("p_memsz", _word), ("p_align", _word)]
+else:
+    class _ElfSym(ctypes.Structure):
+        _fields_ = [("st_name", _u32), ("st_value", _word), ("st_size", _word),
+                    ("st_info", _u8), ("st_other", _u8), ("st_shndx", _u16)]
+
+    class _ElfPhdr(ctypes.Structure):
+        _fields_ = [("p_type", _u32), ("p_offset", _word), ("p_vaddr", _word),
+                    ("p_paddr", _word), ("p_filesz", _word), ("p_memsz", _word),
+                    ("p_flags", _u32), ("p_align", _word)]
+
+
+class _PhdrInfo(ctypes.Structure):
+    # the leading members of struct dl_phdr_info (<link.h>)
+    _fields_ = [("dlpi_addr", _word), ("dlpi_name", ctypes.c_char_p),
+                ("dlpi_phdr", ctypes.POINTER(_ElfPhdr)), ("dlpi_phnum", _u16)]
+
+
+_PHDR_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_PhdrInfo), ctypes.c_size_t,
+                                  ctypes.c_void_p)
+
+
+def _segment_of(address):
+    """(file, executable) of the loaded segment holding ``address``; None if
+    no loaded object maps it; ... (Ellipsis) if the platform cannot say."""
+    walk = _dl()[3]
+    if walk is None:
+        return ...
+    found = []
+
+    def visit(info, _size, _data):
+        info = info.contents
+        for k in range(info.dlpi_phnum):
+            ph = info.dlpi_phdr[k]
+            start = info.dlpi_addr + ph.p_vaddr
+            if ph.p_type == _PT_LOAD and start <= address < start + ph.p_memsz:
+                name = os.fsdecode(info.dlpi_name) if info.dlpi_name else ""
+                found.append((name or "the program", bool(ph.p_flags & _PF_X)))
+                return 1
+        return 0
+
+    walk(_PHDR_CALLBACK(visit), None)
+    return found[0] if found else None
+
+
+def code_symbol_problem(address):
+    """Why ``address`` (a symbol's address from the loader) is no function to
+    call, or None: an ELF symbol there whose type is not STT_FUNC or
+    STT_GNU_IFUNC (a variable: calling it runs its bytes), or an address in
+    no executable segment of a loaded object (data, a thread-local). Where
+    the loader cannot tell (no dladdr1/dl_iterate_phdr), None."""
+    dladdr1 = _dl()[2]
+    if dladdr1 is not None:
+        info, sym = _DlInfo(), ctypes.c_void_p()
+        if dladdr1(address, ctypes.byref(info), ctypes.byref(sym), _RTLD_DL_SYMENT) \
+                and sym.value and info.dli_saddr == address:
+            kind = _ElfSym.from_address(sym.value).st_info & 0xF
+            if kind in _CODE_TYPES:
+                return None
+            if kind != 0:
+                name = info.dli_sname.decode("utf-8", "replace") if info.dli_sname else "?"
+                return (f"'{name}' is a data symbol ({_STT_TYPES.get(kind, f'ELF type {kind}')}"
+                        "), not a function")
+    seg = _segment_of(address)
+    if seg is None:
+        return (f"its address {address:#x} is in no loaded object's code (a thread-local "
+                "variable?), not a function")
+    if seg is not ... and not seg[1]:
+        return (f"its address {address:#x} is in a non-executable segment of {seg[0]}: a "
+                "variable, not a function")
+    return None
 
 
 def dladdr(address):
@@ -155,6 +254,9 @@ def from_library(library, symbol, signature, *, nogil=True):
     where = f"Function.from_library({_show(library)}, {symbol!r})"
     if not isinstance(symbol, str) or not symbol:
         raise TypeError(f"{where}: the symbol must be a non-empty str")
+    if "\0" in symbol:
+        raise ValueError(f"{where}: the symbol name has a NUL byte at {symbol.index(chr(0))} "
+                         "(the loader would read only the part before it)")
     sig = signature if isinstance(signature, Signature) else Signature(signature)
     if isinstance(library, ctypes.CDLL):
         lib = library
@@ -166,6 +268,9 @@ def from_library(library, symbol, signature, *, nogil=True):
                             f"ctypes.CDLL, got {type(library).__name__}") from None
         if isinstance(text, bytes):
             text = os.fsdecode(text)
+        if "\0" in text:
+            raise ValueError(f"{where}: the library name has a NUL byte at "
+                             f"{text.index(chr(0))}")
         lib = _open(text, symbol, where)
     address = _symbol_address(lib, symbol)
     if not address:
@@ -173,6 +278,9 @@ def from_library(library, symbol, signature, *, nogil=True):
         raise OSError(f"{where}: symbol {symbol!r} not found in library "
                       f"{_show(library)} (loaded from {path}); is it exported "
                       "(not static, not C++-mangled), and spelled as in the library?")
+    problem = code_symbol_problem(address)
+    if problem is not None:
+        raise TypeError(f"{where}: {problem}; only a function can be a target")
     fn = Function(address, sig, nogil=nogil, owner=lib, name=symbol)
     fn._recipe = ("symbol", _spec_of(lib), symbol)
     return fn
@@ -388,6 +496,9 @@ def _resolve_symbol(rec):
     if not address:
         raise OSError(f"symbol {symbol!r} not found in library {spec!r} (loaded from "
                       f"{_loaded_path(lib)}) in this process")
+    problem = code_symbol_problem(address)
+    if problem is not None:
+        raise TypeError(f"symbol {symbol!r} of library {spec!r} in this process: {problem}")
     return address, lib, None
 
 
@@ -398,7 +509,8 @@ def _resolve_cffi(rec):
     if address is None:
         raise AttributeError(f"the cffi module {modname} has no function {name!r} in "
                              "this process")
-    return address, mod, None
+    # the module declares the function's type: compared with the pickled one
+    return address, mod, Signature(mod.ffi.addressof(mod.lib, name))
 
 
 def _resolve_cfunc(rec):
@@ -538,9 +650,8 @@ def _options_from(frozen):
 
 
 def _param_label(t, i):
-    sig = t.target_signature
-    name = sig.names[i]
-    return f"argument {i}{f' ({name}: ' if name else ' ('}{sig.argtypes[i]})"
+    from ._foreign import param_label
+    return param_label(t.target_signature, i)     # "argument 1 (x: double *)", as the core
 
 
 def _is_function_object(v):
@@ -576,6 +687,11 @@ def _travelling(t, i, v):
     arr = _numpy_ctypes_array(v)
     if arr is not None:
         return arr
+    if isinstance(v, memoryview) or (type(v).__module__ == "mmap"):
+        raise PicklingRefused(
+            f"cannot pickle the thunk: {_param_label(t, i)} is bound to a "
+            f"{type(v).__name__}, which pickle cannot carry; bind a NumPy array (of the "
+            "memory it views, np.asarray(m), or a copy), which travels as a copy")
     if isinstance(v, Address):
         behind = _function_behind(v)
         if behind is None and v.owner is not None and _is_pointer_object(v.owner):

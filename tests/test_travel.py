@@ -429,7 +429,7 @@ def test_refuse_bound_address(fixture_path):
     a = np.ones(3)
     t = nt.bind(nt.Function.from_library(fixture_path, "f_d_pi", SUM),
                 nt.address(a.ctypes.data, owner=a), 3)
-    with pytest.raises(PicklingRefused, match=r"argument 0 \(x: const double \*\) is bound "
+    with pytest.raises(PicklingRefused, match=r"argument 1 \(x: const double \*\) is bound "
                                               r"to a raw address\(0x[0-9a-f]+\).*bind the "
                                               r"array itself"):
         pickle.dumps(t)
@@ -446,7 +446,7 @@ def test_refuse_bound_pointers(fixture_path):
     for ptr, what in ((a.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), "LP_c_double"),
                       (ffi.cast("double *", a.ctypes.data), "_CDataBase")):
         t = nt.bind(fn, ptr, 3)
-        with pytest.raises(PicklingRefused, match=rf"argument 0 \(x: const double \*\) is "
+        with pytest.raises(PicklingRefused, match=rf"argument 1 \(x: const double \*\) is "
                                                   rf"bound to a {what} pointer.*NumPy array"):
             pickle.dumps(t)
     # arr.ctypes is the array: it travels as the array
@@ -475,7 +475,7 @@ def test_refuse_ctypes_callback_and_pointer_from_address(lib, fixture_path):
         pickle.dumps(t)
     fddi = nt.Function.from_library(fixture_path, "f_d_Fddi", FDDI)
     t = nt.bind(fddi, cb, 0.0, 1.0, 10)
-    with pytest.raises(PicklingRefused, match=r"argument 0 \(f: double \(\*\)\(double\)\) is "
+    with pytest.raises(PicklingRefused, match=r"argument 1 \(f: double \(\*\)\(double\)\) is "
                                               r"bound to .*ctypes callback"):
         pickle.dumps(t)
     raw = proto(ctypes.cast(lib.f_d_d, ctypes.c_void_p).value)
@@ -666,3 +666,76 @@ def test_function_fields_travel(lib):
 def test_arg_is_one_object_everywhere():
     assert pickle.loads(pickle.dumps(nt.ARG)) is nt.ARG
     assert copy.copy(nt.ARG) is nt.ARG and copy.deepcopy(nt.ARG) is nt.ARG
+
+
+# ------------------------------------------------------------ names that are no functions
+
+
+@pytest.mark.parametrize("symbol,why", [
+    ("rec_args", r"'rec_args' is a data symbol \(STT_OBJECT\), not a function"),
+    ("rec_count", r"'rec_count' is a data symbol \(STT_OBJECT\)"),
+    ("f_table", r"'f_table' is a data symbol \(STT_OBJECT\)"),
+    ("tls_counter", r"its address 0x[0-9a-f]+ is in no loaded object's code \(a thread-local "
+                    r"variable\?\)"),
+])
+def test_from_library_refuses_variables(fixture_path, symbol, why):
+    with pytest.raises(TypeError, match=rf"Function.from_library\(.*, '{symbol}'\): {why}.*; "
+                                        "only a function can be a target"):
+        nt.Function.from_library(fixture_path, symbol, "double (double)")
+
+
+def test_from_library_takes_functions_and_ifuncs_not_libc_variables():
+    with pytest.raises(TypeError, match="'environ' is a data symbol"):
+        nt.Function.from_library("libc.so.6", "environ", "double (double)")
+    # glibc's memcpy and strlen are GNU indirect functions: the loader
+    # resolves them to an implementation, which is code
+    memcpy = nt.Function.from_library("libc.so.6", "memcpy", "void *(void *, void *, size_t)")
+    strlen = nt.Function.from_library("libc.so.6", "strlen", "size_t (const char *)")
+    src, dst = np.arange(4.0), np.zeros(4)
+    nt.bind(memcpy, dst, src, 32)()
+    assert dst.tolist() == src.tolist()
+    assert nt.bind(strlen, np.frombuffer(b"numthunk\0", dtype=np.uint8))() == 8
+
+
+def test_from_library_refuses_nul_in_names(fixture_path):
+    with pytest.raises(ValueError, match=r"the symbol name has a NUL byte at 3 \(the loader "
+                                         "would read only the part before it\\)"):
+        nt.Function.from_library(fixture_path, "f_d\0_pi", SUM)
+    with pytest.raises(ValueError, match="the library name has a NUL byte"):
+        nt.Function.from_library(fixture_path + "\0.so", "f_d_pi", SUM)
+
+
+def test_unpickling_a_symbol_that_became_a_variable_is_refused(fixture_path):
+    """The other process's library may define the name as a variable: the
+    recipe is checked there as from_library checks it here."""
+    with pytest.raises(TypeError, match=r"symbol 'rec_count' of library .* in this process: "
+                                        r"'rec_count' is a data symbol"):
+        nt._recipe._function_from_recipe(("symbol", fixture_path, "rec_count"),
+                                          "double (double)", True, "rec_count", None, None)
+
+
+def test_unpickling_a_cffi_function_checks_its_declared_type(paths):
+    """A cffi API-mode module declares its functions' types: a pickle made
+    for another signature is refused (a library symbol declares none)."""
+    import ntk_travel_cffi as api
+
+    t = nt.bind(api.lib.twice, nt.ARG)
+    blob = pickle.dumps(t)
+    nt._recipe._functions.clear()
+    assert pickle.loads(blob)(1.5) == 3.0
+    with pytest.raises(TypeError, match=r"has the signature 'double \(double\)' in this "
+                                        r"process; the pickled thunk was made for "
+                                        r"'float \(float\)'"):
+        nt._recipe._function_from_recipe(("cffi", "ntk_travel_cffi", "twice"),
+                                          "float (float)", True, "twice", None, None)
+
+
+def test_pickling_a_thunk_bound_to_a_memoryview_is_refused_by_name(fixture_path):
+    fn = nt.Function.from_library(fixture_path, "f_d_pi", SUM)
+    t = nt.bind(fn, memoryview(np.arange(3.0)), 3)
+    assert t() == 3.0
+    with pytest.raises(PicklingRefused, match=r"argument 1 \(x: const double \*\) is bound to a "
+                                              r"memoryview, which pickle cannot carry; bind a "
+                                              "NumPy array"):
+        pickle.dumps(t)
+    assert pickle.loads(pickle.dumps(nt.bind(fn, np.arange(3.0), 3)))() == 3.0
