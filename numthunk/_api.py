@@ -78,6 +78,40 @@ def _param_index(key, sig, what):
     return key
 
 
+def _struct_sizes(structs):
+    """{name: size in bytes} from Function(structs=...)."""
+    if not structs:
+        return None
+    out = {}
+    for name, layout in _mapping(structs, "structs=").items():
+        if not isinstance(name, str) or not name or "\0" in name:
+            raise TypeError(f"structs=: keys are struct names as the signature writes them "
+                            f"('pair_t', or 'pt' for struct pt), got {name!r}")
+        key = name[7:] if name.startswith("struct ") else \
+            name[6:] if name.startswith("union ") else name
+        out[key.strip()] = _foreign.struct_size(layout, f"structs={{{name!r}: ...}}")
+    return out
+
+
+class _Declared:
+    """The owner of a Function's call thunk when the Function declares
+    structs: what keeps the code alive, and the declarations (not the
+    Function itself, which holds the call thunk)."""
+
+    __slots__ = ("owner", "structs")
+
+    def __init__(self, owner, structs):
+        self.owner = owner
+        self.structs = structs
+
+
+def _structs_of(owner):
+    """The struct declarations a thunk's target carries."""
+    if isinstance(owner, (Function, _Declared)):
+        return owner.structs
+    return None
+
+
 def _mapping(value, what):
     if value is None:
         return {}
@@ -269,14 +303,18 @@ class Function:
     ({index: value}), hiding them from bind(). ``depends``: the thunks the
     function's code calls by their addresses (a Numba ``@cfunc`` that
     captured thunks as globals or closure variables: :func:`as_function`
-    finds them); a thunk bound over this function depends on them."""
+    finds them); a thunk bound over this function depends on them.
+    ``structs`` declares the layout of the structs the function takes by
+    pointer ({'pair_t': dtype}, a NumPy dtype, a ctypes Structure, a cffi
+    type or a size in bytes): a ``pair_t *`` parameter then takes a NumPy
+    structured array of that item size."""
 
     __slots__ = ("address", "_signature", "nogil", "owner", "name", "memoryviews",
-                 "fixed", "depends", "_user_params", "_call_thunk", "_protocol_sig",
-                 "_nbtype", "_recipe", "__weakref__")
+                 "fixed", "depends", "structs", "_user_params", "_call_thunk",
+                 "_protocol_sig", "_nbtype", "_recipe", "__weakref__")
 
     def __init__(self, address, signature, *, nogil=True, owner=None, name=None,
-                 memoryviews=None, fixed=None, depends=()):
+                 memoryviews=None, fixed=None, depends=(), structs=None):
         if isinstance(address, bool) or not isinstance(address, (int, np.integer)):
             raise TypeError(f"Function address must be an int, got {type(address).__name__}")
         address = _pointer_value(address, "Function address")
@@ -304,13 +342,14 @@ class Function:
         self.fixed = {_param_index(k, sig, "fixed="): v
                       for k, v in _mapping(fixed, "fixed=").items()}
         self.depends = _thunk_tuple(depends, "Function depends=")
+        self.structs = _struct_sizes(structs)
         self._user_params = [i for i in range(sig.nargs) if i not in self.fixed]
         self._call_thunk = None
         self._nbtype = None
         self._recipe = None
 
     @classmethod
-    def from_library(cls, library, symbol, signature, *, nogil=True):
+    def from_library(cls, library, symbol, signature, *, nogil=True, structs=None):
         """The function ``symbol`` of a shared library: ``library`` is a path,
         a name the dynamic loader resolves (``"libm.so.6"``, or ``"m"``
         through ``ctypes.util.find_library``) or a loaded ``ctypes.CDLL``.
@@ -325,7 +364,7 @@ class Function:
         5.0
         """
         from . import _recipe
-        return _recipe.from_library(library, symbol, signature, nogil=nogil)
+        return _recipe.from_library(library, symbol, signature, nogil=nogil, structs=structs)
 
     # Pickling by recipe (numthunk._recipe): the code is found again by
     # name in the other process. A Function names code, so copying one
@@ -381,7 +420,8 @@ class Function:
             args = (ARG,) * len(self._user_params)
             if self.fixed:
                 args = _with_fixed(self, args)
-            self._call_thunk = Thunk(self._signature, self.address, args, self.owner,
+            owner = self.owner if not self.structs else _Declared(self.owner, self.structs)
+            self._call_thunk = Thunk(self._signature, self.address, args, owner,
                                      self.nogil, self.memoryviews, None, self.owner)
         return self._call_thunk
 
@@ -462,7 +502,8 @@ def as_function(target, signature=None, nogil=None):
         return target
     if isinstance(target, Thunk):
         return Function(target.address, target.csig,
-                        nogil=target.nogil if nogil is None else nogil, owner=target)
+                        nogil=target.nogil if nogil is None else nogil, owner=target,
+                        structs=_structs_of(target.target))
     if isinstance(target, bool):
         raise TypeError("target must be a function, not bool")
     if isinstance(target, (int, np.integer)):
@@ -475,7 +516,8 @@ def as_function(target, signature=None, nogil=None):
         addr = ctypes.cast(target, ctypes.c_void_p).value
         sig = Signature(signature if signature is not None else target)
         return Function(addr or 0, sig, nogil=True if nogil is None else nogil,
-                        owner=target, name=getattr(target, "__name__", None))
+                        owner=target, name=getattr(target, "__name__", None),
+                        structs=_foreign.declared_structs(target))
     if type(target).__name__ == "PyCapsule":
         fn = _capsule_target(target, nogil)
         if signature is not None:
@@ -501,14 +543,15 @@ def as_function(target, signature=None, nogil=None):
             raise TypeError(f"cffi object of type {ct.cname!r} is not a function")
         addr = int(_cffi_backend.cast(_cffi_backend.new_primitive_type("uintptr_t"), target))
         sig = Signature(signature if signature is not None else target)
-        return Function(addr, sig, nogil=True if nogil is None else nogil, owner=target)
+        return Function(addr, sig, nogil=True if nogil is None else nogil, owner=target,
+                        structs=_foreign.declared_structs(target))
     api = _foreign.cffi_api_pointer(target)
     if api is not None:
         # lib.f of a compiled cffi module: its module's ffi.addressof gives
         # the pointer and the declared type
         fn = as_function(api, signature, nogil)
         return Function(fn.address, fn._signature, nogil=fn.nogil, owner=target,
-                        name=target.__name__)
+                        name=target.__name__, structs=fn.structs)
     raise TypeError(f"cannot use a {type(target).__name__!r} object as a target: expected a "
                     "numthunk.Function, an int address with signature=, a ctypes or cffi "
                     "function pointer (or lib.f of a compiled cffi module), a capsule named "
@@ -555,7 +598,7 @@ def bind(target, *args, signature=None, nogil=None, engine=None, keep=None):
         # the thunk holds its target object, and this one holds keep
         fn = Function(fn.address, fn._signature, nogil=fn.nogil, owner=(fn, keep),
                       name=fn.name, memoryviews=fn.memoryviews or None,
-                      depends=fn.depends)
+                      depends=fn.depends, structs=fn.structs)
     # Positional: keyword parsing would be a fifth of the creation cost.
     # Values the core does not convert itself go through
     # Thunk._resolve_values first; fn.owner tells the core when the target
@@ -694,14 +737,16 @@ class Thunk(_core.Thunk):
         """
         i = self._needs_resolve(key, value)
         if i is not None:
-            value = _resolve(self.target_signature, (value,), (0,), index=i)[0]
+            value = _resolve(self.target_signature, (value,), (0,), index=i,
+                             structs=_structs_of(self.target))[0]
         return _core.Thunk.rebind(self, key, value)
 
     @classmethod
-    def _resolve_values(cls, sig, values):
+    def _resolve_values(cls, sig, values, owner=None):
         # called by the core before a thunk is made, when some values are
-        # foreign (see _resolve)
-        return _resolve(sig, values, range(len(values)))
+        # foreign (see _resolve); owner: the target's owner, whose struct
+        # declarations apply
+        return _resolve(sig, values, range(len(values)), structs=_structs_of(owner))
 
     def _resolve_call(self, args):
         # called by the core, before the call starts, for forwarded values
@@ -709,8 +754,9 @@ class Thunk(_core.Thunk):
         sig = self.target_signature
         fwd = [i for i, v in enumerate(self.bindings) if v is ARG]
         out = list(args)
+        structs = _structs_of(self.target)
         for k, i in enumerate(fwd[:len(out)]):
-            out[k] = _resolve(sig, (out[k],), (0,), index=i)[0]
+            out[k] = _resolve(sig, (out[k],), (0,), index=i, structs=structs)[0]
         return tuple(out)
 
     def _make_numba_type(self):
@@ -763,13 +809,14 @@ def _numpy_ctypes_array(obj):
     return None
 
 
-def _resolve(sig, values, indices, index=None):
+def _resolve(sig, values, indices, index=None, structs=None):
     """Foreign objects for pointer parameters, as values the core takes:
     ``ref()`` cells, ``arr.ctypes``, ctypes and cffi pointers and BitGenerators
     (numthunk._foreign), and functions (thunks,
     Functions, ctypes/cffi functions, capsules, @cfuncs) for function
     pointers. Anything else is left for the core to refuse with its
-    message. ``index``: the parameter of a single value (rebind, calls)."""
+    message. ``index``: the parameter of a single value (rebind, calls);
+    ``structs``: the target's struct declarations."""
     values = list(values)
     descs = sig._describe()[1]
     for k in indices:
@@ -777,13 +824,16 @@ def _resolve(sig, values, indices, index=None):
         name = sig.names[i]
         ctype_text = sig.argtypes[i]
         what = f"argument {i + 1} ({name + ': ' if name else ''}{ctype_text})"
-        values[k] = _resolve_one(values[k], what, sig, i, descs[i])
+        values[k] = _resolve_one(values[k], what, sig, i, descs[i], structs)
     return tuple(values)
 
 
-def _resolve_one(obj, what, sig, i, desc):
+def _resolve_one(obj, what, sig, i, desc, structs=None):
     if isinstance(obj, Ref):
         return obj.cell
+    if desc[0] == "pointer" and desc[1] == "void" and desc[2] == 1 \
+            and not _foreign.is_foreign(obj):
+        obj = _foreign.resolve_struct(obj, sig, i, structs)
     arr = _numpy_ctypes_array(obj)
     if arr is not None:
         return arr

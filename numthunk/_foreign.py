@@ -18,7 +18,8 @@ ctypes and cffi are imported only when one of their objects shows up.
 
 import ctypes
 
-__all__ = ["is_foreign", "resolve", "param_label", "cffi_api_pointer", "cffi_pointer"]
+__all__ = ["is_foreign", "resolve", "param_label", "cffi_api_pointer", "cffi_pointer",
+           "struct_size", "declared_structs", "resolve_struct"]
 
 _CTYPES_POINTERS = (ctypes._Pointer, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_wchar_p)
 
@@ -210,6 +211,120 @@ def resolve(obj, sig, i):
                         f"the parameter to {_pointee_text(param)}; pass "
                         "numthunk.address(...) to bind a pointer value as it is")
     return Address(value, owner=obj)
+
+
+# ---------------------------------------------------------------- structs
+#
+# A ``struct S *`` parameter takes a buffer only when its items are declared
+# to be S, with S's size where numthunk knows it: a bare buffer's length
+# says nothing about the struct, and a kernel reading S from a too-short
+# buffer reads past its end. Declarations (``structs``: name -> size in
+# bytes) come from a ``Function(..., structs=...)`` and from the ctypes or
+# cffi types a target's signature was read from.
+
+
+def struct_size(layout, what):
+    """The size in bytes of one struct declaration: a NumPy dtype, a ctypes
+    Structure or Union class, a cffi struct type, or an int."""
+    import numpy as np
+    if isinstance(layout, bool):
+        raise TypeError(f"{what}: expected a struct layout, got bool")
+    if isinstance(layout, int):
+        if layout <= 0:
+            raise ValueError(f"{what}: a struct's size must be positive, got {layout}")
+        return layout
+    if isinstance(layout, np.dtype):
+        return layout.itemsize
+    if isinstance(layout, type) and issubclass(layout, (ctypes.Structure, ctypes.Union)):
+        return ctypes.sizeof(layout)
+    if type(layout).__module__ == "_cffi_backend" and type(layout).__name__ in ("CType",
+                                                                                "__CType"):
+        import _cffi_backend
+        return _cffi_backend.sizeof(layout)
+    raise TypeError(f"{what}: expected a struct layout (a NumPy dtype, a ctypes Structure "
+                    f"class, a cffi struct type or a size in bytes), got "
+                    f"{type(layout).__name__} {layout!r}")
+
+
+def declared_structs(target):
+    """{struct name: size} for the structs a ctypes or cffi function's
+    parameters point to, as its own types declare them; None if none."""
+    found = {}
+    if isinstance(target, ctypes._CFuncPtr):
+        for t in target.argtypes or getattr(type(target), "_argtypes_", None) or ():
+            while isinstance(t, type) and issubclass(t, ctypes._Pointer):
+                t = t._type_
+            if isinstance(t, type) and issubclass(t, (ctypes.Structure, ctypes.Union)):
+                found[t.__name__] = ctypes.sizeof(t)
+    elif type(target).__module__ == "_cffi_backend":
+        import _cffi_backend
+        ct = _cffi_backend.typeof(target)
+        if ct.kind == "pointer":
+            ct = ct.item
+        for a in getattr(ct, "args", ()) if ct.kind == "function" else ():
+            while a.kind in ("pointer", "array"):
+                a = a.item
+            if a.kind in ("struct", "union"):
+                try:
+                    found[_strip_struct(a.cname)] = _cffi_backend.sizeof(a)
+                except Exception:      # an opaque struct: no size to check
+                    pass
+    return found or None
+
+
+def _ctypes_struct_of(obj):
+    """The Structure or Union class of a ctypes instance or array of them."""
+    t = type(obj)
+    while isinstance(t, type) and issubclass(t, ctypes.Array):
+        t = t._type_
+    if isinstance(t, type) and issubclass(t, (ctypes.Structure, ctypes.Union)):
+        return t
+    return None
+
+
+def resolve_struct(obj, sig, i, structs):
+    """A buffer (or ``strided(buffer)``) bound to a ``struct S *`` parameter:
+    obj itself after the checks, or an ``address`` for a ctypes Union (whose
+    buffer carries no layout). ``structs``: the target's declarations."""
+    from ._api import Address
+    param = _param_pointee(sig, i)
+    if param is None or param[2] is None or param[1] != 1:
+        return obj
+    name = param[2]
+    what = param_label(sig, i)
+    declared = (structs or {}).get(name)
+    inner = obj.obj if type(obj).__name__ == "Strided" else obj
+    ct = _ctypes_struct_of(inner)
+    if ct is not None:
+        if ct.__name__ != name:
+            raise TypeError(f"{what}: a ctypes {type(inner).__name__} holds struct "
+                            f"{ct.__name__}, the parameter points to struct {name}")
+        if declared is not None and declared != ctypes.sizeof(ct):
+            raise TypeError(f"{what}: ctypes struct {name} is {ctypes.sizeof(ct)} bytes, but "
+                            f"the target declares struct {name} as {declared} bytes")
+        if issubclass(ct, ctypes.Union) and inner is obj:
+            return Address(ctypes.addressof(inner), owner=inner)
+        return obj
+    try:
+        view = memoryview(inner)
+    except TypeError:
+        return obj              # not a buffer: the core says what it takes
+    with view:
+        fmt, itemsize = view.format or "B", view.itemsize
+    structured = fmt.lstrip("@=<>!").startswith("T{")
+    if structured and declared is not None:
+        if itemsize != declared:
+            raise TypeError(f"{what}: the array's items are {itemsize} bytes, but struct "
+                            f"{name} is declared {declared} bytes: it would be read past "
+                            "its end, or misread")
+        return obj
+    given = ("a structured array, but numthunk knows no layout of struct " + name
+             if structured else f"a buffer of format {fmt!r}, which has no struct layout")
+    raise TypeError(f"{what}: {given}; declare the struct once, "
+                    f"numthunk.Function(..., structs={{'{name}': dtype}}) (a NumPy dtype, a "
+                    f"ctypes Structure or a cffi type), and bind a NumPy structured array of "
+                    f"it; or bind a ctypes Structure named {name} (an instance or an array), a "
+                    f"cffi '{_pointee_text(param)} *', or numthunk.address(p)")
 
 
 # ---------------------------------------------------------------- cffi

@@ -249,7 +249,7 @@ def _symbol_address(lib, symbol):
     return ctypes.cast(fn, ctypes.c_void_p).value
 
 
-def from_library(library, symbol, signature, *, nogil=True):
+def from_library(library, symbol, signature, *, nogil=True, structs=None):
     """``Function.from_library``: see there."""
     where = f"Function.from_library({_show(library)}, {symbol!r})"
     if not isinstance(symbol, str) or not symbol:
@@ -281,7 +281,7 @@ def from_library(library, symbol, signature, *, nogil=True):
     problem = code_symbol_problem(address)
     if problem is not None:
         raise TypeError(f"{where}: {problem}; only a function can be a target")
-    fn = Function(address, sig, nogil=nogil, owner=lib, name=symbol)
+    fn = Function(address, sig, nogil=nogil, owner=lib, name=symbol, structs=structs)
     fn._recipe = ("symbol", _spec_of(lib), symbol)
     return fn
 
@@ -546,11 +546,12 @@ _RESOLVE = {"symbol": _resolve_symbol, "cffi": _resolve_cffi, "cfunc": _resolve_
 _functions = weakref.WeakValueDictionary()
 
 
-def _function_from_recipe(rec, sigtext, nogil, name, memoryviews, fixed):
-    """Unpickle a Function: find its code by name, give it back its signature."""
+def _function_from_recipe(rec, sigtext, nogil, name, memoryviews, fixed, structs=None):
+    """Unpickle a Function: find its code by name, give it back its signature
+    (and the struct layouts it declares)."""
     key, fn = None, None
     if rec[0] != "thunk":
-        key = (rec, sigtext, nogil, name, memoryviews, fixed)
+        key = (rec, sigtext, nogil, name, memoryviews, fixed, structs)
         try:
             fn = _functions.get(key)
         except TypeError:       # an unhashable fixed value
@@ -567,7 +568,8 @@ def _function_from_recipe(rec, sigtext, nogil, name, memoryviews, fixed):
                         f"process; the pickled thunk was made for '{sig}'")
     fn = Function(address, sig, nogil=nogil, owner=owner, name=name,
                   memoryviews=dict(memoryviews) if memoryviews else None,
-                  fixed=dict(fixed) if fixed else None)
+                  fixed=dict(fixed) if fixed else None,
+                  structs=dict(structs) if structs else None)
     fn._recipe = rec
     if key is not None:
         _functions[key] = fn
@@ -619,7 +621,7 @@ def reduce_function(fn):
         raise PicklingRefused(f"cannot pickle {exc}") from None
     return (_function_from_recipe,
             (rec, _sig_text(fn._signature), fn.nogil, fn.name,
-             _frozen(fn.memoryviews), _frozen(fn.fixed)))
+             _frozen(fn.memoryviews), _frozen(fn.fixed), _frozen(fn.structs)))
 
 
 def remember_cython(fn, module, name, options):

@@ -111,7 +111,7 @@ static PyObject *capi_create(PyObject *signature, void *target, PyObject *const 
     const nt_sig *sig = ((nt_SignatureObject *)signature)->sig;
     if (nvalues == sig->nargs
         && (resolved = nt_thunk_resolve((PyTypeObject *)cls, (nt_SignatureObject *)signature,
-                                        tuple)) == NULL)
+                                        tuple, owner)) == NULL)
         goto done;
     /* The commit Thunk() and numthunk.bind end in; it checks the count. */
     result = nt_thunk_create((PyTypeObject *)cls, (nt_SignatureObject *)signature, target,

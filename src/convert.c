@@ -623,10 +623,18 @@ int nt_ndarray_kind(PyObject *obj)
     return is_plain_ndarray(obj) ? array_kind((PyArrayObject *)obj) : NT_VOID;
 }
 
+/* A pointer to a struct the signature names (struct S *, a typedef'd
+   struct): its buffer must carry a struct layout (below). */
+static int is_struct_pointer(const nt_type *t)
+{
+    return t->kind == NT_PTR && t->depth == 1 && t->base == NT_VOID
+        && nt_tag_name(t->spelling) != NULL;
+}
+
 static int array_fast(const nt_type *t, PyObject *obj, int strided, void *cell,
                       uint64_t *key)
 {
-    if (!is_plain_ndarray(obj))
+    if (!is_plain_ndarray(obj) || is_struct_pointer(t))
         return 0;
     PyArrayObject *a = (PyArrayObject *)obj;
     int kind = array_kind(a);
@@ -716,6 +724,23 @@ static int convert_buffer(const nt_type *t, PyObject *obj, int strided, void *ce
                      "%s: a buffer can be bound to a single-level pointer (T *) only, "
                      "not to %s; pass numthunk.address(...) for other pointers",
                      W(what), type);
+        goto error;
+    }
+    if (is_struct_pointer(t) && *skip_order(v->format != NULL ? v->format : "B") != 'T') {
+        /* Only a buffer whose items are declared structs (a NumPy structured
+           dtype, a ctypes Structure) may stand for a struct: a bare buffer's
+           length says nothing about the struct's size. The package checks
+           the struct's name and size (numthunk._foreign). */
+        const char *tag = nt_tag_name(t->spelling);
+        const char *core = strncmp(tag, "struct ", 7) == 0 ? tag + 7
+                           : strncmp(tag, "union ", 6) == 0 ? tag + 6 : tag;
+        PyErr_Format(PyExc_TypeError,
+                     "%s: a buffer of format '%s' has no declared layout for %s; bind a "
+                     "NumPy structured array whose struct is declared "
+                     "(numthunk.Function(..., structs={'%s': dtype})), a ctypes Structure "
+                     "named %s (an instance or an array), a cffi '%s *', or "
+                     "numthunk.address(p)", W(what), v->format != NULL ? v->format : "B",
+                     tag, core, core, tag);
         goto error;
     }
     nt_elem e;
@@ -940,14 +965,23 @@ int nt_needs_resolve(const nt_type *t, PyObject *value)
 {
     switch (t->kind) {
     case NT_PTR:
+        if (is_struct_pointer(t)) {
+            /* the struct's declared layout is the package's to check */
+            PyObject *inner = nt_is_strided(value) ? ((nt_StridedObject *)value)->obj : value;
+            if (PyObject_CheckBuffer(inner))
+                return 1;
+        }
         if (t->base == NT_DLTENSOR && !is_ctypes_pointer(value)) {
             /* __dlpack__ exporters: the core reads them itself (a ctypes
                pointer exports a buffer too, but is a pointer to resolve) */
             int r = nt_dlpack_is_array(value);
             if (r > 0)
                 return 0;
-            if (r < 0)
-                PyErr_Clear();
+            if (r < 0) {
+                if (nt_error_passes())
+                    return -1;
+                PyErr_Clear();   /* the converter names the parameter */
+            }
         }
         if (PyArray_CheckExact(value))
             return 0;

@@ -134,7 +134,9 @@ int nt_convert(const nt_sig *sig, int i, PyObject *value, void *cell,
 
 /* 1 if value, bound to parameter t, needs the Python package to turn it
    into something nt_convert takes (a ctypes or cffi object, arr.ctypes,
-   a Function or thunk for a function pointer, a ref() cell); else 0. */
+   a Function or thunk for a function pointer, a ref() cell); else 0; -1
+   with the exception set when asking the value ran code that raised one
+   that passes (nt_error_passes: a KeyboardInterrupt). */
 int nt_needs_resolve(const nt_type *t, PyObject *value);
 
 /* The value of derived marker d (size/shape/stride) read from the
@@ -164,9 +166,13 @@ PyObject *nt_thunk_create(PyTypeObject *type, nt_SignatureObject *sig, void *tar
                           const nt_backend *wanted, PyObject *via);
 /* The resolve phase before nt_thunk_create: values the converter does not
    know (ctypes/cffi objects, arr.ctypes, ref() cells, functions for
-   function pointers) go to type._resolve_values(sig, values), Python code
-   of the package; a new reference to the values to bind, NULL on error. */
-PyObject *nt_thunk_resolve(PyTypeObject *type, nt_SignatureObject *sig, PyObject *values);
+   function pointers, buffers for struct pointers) go to
+   type._resolve_values(sig, values, owner), Python code of the package
+   (owner, the target's owner or NULL, carries the target's declarations:
+   the layouts of the structs it takes); a new reference to the values to
+   bind, NULL on error. */
+PyObject *nt_thunk_resolve(PyTypeObject *type, nt_SignatureObject *sig, PyObject *values,
+                           PyObject *owner);
 /* The address of a thunk (NULL with ValueError once released) and its
    release(); thunk must be an nt_ThunkType instance. */
 void *nt_thunk_address(PyObject *thunk);

@@ -515,15 +515,19 @@ static int convert_bound(ThunkObject *self, PyObject *values)
 /* Values the converter does not know go to the Python package's
    _resolve_values first, before anything is made. NULL: error; else a new
    reference to the values to bind. */
-PyObject *nt_thunk_resolve(PyTypeObject *type, nt_SignatureObject *sigobj, PyObject *values)
+PyObject *nt_thunk_resolve(PyTypeObject *type, nt_SignatureObject *sigobj, PyObject *values,
+                           PyObject *owner)
 {
     const nt_sig *sig = sigobj->sig;
     Py_ssize_t n = PyTuple_GET_SIZE(values);
     for (Py_ssize_t i = 0; i < n && i < sig->nargs; i++) {
         PyObject *v = PyTuple_GET_ITEM(values, i);
-        if (v != &nt_Arg && nt_needs_resolve(&sig->args[i], v)) {
-            PyObject *r = PyObject_CallMethod((PyObject *)type, "_resolve_values", "OO",
-                                              sigobj, values);
+        int need = v != &nt_Arg ? nt_needs_resolve(&sig->args[i], v) : 0;
+        if (need < 0)
+            return NULL;
+        if (need) {
+            PyObject *r = PyObject_CallMethod((PyObject *)type, "_resolve_values", "OOO",
+                                              sigobj, values, owner != NULL ? owner : Py_None);
             if (r == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
                 /* the bare core type: the converter refuses them by name */
                 PyErr_Clear();
@@ -595,7 +599,7 @@ static PyObject *thunk_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (PyTuple_GET_SIZE(a.values) != a.sig->sig->nargs)     /* check_values says why */
         return nt_thunk_create(type, a.sig, target, a.values, a.owner, a.nogil,
                                a.memviews, wanted, a.via);
-    PyObject *values = nt_thunk_resolve(type, a.sig, a.values);
+    PyObject *values = nt_thunk_resolve(type, a.sig, a.values, a.owner);
     if (values == NULL)
         return NULL;
     PyObject *self = nt_thunk_create(type, a.sig, target, values, a.owner, a.nogil,
@@ -770,7 +774,10 @@ static PyObject *resolve_call_args(ThunkObject *self, PyObject *args)
     Py_ssize_t n = PyTuple_GET_SIZE(args);
     for (Py_ssize_t k = 0; k < n && k < plan->nfwd; k++) {
         const nt_type *t = &self->sig->sig->args[plan->fwd_index[k]];
-        if (nt_needs_resolve(t, PyTuple_GET_ITEM(args, k))) {
+        int need = nt_needs_resolve(t, PyTuple_GET_ITEM(args, k));
+        if (need < 0)
+            return NULL;
+        if (need) {
             PyObject *r = PyObject_CallMethod((PyObject *)self, "_resolve_call", "(O)", args);
             if (r == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
                 PyErr_Clear();
@@ -1168,7 +1175,10 @@ static PyObject *thunk_needs_resolve(ThunkObject *self, PyObject *args)
     int i = param_index(self, key);
     if (i < 0)
         return NULL;
-    if (!nt_needs_resolve(&self->sig->sig->args[i], value))
+    int need = nt_needs_resolve(&self->sig->sig->args[i], value);
+    if (need < 0)
+        return NULL;
+    if (!need)
         Py_RETURN_NONE;
     return PyLong_FromLong(i);
 }

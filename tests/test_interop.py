@@ -201,6 +201,120 @@ def test_struct_pointer_pointee_checked(ifn, api):
             nt.bind(dot, bad, 1.0, 1.0)
 
 
+# A struct pointer takes a buffer only with a declared layout of that struct:
+# a bare buffer's length says nothing about it, and pt_sum reads n structs.
+
+PT = np.dtype([("x", "f8"), ("y", "f8")])
+PT_SUM = "double (const struct pt *p, int n)"
+LABEL = r"argument 1 \(p: const struct pt \*\): "
+
+
+def _points():
+    return np.array([(1.0, 2.0), (3.0, 4.0), (5.0, 6.0)], dtype=PT)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_struct_pointer_refuses_bare_buffers(ifn, engine):
+    total = ifn("pt_sum", PT_SUM)
+    for bad, fmt in [(np.ones(6), "'d'"), (b"\0" * 48, "'B'"), (bytearray(48), "'B'"),
+                     (np.zeros(3, "V16"), "'16x'"), (memoryview(np.ones(6)), "'d'"),
+                     (nt.strided(np.ones(12)[::2]), "'d'")]:
+        with pytest.raises(TypeError, match=LABEL + f"a buffer of format {fmt}, which has no "
+                                                    r"struct layout; declare the struct once, "
+                                                    r"numthunk.Function\(\.\.\., structs="):
+            nt.bind(total, bad, 3, engine=engine)
+    with pytest.raises(TypeError, match=LABEL + "a structured array, but numthunk knows no "
+                                                "layout of struct pt"):
+        nt.bind(total, _points(), 3, engine=engine)
+    # the core refuses a bare buffer too, without the package's resolution
+    with pytest.raises(TypeError, match=LABEL + "a buffer of format 'd' has no declared layout"):
+        nt._core.Thunk(total._signature, total.address, (np.ones(6), 3), engine=engine)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("layout", [PT, Pt, 16, "cffi"], ids=["dtype", "ctypes", "size", "cffi"])
+def test_struct_pointer_takes_a_declared_layout(ilib, api, engine, layout):
+    if layout == "cffi":
+        layout = api.ffi.typeof("struct pt")
+    addr = ctypes.cast(ilib.pt_sum, ctypes.c_void_p).value
+    total = nt.Function(addr, PT_SUM, structs={"pt": layout}, owner=ilib)
+    a = _points()
+    t = nt.bind(total, a, nt.size(a), engine=engine)
+    assert t() == 21.0
+    a["x"][0] = 10.0                            # live: the array, not a copy
+    assert t() == 30.0
+    with pytest.raises(TypeError, match=LABEL + r"the array's items are 8 bytes, but struct pt "
+                                                r"is declared 16 bytes"):
+        nt.bind(total, np.zeros(3, dtype=[("x", "f8")]), 3, engine=engine)
+    with pytest.raises(TypeError, match=LABEL + "a buffer of format 'd'"):
+        t.rebind(0, np.ones(6))
+    t.rebind(0, np.ones(2, dtype=PT))
+    assert t() == 4.0                          # size() followed the new array
+    fwd = nt.bind(total, nt.ARG, 3, engine=engine)
+    assert fwd(_points()) == 21.0
+    with pytest.raises(TypeError, match=LABEL + "a buffer of format 'd'"):
+        fwd(np.ones(6))
+    assert total(_points(), 3) == 21.0          # the Function called from Python
+    with pytest.raises(TypeError, match=LABEL + "a buffer of format 'd'"):
+        total(np.ones(6), 3)
+    assert nt.bind(total, _points(), 3, keep=ilib, engine=engine)() == 21.0
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_struct_pointer_takes_ctypes_structures_by_name(ifn, engine):
+    total = ifn("pt_sum", PT_SUM)
+    pts = (Pt * 3)(Pt(1.0, 2.0), Pt(3.0, 4.0), Pt(5.0, 6.0))
+    assert nt.bind(total, pts, 3, engine=engine)() == 21.0
+    assert nt.bind(total, Pt(7.0, 8.0), 1, engine=engine)() == 15.0
+
+    class Other(ctypes.Structure):
+        _fields_ = [("x", ctypes.c_double)]
+
+    with pytest.raises(TypeError, match=LABEL + "a ctypes Other_Array_3 holds struct Other, "
+                                                "the parameter points to struct pt"):
+        nt.bind(total, (Other * 3)(), 3, engine=engine)
+    addr = total.address
+    small = nt.Function(addr, PT_SUM, structs={"pt": 8})
+    with pytest.raises(TypeError, match=LABEL + "ctypes struct pt is 16 bytes, but the target "
+                                                "declares struct pt as 8 bytes"):
+        nt.bind(small, pts, 3, engine=engine)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_ctypes_and_cffi_signatures_declare_their_structs(ilib, api, engine):
+    proto = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.POINTER(Pt), ctypes.c_int)
+    total = proto(ctypes.cast(ilib.pt_sum, ctypes.c_void_p).value)
+    assert nt.bind(total, _points(), 3, engine=engine)() == 21.0
+    with pytest.raises(TypeError, match=r"argument 1 \(struct pt \*\): the array's items are 8 "
+                                        r"bytes, but struct pt is declared 16 bytes"):
+        nt.bind(total, np.zeros(3, dtype=[("x", "f8")]), 3, engine=engine)
+    dot = nt.bind(api.lib.pt_dot, np.array([(2.0, 3.0)], dtype=PT), nt.ARG, nt.ARG,
+                  engine=engine)
+    assert dot(1.0, 10.0) == 32.0
+    box = np.array([(1.5, 2.5)], dtype=[("a", "f8"), ("b", "f8")])
+    assert nt.bind(api.lib.box_sum, box, engine=engine)() == 4.0
+    with pytest.raises(TypeError, match=r"the array's items are 24 bytes, but struct Box is "
+                                        r"declared 16 bytes"):
+        nt.bind(api.lib.box_sum, np.zeros(1, dtype=[("a", "f8"), ("b", "f8"), ("c", "f8")]))
+
+
+def test_struct_declarations_are_checked_and_travel(ilib):
+    addr = ctypes.cast(ilib.pt_sum, ctypes.c_void_p).value
+    for bad, exc, text in [({"pt": "double"}, TypeError, "expected a struct layout"),
+                           ({"pt": 0}, ValueError, "must be positive"),
+                           ({"pt": True}, TypeError, "got bool"),
+                           ({3: PT}, TypeError, "keys are struct names"),
+                           ([PT], TypeError, "structs= must be a dict")]:
+        with pytest.raises(exc, match=text):
+            nt.Function(addr, PT_SUM, structs=bad)
+    assert nt.Function(addr, PT_SUM, structs={"struct pt": PT}).structs == {"pt": 16}
+    import pickle
+    path = ilib._name
+    fn = nt.Function.from_library(path, "pt_sum", PT_SUM, structs={"pt": PT})
+    again = pickle.loads(pickle.dumps(nt.bind(fn, _points(), 3)))
+    assert again() == 21.0 and again.target.structs == {"pt": 16}
+
+
 # -------------------------------------------------- foreign pointers
 
 
