@@ -11,6 +11,8 @@
  * Callers hold the native engine's lock around every call into a policy:
  * policies keep no lock of their own. A policy writes code and leaves the
  * instruction cache to its caller (native.c flushes once per placement).
+ * Handlers (code without data) come back to the policy when no plan uses
+ * them and the quarantine has passed; stub blocks never do.
  */
 #ifndef NUMTHUNK_EXECMEM_H
 #define NUMTHUNK_EXECMEM_H
@@ -38,6 +40,14 @@ typedef struct nt_execmem {
      */
     void *(*place)(const void *code, size_t n, size_t data_after,
                    nt_error *err);
+    /*
+     * Takes back n bytes of code placed with data_after == 0, which no call
+     * can be running any more (native.c sends a handler through the
+     * quarantine first): a later place() may reuse them, or they are
+     * unmapped. Code this process cannot write again (the parent's, after
+     * fork) is left alone.
+     */
+    void (*release)(void *code, size_t n);
     /* Runs in a forked child (atfork handler, engine lock held): from now
        on write nothing the parent shares. */
     void (*after_fork_child)(void);

@@ -10,8 +10,11 @@
  * mmap/munmap pair plus a TLB shootdown; pwrite costs one syscall). No
  * mapping is ever writable and executable.
  *
- * New bytes are always appended after code that already exists: nothing
- * that may be executing is ever rewritten.
+ * New bytes go after code that already exists, or into a handler's block
+ * that came back (release): native.c returns a handler only after the
+ * quarantine, when no call can be running it, so nothing that may be
+ * executing is ever rewritten. Handler blocks come in power-of-two sizes,
+ * so a block that came back serves any handler of its size class.
  *
  * vm.memfd_noexec (Linux 6.3+): at 1 a memfd is non-executable unless
  * created with MFD_EXEC, at 2 MFD_EXEC is refused. We ask for MFD_EXEC,
@@ -20,10 +23,13 @@
  * back to mem_mprotect.c.
  *
  * fork(): the file (and its pages) are shared with the child. The child
- * drops its descriptor and starts a new file on its next write, so neither
- * process ever grows or writes the other's code.
+ * drops its descriptor, its list of the file's chunks and the blocks that
+ * came back, and starts a new file on its next write, so neither process
+ * ever grows or writes the other's code (a block of the old file released
+ * in the child is in no chunk of its own file: it is left alone).
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/types.h>
@@ -43,11 +49,81 @@
 /* Handlers start on this boundary (branch targets, cache lines). */
 #define CODE_ALIGN 16u
 
+/* Handler blocks: 64, 128, ... 8192 bytes (NT_HANDLER_MAX). */
+#define MIN_BLOCK 64u
+#define NCLASSES 8
+
 static int mfd = -1;             /* our memory file, -1: none yet */
 static off_t file_size;          /* bytes of mfd in use */
 static unsigned char *chunk;     /* RX view of the open handler chunk */
 static off_t chunk_offset;       /* its offset in mfd */
 static size_t chunk_size, chunk_used;
+
+/* Every handler chunk of the current file, to find a block's file offset. */
+typedef struct {
+    unsigned char *at;
+    off_t offset;
+    size_t size;
+} chunk_map;
+static chunk_map *chunks;
+static size_t nchunks, chunks_cap;
+
+/* Blocks that came back, by size class. */
+typedef struct block {
+    unsigned char *at;
+    off_t offset;
+    struct block *next;
+} block;
+static block *spare[NCLASSES];
+
+/* The size class of n bytes of code, -1 beyond the largest. */
+static int
+class_of(size_t n)
+{
+    size_t size = MIN_BLOCK;
+    for (int c = 0; c < NCLASSES; c++, size *= 2)
+        if (n <= size)
+            return c;
+    return -1;
+}
+
+static size_t
+class_size(int c)
+{
+    return (size_t)MIN_BLOCK << c;
+}
+
+/* Forgets the chunks and the spare blocks (never their memory: after fork,
+   it is the parent's too). */
+static void
+forget_blocks(void)
+{
+    for (int c = 0; c < NCLASSES; c++) {
+        while (spare[c] != NULL) {
+            block *b = spare[c];
+            spare[c] = b->next;
+            free(b);
+        }
+    }
+    free(chunks);
+    chunks = NULL;
+    nchunks = chunks_cap = 0;
+}
+
+static int
+note_chunk(unsigned char *at, off_t offset, size_t size)
+{
+    if (nchunks == chunks_cap) {
+        size_t ncap = chunks_cap ? 2 * chunks_cap : 16;
+        chunk_map *nc = realloc(chunks, ncap * sizeof(*nc));
+        if (nc == NULL)
+            return -1;
+        chunks = nc;
+        chunks_cap = ncap;
+    }
+    chunks[nchunks++] = (chunk_map){ at, offset, size };
+    return 0;
+}
 
 static int
 open_file(void)
@@ -61,6 +137,7 @@ open_file(void)
     file_size = 0;
     chunk = NULL;
     chunk_size = chunk_used = 0;
+    forget_blocks();
     return 0;
 }
 
@@ -111,6 +188,11 @@ memfd_init(void)
     chunk_offset = offset;
     chunk_size = CHUNK_SIZE;
     chunk_used = 0;
+    if (note_chunk(p, offset, CHUNK_SIZE) != 0) {
+        munmap(p, CHUNK_SIZE);
+        chunk = NULL;
+        goto fail;
+    }
     return 0;
 fail:
     close(mfd);
@@ -166,8 +248,23 @@ memfd_place(const void *code, size_t n, size_t data_after, nt_error *err)
     if (data_after > 0)
         return place_block(code, n, data_after, err);
 
-    if (chunk == NULL || chunk_used + n > chunk_size) {
-        size_t size = nt_round_up(n, CHUNK_SIZE);
+    int c = class_of(n);
+    if (c >= 0 && spare[c] != NULL) {
+        /* a block that came back: no call runs it any more */
+        block *b = spare[c];
+        if (write_all(code, n, b->offset) != 0) {
+            nt_fail(err, NT_ERR_OS, -1, "numthunk: cannot write code: %s",
+                    strerror(errno));
+            return NULL;
+        }
+        spare[c] = b->next;
+        unsigned char *at = b->at;
+        free(b);
+        return at;
+    }
+    size_t need = c >= 0 ? class_size(c) : nt_round_up(n, CODE_ALIGN);
+    if (chunk == NULL || chunk_used + need > chunk_size) {
+        size_t size = nt_round_up(need, CHUNK_SIZE);
         off_t offset;
         if (grow(size, &offset) != 0) {
             nt_fail(err, NT_ERR_OS, -1,
@@ -184,6 +281,11 @@ memfd_place(const void *code, size_t n, size_t data_after, nt_error *err)
             return NULL;
         }
         /* The rest of the old chunk stays mapped: code in it is live. */
+        if (note_chunk(p, offset, size) != 0) {
+            munmap(p, size);
+            nt_fail(err, NT_ERR_MEMORY, -1, "numthunk: out of memory");
+            return NULL;
+        }
         chunk = p;
         chunk_offset = offset;
         chunk_size = size;
@@ -195,8 +297,28 @@ memfd_place(const void *code, size_t n, size_t data_after, nt_error *err)
         return NULL;
     }
     unsigned char *at = chunk + chunk_used;
-    chunk_used = nt_round_up(chunk_used + n, CODE_ALIGN);
+    chunk_used += need;
     return at;
+}
+
+static void
+memfd_release(void *code, size_t n)
+{
+    int c = class_of(n);
+    unsigned char *at = code;
+    if (c < 0)
+        return;             /* beyond the largest class: kept */
+    for (size_t k = 0; k < nchunks; k++) {
+        if (at < chunks[k].at || at >= chunks[k].at + chunks[k].size)
+            continue;
+        block *b = malloc(sizeof(*b));
+        if (b == NULL)
+            return;         /* kept, never reused */
+        *b = (block){ at, chunks[k].offset + (off_t)(at - chunks[k].at), spare[c] };
+        spare[c] = b;
+        return;
+    }
+    /* not in this file (the parent's, after fork): left alone */
 }
 
 static void
@@ -209,11 +331,13 @@ memfd_after_fork_child(void)
     mfd = -1;
     chunk = NULL;
     chunk_size = chunk_used = 0;
+    forget_blocks();
 }
 
 const nt_execmem nt_execmem_memfd = {
     "memfd-pwrite",
     memfd_init,
     memfd_place,
+    memfd_release,
     memfd_after_fork_child,
 };

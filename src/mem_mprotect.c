@@ -6,8 +6,8 @@
  * are read+write, then the pages are sealed read+execute with mprotect and
  * never made writable again. Since a sealed page can take no more code,
  * every placement gets pages of its own: a handler costs a page here
- * (handlers are per plan shape, so their number is bounded by the shapes a
- * program uses), a stub block costs nothing extra.
+ * (handlers are per plan shape, and an unused one is unmapped once it has
+ * left the quarantine), a stub block costs nothing extra.
  *
  * Under SELinux deny_execmem the RW->RX mprotect fails; init() finds that
  * out with a probe page and the native engine then stands down in favour
@@ -52,6 +52,14 @@ fail:
     return NULL;
 }
 
+/* A handler's own pages: nothing else lives on them (and after fork the
+   child's copies are its own). */
+static void
+mprotect_release(void *code, size_t n)
+{
+    munmap(code, nt_round_up(n, NT_PAGE_SIZE));
+}
+
 static void
 mprotect_after_fork_child(void)
 {
@@ -61,5 +69,6 @@ const nt_execmem nt_execmem_mprotect = {
     "mprotect-sealed",
     mprotect_init,
     mprotect_place,
+    mprotect_release,
     mprotect_after_fork_child,
 };

@@ -12,8 +12,9 @@
  *   - stub blocks: BLOCK_STUBS identical stubs, sealed read+execute, then
  *     one page of slots (private read+write) at a fixed distance, so stub i
  *     reaches slot i pc-relative; a slot holds its thunk's context pointer;
- *   - the handler cache: shape key -> handler code, entries never removed
- *     (one per distinct shape a program uses);
+ *   - the handler cache: shape key -> handler code, counted by the plans
+ *     that use it; unused, a handler waits in the quarantine's code ring,
+ *     then its code goes back to its memory policy;
  *   - the executable-memory policies, tried in backend.c's order; when one
  *     fails while placing code (memfd pwrite/ftruncate refused with EFBIG
  *     under RLIMIT_FSIZE, EPERM, ENOSPC, ...), the next takes over, and
@@ -209,14 +210,28 @@ nt_native_memory_policy(void)
 /* ------------------------------------------------------------------------ */
 /* Handler cache: shape key -> code                                          */
 
-typedef struct {
+/*
+ * One handler per distinct plan shape, shared by the plans of that shape and
+ * counted by them. When the last plan goes, the handler waits in the
+ * quarantine's code ring (a plan of its shape made meanwhile takes it
+ * back); when it leaves, its code goes back to the memory policy that
+ * placed it and its entry leaves the table. A program that makes thunks of
+ * ever new shapes therefore keeps about one quarantine's worth of handlers,
+ * not all of them.
+ */
+typedef struct handler {
     uint64_t hash;
     size_t keylen;
     uint8_t *key;
     void *code;
-} hslot;
+    size_t len;                  /* bytes of code placed */
+    const nt_execmem *policy;    /* placed it; takes it back */
+    unsigned refs;               /* plans using it */
+    uint8_t queued;              /* in the quarantine */
+    uint8_t requeue;             /* unused again while queued: wait once more */
+} handler;
 
-static hslot *htab;
+static handler **htab;           /* open addressing, linear probing */
 static size_t hcap, hcount;
 
 static uint64_t
@@ -228,18 +243,19 @@ fnv1a(const uint8_t *p, size_t n)
     return h;
 }
 
-static hslot *
+/* The table cell holding key, or the empty cell where it would go. */
+static handler **
 hfind(const uint8_t *key, size_t keylen, uint64_t h)
 {
     if (hcap == 0)
         return NULL;
     for (size_t i = h & (hcap - 1);; i = (i + 1) & (hcap - 1)) {
-        hslot *s = &htab[i];
-        if (s->key == NULL)
-            return s;
+        handler *s = htab[i];
+        if (s == NULL)
+            return &htab[i];
         if (s->hash == h && s->keylen == keylen
             && memcmp(s->key, key, keylen) == 0)
-            return s;
+            return &htab[i];
     }
 }
 
@@ -247,14 +263,14 @@ static int
 hgrow(void)
 {
     size_t ncap = hcap ? hcap * 2 : 64;
-    hslot *nt = calloc(ncap, sizeof(hslot));
+    handler **nt = calloc(ncap, sizeof(*nt));
     if (nt == NULL)
         return -1;
     for (size_t i = 0; i < hcap; i++) {
-        if (htab[i].key == NULL)
+        if (htab[i] == NULL)
             continue;
-        size_t j = htab[i].hash & (ncap - 1);
-        while (nt[j].key != NULL)
+        size_t j = htab[i]->hash & (ncap - 1);
+        while (nt[j] != NULL)
             j = (j + 1) & (ncap - 1);
         nt[j] = htab[i];
     }
@@ -264,42 +280,119 @@ hgrow(void)
     return 0;
 }
 
-/* The handler for key, generated and placed if new; NULL with err filled.
-   Engine lock held. */
-static void *
+/* Empties a cell; entries after it in its probe run move back so that
+   every entry stays reachable from its home cell (no tombstones). */
+static void
+hremove(handler **cell)
+{
+    size_t i = (size_t)(cell - htab), j = i;
+    htab[i] = NULL;
+    for (;;) {
+        j = (j + 1) & (hcap - 1);
+        if (htab[j] == NULL)
+            return;
+        size_t home = htab[j]->hash & (hcap - 1);
+        int stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
+        if (stays)
+            continue;
+        htab[i] = htab[j];
+        htab[j] = NULL;
+        i = j;
+    }
+}
+
+/* The handler for key, counted for one more plan: from the table (taken
+   back from the quarantine if it waits there), else generated and placed.
+   NULL with err filled. Engine lock held. */
+static handler *
 handler_for(const nt_plan *plan, const uint8_t *key, size_t keylen,
             nt_error *err)
 {
     uint8_t code[NT_HANDLER_MAX];
     uint64_t h = fnv1a(key, keylen);
-    hslot *s = hfind(key, keylen, h);
-    if (s != NULL && s->key != NULL)
-        return s->code;
+    handler **cell = hfind(key, keylen, h);
+    if (cell != NULL && *cell != NULL) {
+        (*cell)->refs++;
+        return *cell;
+    }
     size_t len = nt_handler_gen(arch, plan, code, sizeof(code));
     if (len == 0) {
         nt_fail(err, NT_ERR_UNSUPPORTED, -1,
                 "numthunk: handler too large for the native engine");
         return NULL;
     }
+    handler *hd = calloc(1, sizeof(*hd));
     uint8_t *kcopy = malloc(keylen);
-    if (kcopy == NULL || (2 * (hcount + 1) > hcap && hgrow() != 0)) {
+    if (hd == NULL || kcopy == NULL
+        || (2 * (hcount + 1) > hcap && hgrow() != 0)) {
+        free(hd);
         free(kcopy);
         nt_fail(err, NT_ERR_MEMORY, -1, "numthunk: out of memory");
         return NULL;
     }
     void *at = place_code(code, len, 0, err);
     if (at == NULL) {
+        free(hd);
         free(kcopy);
         return NULL;
     }
+    /* place_code moves on from a failing policy: the current one placed it */
     memcpy(kcopy, key, keylen);
-    s = hfind(key, keylen, h);
-    s->hash = h;
-    s->keylen = keylen;
-    s->key = kcopy;
-    s->code = at;
+    *hd = (handler){ h, keylen, kcopy, at, len, policy, 1, 0, 0 };
+    *hfind(key, keylen, h) = hd;
     hcount++;
-    return at;
+    return hd;
+}
+
+/* Quarantine leave: no plan took the handler back meanwhile, so no call can
+   be running its code any more; the code goes back to its policy. */
+static void
+handler_leave(void *item)
+{
+    handler *hd = item;
+    pthread_mutex_lock(&lock);
+    if (hd->refs > 0) {
+        hd->queued = hd->requeue = 0;
+        pthread_mutex_unlock(&lock);
+        return;
+    }
+    if (hd->requeue) {
+        /* its last plan went while it waited: a full quarantine from then */
+        hd->requeue = 0;
+        pthread_mutex_unlock(&lock);
+        nt_code_quarantine_push(hd, handler_leave);
+        return;
+    }
+    hremove(hfind(hd->key, hd->keylen, hd->hash));
+    hcount--;
+    hd->policy->release(hd->code, hd->len);
+    pthread_mutex_unlock(&lock);
+    free(hd->key);
+    free(hd);
+}
+
+/* A plan of this shape goes: the last one sends the handler to quarantine. */
+static void
+handler_unref(const nt_plan *plan)
+{
+    uint8_t key[NT_SHAPE_KEY_MAX];
+    size_t keylen = nt_handler_key(&arch->abi, plan, key);
+    pthread_mutex_lock(&lock);
+    handler **cell = hfind(key, keylen, fnv1a(key, keylen));
+    handler *hd = cell != NULL ? *cell : NULL;
+    int push = 0;
+    if (hd != NULL && hd->code == plan->handler && --hd->refs == 0) {
+        if (hd->queued) {
+            hd->requeue = 1;
+        } else {
+            hd->queued = 1;
+            push = 1;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    /* outside the engine lock: the quarantine's lock comes first */
+    if (push)
+        nt_code_quarantine_push(hd, handler_leave);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -394,8 +487,9 @@ nt_native_prepare(nt_plan *plan, nt_error *err)
     size_t keylen = nt_handler_key(&arch->abi, plan, key);
     nt_error herr = { NT_OK, -1, "" };
     pthread_mutex_lock(&lock);
-    void *code = handler_for(plan, key, keylen, &herr);
+    handler *hd = handler_for(plan, key, keylen, &herr);
     pthread_mutex_unlock(&lock);
+    void *code = hd != NULL ? hd->code : NULL;
     plan->backend_data = NULL;
     plan->handler = code;
     if (code != NULL || herr.status != NT_ERR_MEMORY)
@@ -408,8 +502,11 @@ nt_native_prepare(nt_plan *plan, nt_error *err)
 void
 nt_native_plan_release(nt_plan *plan)
 {
-    /* Handlers are shared by shape and live as long as the process; only
-       the libffi data of a plan that fell back is the plan's own. */
+    /* The handler is shared by shape and counted; the libffi data of a
+       plan that fell back is the plan's own. */
+    if (plan->handler != NULL)
+        handler_unref(plan);
+    plan->handler = NULL;
     if (plan->backend_data != NULL)
         nt_backend_ffi.plan_release(plan);
     plan->backend_data = NULL;

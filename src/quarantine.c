@@ -4,10 +4,12 @@
  *
  * Place in the pipeline: beside the engines. native.c pushes released
  * slots, backend_ffi.c released closures; each item leaves, in release
- * order, once config->quarantine later releases have happened. The fork
+ * order, once config->quarantine later releases have happened. native.c
+ * also pushes handler code no plan uses, which waits on the same clock. The fork
  * hooks take the quarantine's lock and the native engine's, so a child
  * process never inherits either held by a thread that did not survive.
  */
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "quarantine.h"
@@ -74,13 +76,67 @@ nt_fork_hooks(pthread_mutex_t *lock, void (*in_child)(void))
 /* ------------------------------------------------------------------------ */
 /* Quarantine                                                                */
 
+/*
+ * Two rings under one lock. Released entries wait for config->quarantine
+ * later releases of entries. Handler code no plan uses any more waits on
+ * the same clock: it leaves once that many entries were released after it
+ * came, so a handler lives at least as long after its last plan as a
+ * released entry does after its release.
+ */
 typedef struct {
     void *item;
     void (*leave)(void *item);
+    uint64_t stamp;          /* entries released before it came */
 } q_entry;
 
-static q_entry *q_ring;      /* oldest first from q_head */
-static size_t q_cap, q_head, q_len;
+typedef struct {
+    q_entry *at;             /* oldest first from head */
+    size_t cap, head, len;
+} q_ring;
+
+static q_ring q_entries, q_code;
+static uint64_t q_released;  /* entries released so far: the clock */
+
+/* Appends; 0, or -1 if the ring cannot grow. q_lock held. */
+static int
+ring_push(q_ring *r, q_entry e)
+{
+    if (r->len == r->cap) {
+        size_t ncap = r->cap ? 2 * r->cap : 1024;
+        q_entry *nq = malloc(ncap * sizeof(*nq));
+        if (nq == NULL)
+            return -1;
+        for (size_t i = 0; i < r->len; i++)
+            nq[i] = r->at[(r->head + i) % r->cap];
+        free(r->at);
+        r->at = nq;
+        r->cap = ncap;
+        r->head = 0;
+    }
+    r->at[(r->head + r->len) % r->cap] = e;
+    r->len++;
+    return 0;
+}
+
+static q_entry
+ring_pop(q_ring *r)
+{
+    q_entry e = r->at[r->head];
+    r->head = (r->head + 1) % r->cap;
+    r->len--;
+    return e;
+}
+
+void
+nt_code_quarantine_push(void *item, void (*leave)(void *item))
+{
+    if (nt_config_get()->no_reuse)
+        return;              /* kept for ever, with every address */
+    pthread_once(&fork_once, register_fork_hooks);
+    pthread_mutex_lock(&q_lock);
+    (void)ring_push(&q_code, (q_entry){ item, leave, q_released });  /* or kept */
+    pthread_mutex_unlock(&q_lock);
+}
 
 void
 nt_quarantine_push(void *item, void (*leave)(void *item))
@@ -89,30 +145,19 @@ nt_quarantine_push(void *item, void (*leave)(void *item))
     if (cfg->no_reuse)
         return;              /* kept for ever: its address never recurs */
     pthread_once(&fork_once, register_fork_hooks);
-    q_entry out = { NULL, NULL };
+    q_entry out[3];
+    int nout = 0;
     pthread_mutex_lock(&q_lock);
-    if (q_len == q_cap) {
-        size_t ncap = q_cap ? 2 * q_cap : 1024;
-        q_entry *nq = malloc(ncap * sizeof(*nq));
-        if (nq == NULL) {
-            pthread_mutex_unlock(&q_lock);
-            return;          /* the item is simply never reused */
-        }
-        for (size_t i = 0; i < q_len; i++)
-            nq[i] = q_ring[(q_head + i) % q_cap];
-        free(q_ring);
-        q_ring = nq;
-        q_cap = ncap;
-        q_head = 0;
-    }
-    q_ring[(q_head + q_len) % q_cap] = (q_entry){ item, leave };
-    q_len++;
-    if (q_len > cfg->quarantine) {
-        out = q_ring[q_head];
-        q_head = (q_head + 1) % q_cap;
-        q_len--;
-    }
+    q_released++;
+    if (ring_push(&q_entries, (q_entry){ item, leave, q_released }) == 0
+        && q_entries.len > cfg->quarantine)
+        out[nout++] = ring_pop(&q_entries);
+    /* and handlers whose time has come, a few per release: the code ring
+       drains faster than releases fill it */
+    while (nout < 3 && q_code.len > 0
+           && q_released - q_code.at[q_code.head].stamp > cfg->quarantine)
+        out[nout++] = ring_pop(&q_code);
     pthread_mutex_unlock(&q_lock);
-    if (out.leave != NULL)
-        out.leave(out.item);
+    for (int k = 0; k < nout; k++)
+        out[k].leave(out[k].item);
 }

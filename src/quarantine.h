@@ -22,6 +22,16 @@
 void nt_quarantine_push(void *item, void (*leave)(void *item));
 
 /*
+ * Handler code that no plan uses (native.c): leave(item) runs once
+ * config->quarantine entries have been released after now (outside any
+ * lock), so no call that was running the code when its last plan went can
+ * still be; a late call through a released entry meets the trap, never
+ * the handler. With NUMTHUNK_NO_REUSE, or if the ring cannot grow, the
+ * item is kept.
+ */
+void nt_code_quarantine_push(void *item, void (*leave)(void *item));
+
+/*
  * Registers the process's fork hooks (once; later calls only add the
  * engine). Around fork() they hold the quarantine's lock, then engine_lock
  * (lock order: quarantine, then engine), so that the child finds neither
