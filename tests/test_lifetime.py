@@ -62,6 +62,21 @@ def test_refcount_restored_and_resize_works(cfn, how):
     assert a.shape == (10,)
 
 
+def test_ctypes_resize_is_not_stopped_by_a_binding(cfn, engine):
+    """README, Contracts: ctypes.resize() moves a ctypes array whatever holds
+    its buffer, so a binding cannot pin it (the documented hazard, beside
+    NumPy's resize(refcheck=False)). Should ctypes ever refuse, this fails
+    and the README's sentence goes."""
+    arr = (ctypes.c_double * 4)(1.0, 2.0, 3.0, 4.0)
+    t = nt.bind(cfn("f_d_pi", SUM), arr, 4, engine=engine)
+    assert t() == 10.0
+    before = ctypes.addressof(arr)
+    ctypes.resize(arr, 8 * 4096)                # allowed while the thunk holds the buffer
+    assert ctypes.addressof(arr) != before      # the memory moved: t must not be called now
+    t.rebind(0, np.arange(4.0))                 # rebound, it is safe again
+    assert t() == 6.0
+
+
 def test_rebind_keeps_old_buffers_until_reclaim(cfn):
     a, b = np.ones(3), np.ones(5)
     before_a = sys.getrefcount(a)
