@@ -130,7 +130,8 @@ static nt_status ffi_prepare(nt_plan *plan, nt_error *err)
     fp->thunk_types = calloc(n, sizeof(ffi_type *));
     if (fp->slots == NULL || fp->target_types == NULL || fp->thunk_types == NULL)
         return nt_fail(err, NT_ERR_MEMORY, -1, "out of memory");
-    memcpy(fp->slots, plan->slots, (size_t)plan->nargs * sizeof(nt_slot));
+    if (plan->nargs > 0)       /* a plan of no parameters has no slots (NULL) */
+        memcpy(fp->slots, plan->slots, (size_t)plan->nargs * sizeof(nt_slot));
     for (int i = 0; i < sig->nargs; i++)
         fp->target_types[i] = nt_ffi_type_of(&sig->args[i]);
     for (int k = 0; k < plan->nfwd; k++)
