@@ -696,7 +696,8 @@ def _shown(sig):
     return text
 
 
-def cython_function(module, name, typedefs=None, memoryviews=None, nogil=False, fused=None):
+def cython_function(module, name, typedefs=None, memoryviews=None, nogil=False, fused=None,
+                    structs=None):
     """A :class:`numthunk.Function` for ``module.__pyx_capi__[name]``.
 
     ``module``: a Cython extension module (or its dotted name). ``name``: a
@@ -709,7 +710,9 @@ def cython_function(module, name, typedefs=None, memoryviews=None, nogil=False, 
     otherwise calls from Python hold the GIL and re-raise an exception the
     function left set. ``fused``: for a fused function, the specialisation's
     index (``1`` or ``(2, 0)``) or its parameter types (``('double',)``, or a
-    whole signature ``'double (double)'``).
+    whole signature ``'double (double)'``). ``structs``: the layouts of the
+    structs the function takes by pointer, by their short names
+    (``{'point': dtype}``, see :class:`numthunk.Function`).
 
     A ``cpdef`` function's hidden ``int __pyx_skip_dispatch`` parameter is
     bound to 0 and does not appear in bind().
@@ -780,7 +783,8 @@ def cython_function(module, name, typedefs=None, memoryviews=None, nogil=False, 
             "memoryviews (__Pyx_memviewslice), whose dtype and dimensions the capsule "
             "does not carry; declare each one by its 0-based index" + hint)
     return Function(address, sig, nogil=nogil, owner=(mod, capsule),
-                    name=f"{modname}.{key}", memoryviews=mvs or None, fixed=fixed or None)
+                    name=f"{modname}.{key}", memoryviews=mvs or None, fixed=fixed or None,
+                    structs=structs)
 
 
 def _fused_memviews(resolver, modname, name, key, mv_params, mvs, given, where):

@@ -336,6 +336,23 @@ def test_typedef_resolution_from_sources(fake_module):
     assert fn.memoryviews == {0: ("double", 2, "C", False), 2: ("float", 1, None, True)}
 
 
+def test_struct_pointers_take_declared_layouts(fake_module):
+    D = "__pyx_t_7fakepkg_4defs_"
+    mod = fake_module(p=f"double ({D}point *, int)")
+    point = np.dtype([("x", "f8")])            # defs.pxd: ctypedef struct point: double x
+    bare = nt.cython(mod, "p")
+    with pytest.raises(TypeError, match=rf"argument 1 \({D}point \*\): a structured array, "
+                                        r"but numthunk knows no layout of struct point"):
+        nt.bind(bare, np.zeros(3, dtype=point), 3)
+    fn = nt.cython(mod, "p", structs={"point": point})
+    assert fn.structs == {"point": 8}
+    nt.bind(fn, np.zeros(3, dtype=point), 3)   # bound, not called
+    with pytest.raises(TypeError, match="items are 16 bytes, but struct point is declared 8"):
+        nt.bind(fn, np.zeros(3, dtype=[("x", "f8"), ("y", "f8")]), 3)
+    with pytest.raises(TypeError, match="a buffer of format 'd', which has no struct layout"):
+        nt.bind(fn, np.zeros(3), 3)
+
+
 def test_unsupported_types_refused(fake_module):
     # capsule names as Cython 3.3 writes them
     mod = fake_module(obj="PyObject *(PyObject *, PyObject *)",
