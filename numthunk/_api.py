@@ -831,12 +831,14 @@ def _resolve(sig, values, indices, index=None, structs=None):
 def _resolve_one(obj, what, sig, i, desc, structs=None):
     if isinstance(obj, Ref):
         return obj.cell
+    arr = _numpy_ctypes_array(obj)
+    if arr is not None:
+        obj = arr
     if desc[0] == "pointer" and desc[1] == "void" and desc[2] == 1 \
             and not _foreign.is_foreign(obj):
         obj = _foreign.resolve_struct(obj, sig, i, structs)
-    arr = _numpy_ctypes_array(obj)
     if arr is not None:
-        return arr
+        return obj
     fnsig = desc[5] if desc[0] == "function pointer" else None
     if fnsig is not None:
         if isinstance(obj, (Thunk, Function)) or _is_numba_cfunc(obj) \

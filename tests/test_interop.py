@@ -254,6 +254,9 @@ def test_struct_pointer_takes_a_declared_layout(ilib, api, engine, layout):
     assert fwd(_points()) == 21.0
     with pytest.raises(TypeError, match=LABEL + "a buffer of format 'd'"):
         fwd(np.ones(6))
+    with pytest.raises(TypeError, match=LABEL + r"the array's items are 8 bytes"):
+        nt.bind(total, np.zeros(3, dtype=[("x", "f8")]).ctypes, 3, engine=engine)
+    assert nt.bind(total, a.ctypes, 3, engine=engine)() == 30.0
     assert total(_points(), 3) == 21.0          # the Function called from Python
     with pytest.raises(TypeError, match=LABEL + "a buffer of format 'd'"):
         total(np.ones(6), 3)
