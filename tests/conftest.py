@@ -14,7 +14,10 @@ import sysconfig
 import pytest
 
 import numthunk as nt
-from ntbuild import compiler_env
+from ntbuild import compiler_env, install_compiler_shims
+
+# under the sanitizer run, compilers started by name get no preload
+install_compiler_shims()
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BUILD = os.path.join(HERE, "_build")

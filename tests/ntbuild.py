@@ -5,8 +5,10 @@ every test that runs a compiler or expects a crash shares with them.
 Under the sanitizer run (.ci/run preloads libasan into the interpreter with
 LD_PRELOAD), a compiler must not inherit the preload: gcc, cc1, ld and zig
 would run instrumented, slowly, and report their own leaks as failures.
-Python subprocesses that import numthunk keep it (the sanitized extension
-needs the runtime loaded first)."""
+The tests' own compiler calls take compiler_env(); builds that start
+compilers by name themselves find the shims of install_compiler_shims()
+first on PATH. Python subprocesses that import numthunk keep the preload
+(the sanitized extension needs the runtime loaded first)."""
 
 import contextlib
 import ctypes
@@ -17,6 +19,37 @@ import sysconfig
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BUILD = os.path.join(HERE, "_build")
+
+
+# Compilers a build may start by name: the shims below stand first on PATH.
+SHIMMED = ("cc", "c++", "gcc", "g++", "cpp", "clang", "clang++", "ld", "as",
+           "x86_64-linux-gnu-gcc", "x86_64-linux-gnu-g++", "aarch64-linux-gnu-gcc")
+
+
+def install_compiler_shims():
+    """Under the sanitizer run (LD_PRELOAD set): a directory of shims first
+    on this process's PATH, each running the compiler of its name found on
+    the PATH as it was, without LD_PRELOAD. Builds that start compilers
+    themselves (a docs page's shell block, setuptools, meson, cffi) then do
+    not hand the preload on, wherever they run. Returns the directory, or
+    None when nothing is preloaded."""
+    if not os.environ.get("LD_PRELOAD"):
+        return None
+    shims = os.path.join(BUILD, "preload-free-compilers")
+    os.makedirs(shims, exist_ok=True)
+    path = os.environ.get("PATH", "")
+    rest = os.pathsep.join(p for p in path.split(os.pathsep) if os.path.abspath(p) != shims)
+    for name in SHIMMED:
+        real = shutil.which(name, path=rest)
+        if real is None:
+            continue
+        shim = os.path.join(shims, name)
+        with open(shim + ".tmp", "w") as f:
+            f.write(f"#!/bin/sh\nunset LD_PRELOAD\nexec '{real}' \"$@\"\n")
+        os.chmod(shim + ".tmp", 0o755)
+        os.replace(shim + ".tmp", shim)
+    os.environ["PATH"] = os.pathsep.join([shims, rest])
+    return shims
 
 
 def compiler_env(env=None):
