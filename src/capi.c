@@ -107,7 +107,7 @@ static PyObject *capi_create(PyObject *signature, void *target, PyObject *const 
     if (tuple == NULL)
         return NULL;
     for (Py_ssize_t i = 0; i < nvalues; i++)
-        PyTuple_SET_ITEM(tuple, i, Py_NewRef(values[i] != NULL ? values[i] : &nt_Arg));
+        PyTuple_SET_ITEM(tuple, i, Py_NewRef(values[i] != NULL ? values[i] : NT_ARG));
     const nt_sig *sig = ((nt_SignatureObject *)signature)->sig;
     if (nvalues == sig->nargs
         && (resolved = nt_thunk_resolve((PyTypeObject *)cls, (nt_SignatureObject *)signature,

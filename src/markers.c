@@ -54,7 +54,7 @@ PyTypeObject nt_ArgType = {
     .tp_methods = arg_methods,
 };
 
-PyObject nt_Arg = { _PyObject_EXTRA_INIT 1, &nt_ArgType };
+nt_ArgObject nt_Arg = { PyObject_HEAD_INIT(&nt_ArgType) };
 
 /* ---- a short description of an array, for reprs ---- */
 
@@ -405,7 +405,7 @@ int nt_markers_ready(PyObject *module)
     if (PyType_Ready(&nt_ArgType) < 0 || PyType_Ready(&nt_DerivedType) < 0
         || PyType_Ready(&nt_StridedType) < 0 || PyType_Ready(&nt_AddressType) < 0)
         return -1;
-    if (PyModule_AddObjectRef(module, "ARG", &nt_Arg) < 0
+    if (PyModule_AddObjectRef(module, "ARG", NT_ARG) < 0
         || PyModule_AddObjectRef(module, "Derived", (PyObject *)&nt_DerivedType) < 0
         || PyModule_AddObjectRef(module, "Strided", (PyObject *)&nt_StridedType) < 0
         || PyModule_AddObjectRef(module, "Address", (PyObject *)&nt_AddressType) < 0)

@@ -17,7 +17,14 @@
 /* ---- binding markers (markers.c): C types, read as structs ---- */
 
 extern PyTypeObject nt_ArgType, nt_DerivedType, nt_StridedType, nt_AddressType;
-extern PyObject nt_Arg;                  /* the ARG singleton */
+/* The ARG singleton, a static object: its header comes from
+   PyObject_HEAD_INIT, whose layout and initial count change between
+   CPython versions (immortal from 3.12, other fields without the GIL). */
+typedef struct {
+    PyObject_HEAD
+} nt_ArgObject;
+extern nt_ArgObject nt_Arg;
+#define NT_ARG (&nt_Arg.ob_base)
 
 enum { NT_DERIVED_SIZE = 0, NT_DERIVED_SHAPE, NT_DERIVED_STRIDE };
 
@@ -154,7 +161,7 @@ extern PyTypeObject nt_ThunkType;
 
 /*
  * The commit of a new thunk, where Thunk() and the C API (capi.c) end:
- * values (a tuple, one per target parameter, nt_Arg where forwarded) are
+ * values (a tuple, one per target parameter, NT_ARG where forwarded) are
  * resolved already (no foreign objects: see nt_needs_resolve), so what
  * runs here is the C converter and the publication. owner (NULL: None) is
  * kept alive with the thunk; memviews as Thunk() takes them (NULL: none);

@@ -441,7 +441,7 @@ static int take_plan(ThunkObject *self, PyObject *values, const nt_backend *want
         return -1;
     }
     for (int i = 0; i < sig->nargs; i++)
-        pattern[i] = PyTuple_GET_ITEM(values, i) == &nt_Arg;
+        pattern[i] = PyTuple_GET_ITEM(values, i) == NT_ARG;
     nt_error err = { NT_OK, -1, "" };
     int owned = 0;
     self->plan = nt_signature_plan(self->sig, pattern, wanted, &owned, &err);
@@ -522,7 +522,7 @@ PyObject *nt_thunk_resolve(PyTypeObject *type, nt_SignatureObject *sigobj, PyObj
     Py_ssize_t n = PyTuple_GET_SIZE(values);
     for (Py_ssize_t i = 0; i < n && i < sig->nargs; i++) {
         PyObject *v = PyTuple_GET_ITEM(values, i);
-        int need = v != &nt_Arg ? nt_needs_resolve(&sig->args[i], v) : 0;
+        int need = v != NT_ARG ? nt_needs_resolve(&sig->args[i], v) : 0;
         if (need < 0)
             return NULL;
         if (need) {
@@ -731,7 +731,7 @@ static PyObject *thunk_bindings(ThunkObject *self, void *closure)
     if (t == NULL)
         return NULL;
     for (Py_ssize_t i = 0; i < Py_SIZE(self); i++) {
-        PyObject *v = self->b[i].value != NULL ? self->b[i].value : &nt_Arg;
+        PyObject *v = self->b[i].value != NULL ? self->b[i].value : NT_ARG;
         PyTuple_SET_ITEM(t, i, Py_NewRef(v));
     }
     return t;
@@ -1058,7 +1058,7 @@ static PyObject *thunk_rebind(ThunkObject *self, PyObject *args)
                      i);
         return NULL;
     }
-    if (value == &nt_Arg) {
+    if (value == NT_ARG) {
         PyErr_SetString(PyExc_ValueError,
                         "rebind cannot turn a bound parameter into a forwarded one");
         return NULL;

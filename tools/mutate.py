@@ -216,7 +216,7 @@ MUTANTS = [
       "if (src->device.device_type != kDLCPU)\n        return refuse_device(",
       "if (0)\n        return refuse_device(", [T_DLPACK]),
     M("capi-null-arg", "src/capi.c", "NULL value in numthunk_create bound as None, not ARG",
-      "Py_NewRef(values[i] != NULL ? values[i] : &nt_Arg)",
+      "Py_NewRef(values[i] != NULL ? values[i] : NT_ARG)",
       "Py_NewRef(values[i] != NULL ? values[i] : Py_None)", [T_CAPI]),
     M("capi-needs-gil", "src/capi.c", "NUMTHUNK_NEEDS_GIL ignored",
       "!(flags & NUMTHUNK_NEEDS_GIL), NULL, wanted, NULL);", "1, NULL, wanted, NULL);",
