@@ -18,6 +18,7 @@ its own typedefs, its ``.pxd``/``.pyx``).
 """
 
 import difflib
+import glob
 import importlib
 import importlib.util
 import os
@@ -114,16 +115,30 @@ class _Source:
 
     def __init__(self, modname, files):
         self.modname = modname
-        self.files = files
+        self.files = []         # the files read: those given, then what they include
         self.typedefs = {}      # name -> raw Cython type text
         self.fnptrs = {}        # name -> (ret text, [arg texts])
         self.aliases = {}       # 'cnp' -> 'numpy' (cimport X as Y, cimport X)
         self.names = {}         # 'REAL' -> ('ntk_cy.types', 'REAL') (from X cimport)
         self.structs = {}       # 'zeros_full_output' -> 'struct' (ctypedef struct)
         self.fused = {}         # 'np_numeric_t' -> ['cnp.int8_t', ...] in order
+        self.stars = []         # modules of 'from X cimport *', in order
         for path in files:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                self._read(f.read())
+            self._read_file(path)
+
+    def _read_file(self, path):
+        if path in self.files:
+            return              # included twice, or including itself
+        self.files.append(path)
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        self._read(text)
+        # `include "x.pxi"` is textual: Cython looks beside the including
+        # file first (Cython/Compiler/Main.py, search_include_directories).
+        for m in re.finditer(r"^[ \t]*include[ \t]+([\"'])([^\"'\n]+)\1", text, re.M):
+            inc = os.path.join(os.path.dirname(path), m.group(2))
+            if os.path.isfile(inc):
+                self._read_file(inc)
 
     def _absolute(self, mod):
         if not mod.startswith("."):
@@ -167,6 +182,10 @@ class _Source:
             m = re.match(r"^from\s+(\S+)\s+cimport\s+(.+)$", line)
             if m:
                 mod = self._absolute(m.group(1))
+                if m.group(2).strip() == "*":
+                    if mod not in self.stars:
+                        self.stars.append(mod)
+                    continue
                 for item in m.group(2).split(","):
                     w = item.split()
                     if len(w) == 3 and w[1] == "as":
@@ -216,8 +235,53 @@ def _split_args(text):
     return out
 
 
+_cython_version_cache = []
+
+
+def _cython_version():
+    """The installed Cython's version as Cython compares it to the
+    ``.cython-NN`` of a file name ("3.1.2" -> 31), or None without Cython."""
+    if not _cython_version_cache:
+        import importlib.metadata   # not at import time: `import numthunk` stays lean
+
+        try:
+            m = re.match(r"^([0-9]+)[.]([0-9]+)", importlib.metadata.version("Cython"))
+        except importlib.metadata.PackageNotFoundError:
+            m = None
+        _cython_version_cache.append(int(m.group(1) + m.group(2)) if m else None)
+    return _cython_version_cache[0]
+
+
+_VERSIONED_RE = re.compile(r"[.]cython-([0-9]+)[.][^./\\]+$")
+
+
+def _cython_reads(directory, stem, ext):
+    """The file Cython reads for ``<directory>/<stem><ext>``, or None.
+
+    A package may ship versioned files beside the plain one: NumPy's
+    ``__init__.cython-30.pxd`` is its header for Cython 3.0 and later, and
+    from NumPy 2.5 its ``__init__.pxd`` is a stub that only fails on older
+    Cythons. Cython takes the highest ``<stem>.cython-NN<ext>`` whose NN is at
+    most its own version, else the plain file (Cython/Utils.py,
+    find_versioned_file). Without Cython installed the highest NN is taken:
+    whatever compiled the module was a Cython at least that new, as the
+    versioned files exist for it."""
+    plain = os.path.join(directory, stem + ext)
+    best, path = -1, plain if os.path.isfile(plain) else None
+    current = _cython_version()
+    for candidate in glob.glob(glob.escape(plain[:-len(ext)]) + ".cython-*" + ext):
+        m = _VERSIONED_RE.search(candidate)
+        if m is None or not os.path.isfile(candidate):
+            continue
+        version = int(m.group(1))
+        if best < version and (current is None or version <= current):
+            best, path = version, candidate
+    return path
+
+
 def _source_files(modname, hint=None):
-    """The .pxd and .pyx of ``modname`` next to where it is installed."""
+    """The .pxd and .pyx of ``modname`` next to where it is installed, as
+    Cython would pick them (see _cython_reads)."""
     parts = modname.split(".")
     last = parts[-1]
     dirs, pkg_dirs = [], []
@@ -245,16 +309,17 @@ def _source_files(modname, hint=None):
     else:
         dirs.extend(p or os.getcwd() for p in sys.path if isinstance(p, str))
     found = []
+
+    def add(directory, stem):
+        for ext in (".pyx", ".pxd"):
+            p = _cython_reads(directory, stem, ext)
+            if p is not None and p not in found:
+                found.append(p)
+
     for d in pkg_dirs:
-        for ext in (".pyx", ".pxd"):
-            p = os.path.join(d, "__init__" + ext)
-            if os.path.isfile(p) and p not in found:
-                found.append(p)
+        add(d, "__init__")
     for d in dirs:
-        for ext in (".pyx", ".pxd"):
-            p = os.path.join(d, last + ext)
-            if os.path.isfile(p) and p not in found:
-                found.append(p)
+        add(d, last)
         if found:
             break
     return found
@@ -263,17 +328,28 @@ def _source_files(modname, hint=None):
 _source_cache = {}
 
 
+def _stats(paths):
+    out = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            out.append((path, None))
+        else:
+            out.append((path, st.st_mtime_ns, st.st_size))
+    return tuple(out)
+
+
 def _source(modname, files):
-    """A parsed _Source, reused while its files keep their size and mtime
-    (scipy's cython_lapack .pyx and .pxd are 900 kB: ~90 ms to parse)."""
-    key = [modname]
-    for path in files:
-        st = os.stat(path)
-        key.append((path, st.st_mtime_ns, st.st_size))
-    key = tuple(key)
-    src = _source_cache.get(key)
-    if src is None:
-        src = _source_cache[key] = _Source(modname, files)
+    """A parsed _Source, reused while its files (and those they include)
+    keep their size and mtime (scipy's cython_lapack .pyx and .pxd are
+    900 kB: ~90 ms to parse)."""
+    key = (modname, _stats(files))
+    cached = _source_cache.get(key)
+    if cached is not None and _stats(cached[0].files) == cached[1]:
+        return cached[0]
+    src = _Source(modname, files)
+    _source_cache[key] = (src, _stats(src.files))
     return src
 
 
@@ -402,6 +478,23 @@ class _Resolver:
 
     # -- recursion
 
+    def _starred(self, src, short, visited=None):
+        """The module that declares ``short`` for ``src`` through its
+        ``from X cimport *`` lines (followed on through X's own), or None."""
+        visited = set() if visited is None else visited
+        for mod in src.stars:
+            if mod in visited:
+                continue
+            visited.add(mod)
+            other = self.source(mod)
+            if (short in other.typedefs or short in other.fnptrs or short in other.names
+                    or short in other.structs):
+                return mod
+            found = self._starred(other, short, visited)
+            if found is not None:
+                return found
+        return None
+
     def lookup(self, modname, short, seen, orig):
         key = f"{modname}.{short}"
         if key in seen:
@@ -428,6 +521,9 @@ class _Resolver:
         if short in src.names:
             mod2, short2 = src.names[short]
             return self.lookup(mod2, short2, seen, orig)
+        star = self._starred(src, short)
+        if star is not None:
+            return self.lookup(star, short, seen, orig)
         if short in src.structs:
             # an opaque struct: the parser keeps the typedef's (mangled)
             # name for it, so the signature prints back as the capsule reads
@@ -473,6 +569,9 @@ class _Resolver:
         if local is not None and base in local.names:
             mod2, short2 = local.names[base]
             return f"{const}{self.lookup(mod2, short2, seen, base)}{stars}"
+        star = self._starred(local, base) if local is not None else None
+        if star is not None:
+            return f"{const}{self.lookup(star, base, seen, base)}{stars}"
         if base in self.user and base not in seen:
             return f"{const}{self.text(self.user[base], None, seen | {base})}{stars}"
         if base in NUMPY_TYPEDEFS and not _is_builtin(base):

@@ -367,6 +367,58 @@ def test_unsupported_types_refused(fake_module):
             nt.cython(mod, name)
 
 
+def test_versioned_pxd_includes_and_star_cimports(tmp_path, monkeypatch, S):
+    """The .pxd read is the one Cython itself reads (Cython's own
+    find_versioned_file is the oracle): a versioned __init__.cython-NN.pxd
+    up to the installed Cython's version over the plain stub, as NumPy 2.5
+    ships them; its `include`s and `from X cimport *` lines are followed."""
+    import types
+
+    from Cython.Utils import find_versioned_file
+
+    now = _cython._cython_version()
+    pkg = tmp_path / "vpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    # the stub older Cythons read; its typedef differs so that a wrong pick shows
+    (pkg / "__init__.pxd").write_text("DEF err = int('Cython too old')\nctypedef float real\n")
+    (pkg / "__init__.cython-30.pxd").write_text(
+        'include "vtypes.pxi"\nfrom vpkg.base cimport *\nctypedef real scalar\n')
+    # a header for a Cython newer than the installed one: not read
+    (pkg / f"__init__.cython-{now + 1}.pxd").write_text("ctypedef char real\n")
+    # included twice and including itself: read once
+    (pkg / "vtypes.pxi").write_text('include "vtypes.pxi"\nctypedef double real\n')
+    (pkg / "base.pxd").write_text("from vpkg.deep cimport *\nctypedef int idx_t\n")
+    (pkg / "deep.pxd").write_text("from vpkg.base cimport *\nctypedef long long big_t\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    addr = nt.cython(S, "add").address
+    mod = types.ModuleType("vpkg")
+    mod.__file__ = str(pkg / "__init__.py")
+    mod.__path__ = [str(pkg)]
+    P = "__pyx_t_4vpkg_"
+    mod.__pyx_capi__ = {
+        "f": nt._core._capsule(addr, f"{P}scalar ({P}real, {P}idx_t, {P}big_t)", None),
+        "g": nt._core._capsule(addr, f"void ({P}missing_t)", None)}
+
+    chosen = find_versioned_file(str(pkg), "__init__", ".pxd")
+    assert chosen == str(pkg / "__init__.cython-30.pxd")
+    assert _cython._source_files("vpkg", mod) == [chosen]
+    assert nt.cython(mod, "f").csig == nt.Signature("double (double, int, long long)")
+    with pytest.raises(TypeError, match=r"unknown typedef '__pyx_t_4vpkg_missing_t'.*"
+                                        r"no ctypedef of it in .*__init__.cython-30.pxd"):
+        nt.cython(mod, "g")
+    # a Cython older than 3.0 reads the stub, as NumPy 2.5's stub intends
+    monkeypatch.setattr(_cython, "_cython_version", lambda: 29)
+    old = find_versioned_file(str(pkg), "__init__", ".pxd", _current_version=29)
+    assert _cython._source_files("vpkg", mod) == [old] == [str(pkg / "__init__.pxd")]
+    assert nt.cython(mod, "g", typedefs={"missing_t": "int"}).csig == nt.Signature(
+        "void (int)")
+    # without Cython installed: the newest header, the one its module's
+    # Cython was at least as new as
+    monkeypatch.setattr(_cython, "_cython_version", lambda: None)
+    assert _cython._source_files("vpkg", mod) == [str(pkg / f"__init__.cython-{now + 1}.pxd")]
+
+
 # ------------------------------------------------------------ cpdef, fused, optional
 
 
