@@ -409,8 +409,7 @@ class Function:
         # read twice per call by Numba's dispatcher: cached on the Function
         t = self._nbtype
         if t is None:
-            csig = self.csig
-            t = self._nbtype = _NUMBA_TYPES.get(csig) or _numba.function_type(csig)
+            t = self._nbtype = _numba_type_of(self)
         return t
 
     def _thunk(self):
@@ -760,8 +759,7 @@ class Thunk(_core.Thunk):
         return tuple(out)
 
     def _make_numba_type(self):
-        csig = self.csig
-        return _NUMBA_TYPES.get(csig) or _numba.function_type(csig)
+        return _numba_type_of(self)
 
     def __repr__(self):
         if self.released:
@@ -861,5 +859,24 @@ def _resolve_one(obj, what, sig, i, desc, structs=None):
 
 
 _NUMBA_TYPES = _numba.function_types
+
+
+def _numba_type_of(obj):
+    """What ``_numba_type_`` returns for a Function or Thunk. Numba's
+    dispatcher probes that attribute with hasattr (C PyObject_HasAttr)
+    before it reads it, and from CPython 3.13 an exception other than
+    AttributeError inside the probe is printed as "Exception ignored" and
+    dropped: a signature with no Numba equivalent answers AttributeError
+    here, and Numba's typeof (numthunk._numba._typeof_numthunk) then raises
+    the TypeError that says why."""
+    csig = obj.csig
+    t = _NUMBA_TYPES.get(csig)
+    if t is None:
+        try:
+            t = _numba.function_type(csig)
+        except TypeError as exc:
+            raise AttributeError(f"no Numba type: {exc}") from exc
+    return t
+
 
 _numba.set_classes(Thunk, Function)

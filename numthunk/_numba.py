@@ -281,7 +281,9 @@ def captured(cfunc):
 
 
 def _typeof_numthunk(val, c):
-    return val._numba_type_
+    t = getattr(val, "_numba_type_", None)
+    # None: no Numba type (see numthunk._api._numba_type_of); this says why
+    return t if t is not None else function_type(val.csig)
 
 
 _classes = ()

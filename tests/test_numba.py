@@ -849,13 +849,23 @@ def test_signature_errors_name_the_problem():
         nt.Signature("double (float complex)").to_numba()
 
 
-def test_unsupported_signature_cannot_be_a_numba_value(lib):
+def test_unsupported_signature_cannot_be_a_numba_value(lib, monkeypatch):
+    """The TypeError says why; Numba's hasattr probe of _numba_type_ gets
+    False, not an exception that CPython 3.13 would print as ignored."""
+    unraisable = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
     addr = ctypes.cast(lib.f_d_pi, ctypes.c_void_p).value
     f = nt.Function(addr, "double (__Pyx_memviewslice, int)",
                     memoryviews={0: "double[::1]"})
-    with pytest.raises(TypeError, match="cannot be a Numba function value.*"
-                                        "__Pyx_memviewslice.*bind it"):
-        call0(f)
+    # a thunk that forwards a float complex, which Numba passes as two floats
+    t = nt.bind(nt.Function(addr, "double (float complex, int)"), nt.ARG, 3)
+    for obj, what in ((f, "__Pyx_memviewslice.*bind it"), (t, "complex64 as two separate")):
+        assert not hasattr(obj, "_numba_type_")
+        with pytest.raises(TypeError, match=f"cannot be a Numba function value.*{what}"):
+            call0(obj)
+        with pytest.raises(TypeError, match=f"cannot be a Numba function value.*{what}"):
+            numba.typeof(obj)
+    assert unraisable == []
 
 
 def test_released_thunk_is_refused_not_called(f_sum):
