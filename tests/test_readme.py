@@ -1,6 +1,8 @@
 """The README's opening example runs as printed, with the results its
-comments claim."""
+comments claim; the Python versions it says CI tests are those the package
+declares."""
 
+import importlib.metadata
 import os
 import re
 
@@ -24,3 +26,21 @@ def test_readme_opening_example():
     exec(compile("\n".join(lines), "README.md", "exec"), namespace)
     assert claims == {"thunk()": 10.0, "run(thunk)": 109.0}
     assert namespace["_results"] == claims
+
+
+def test_declared_pythons_are_the_tested_ones():
+    """requires-python's floor and the version classifiers (read from the
+    installed package's metadata) are exactly the Pythons the README's
+    tables say CI tests."""
+    text = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    row = re.search(r"^\| Python \| CPython ([\d., ]+) \|", text, re.M)
+    assert row, "README: no 'Python' row in the supported-versions table"
+    tested = [v.strip() for v in row.group(1).split(",")]
+    statuses = re.findall(r"^\| CPython (3\.\d+) \|.*\| tested \|$", text, re.M)
+    assert statuses == tested, (statuses, tested)
+    meta = importlib.metadata.metadata("numthunk")
+    classifiers = [c.rsplit(" :: ", 1)[1] for c in meta.get_all("Classifier")
+                   if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)]
+    assert classifiers == tested
+    floor = min(tested, key=lambda v: tuple(map(int, v.split("."))))
+    assert meta["Requires-Python"] == f">={floor}"
