@@ -76,7 +76,7 @@ mkdir -p "$cache"
 # One build per prefix at a time: a second caller waits for the first.
 exec 9>"$prefix.lock"
 flock 9
-if [ -x "$python" ] && fits "$python"; then
+if [ -e "$prefix/.complete" ] && fits "$python"; then
     say "using the cached $python"
     echo "$python"
     exit 0
@@ -92,9 +92,10 @@ for pkg in gcc make xz-utils libssl-dev zlib1g-dev libbz2-dev libffi-dev liblzma
 done
 if [ "${#needed[@]}" -gt 0 ]; then
     say "installing ${needed[*]}"
-    apt-get update -qq >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-        "${needed[@]}" >&2
+    # another apt-get (a CI step beside a background build) is waited for
+    apt-get -o DPkg::Lock::Timeout=600 update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
+        --no-install-recommends "${needed[@]}" >&2
 fi
 
 # The source package, from the archive the machine's apt already uses, with
@@ -124,8 +125,9 @@ if [ ! -s "$tarball" ]; then
     [ -s "$tarball" ] || { say "$tarball did not come with the source package"; exit 1; }
 fi
 
-# Build out of a fresh tree; install into the prefix only when the build
-# and the checks pass, so a half-made prefix is never taken for a good one.
+# Build in a fresh tree into an emptied prefix, which is marked complete
+# only when the build, the install and the checks passed: a half-made
+# prefix is rebuilt, never taken for a good one.
 build="$cache/build-$upstream$suffix"
 rm -rf "$build" "$prefix"
 mkdir -p "$build"
@@ -153,4 +155,5 @@ if ! fits "$python"; then
     say "the built $python lacks a module pip or venv needs; see $log"
     exit 1
 fi
+touch "$prefix/.complete"
 echo "$python"
