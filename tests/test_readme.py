@@ -6,6 +6,8 @@ import importlib.metadata
 import os
 import re
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -28,13 +30,14 @@ def test_readme_opening_example():
     assert namespace["_results"] == claims
 
 
-def test_declared_pythons_are_the_tested_ones():
+@pytest.mark.parametrize("page", ["README.md", os.path.join("docs", "engines.md")])
+def test_declared_pythons_are_the_tested_ones(page):
     """requires-python's floor and the version classifiers (read from the
-    installed package's metadata) are exactly the Pythons the README's
-    tables say CI tests."""
-    text = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    installed package's metadata) are exactly the Pythons that the
+    version tables of the README and the docs say CI tests."""
+    text = open(os.path.join(ROOT, page), encoding="utf-8").read()
     row = re.search(r"^\| Python \| CPython ([\d., ]+) \|", text, re.M)
-    assert row, "README: no 'Python' row in the supported-versions table"
+    assert row, f"{page}: no 'Python' row in the supported-versions table"
     tested = [v.strip() for v in row.group(1).split(",")]
     statuses = re.findall(r"^\| CPython (3\.\d+) \|.*\| tested \|$", text, re.M)
     assert statuses == tested, (statuses, tested)
