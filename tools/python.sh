@@ -88,7 +88,11 @@ fi
 needed=()
 for pkg in gcc make xz-utils libssl-dev zlib1g-dev libbz2-dev libffi-dev liblzma-dev \
     libsqlite3-dev libreadline-dev uuid-dev libgdbm-dev libncurses-dev libexpat1-dev; do
-    dpkg -s "$pkg" >/dev/null 2>&1 || needed+=("$pkg")
+    # by architecture first: with a foreign one added (arm64 for
+    # tests/c/aarch64.sh) a bare name of a package installed for both is
+    # ambiguous to dpkg
+    dpkg -s "$pkg:$(dpkg --print-architecture)" >/dev/null 2>&1 || dpkg -s "$pkg" >/dev/null 2>&1 \
+        || needed+=("$pkg")
 done
 if [ "${#needed[@]}" -gt 0 ]; then
     say "installing ${needed[*]}"
