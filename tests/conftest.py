@@ -19,6 +19,13 @@ from ntbuild import compiler_env, install_compiler_shims
 # under the sanitizer run, compilers started by name get no preload
 install_compiler_shims()
 
+# tests/site checks the built documentation site (docs extras, chromium): it
+# runs on its own, `python -m pytest tests/site`. Here too, and not only in
+# pyproject.toml's norecursedirs, so that the suite run outside the source
+# tree (no pyproject.toml there) leaves it out: its conftest.py would shadow
+# this one for the test modules' `from conftest import ...`.
+collect_ignore = ["site"]
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 BUILD = os.path.join(HERE, "_build")
 
