@@ -409,7 +409,8 @@ def test_versioned_pxd_includes_and_star_cimports(tmp_path, monkeypatch, S):
         nt.cython(mod, "g")
     # a Cython older than 3.0 reads the stub, as NumPy 2.5's stub intends
     monkeypatch.setattr(_cython, "_cython_version", lambda: 29)
-    old = find_versioned_file(str(pkg), "__init__", ".pxd", _current_version=29)
+    # (positional: Cython 3.0's cached wrapper takes no keywords)
+    old = find_versioned_file(str(pkg), "__init__", ".pxd", 29)
     assert _cython._source_files("vpkg", mod) == [old] == [str(pkg / "__init__.pxd")]
     assert nt.cython(mod, "g", typedefs={"missing_t": "int"}).csig == nt.Signature(
         "void (int)")
