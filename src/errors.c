@@ -78,8 +78,9 @@ void nt_error_restore(nt_saved_error *saved)
 
 /* Raises `exc` with a message, its __cause__ the exception now set: what a
    value's own __index__ or __float__ raised stays visible instead of being
-   replaced by the message naming the parameter. An exception that passes
-   (nt_error_passes) is left as it is. */
+   replaced by the message naming the parameter. The message ends with the
+   cause's type and text (a log that keeps only str(exc) still says why).
+   An exception that passes (nt_error_passes) is left as it is. */
 void nt_raise_chained(PyObject *exc, const char *fmt, ...)
 {
     if (nt_error_passes())
@@ -91,8 +92,28 @@ void nt_raise_chained(PyObject *exc, const char *fmt, ...)
         PyException_SetTraceback(cause, tb);
     va_list ap;
     va_start(ap, fmt);
-    PyErr_FormatV(exc, fmt, ap);
+    PyObject *msg = PyUnicode_FromFormatV(fmt, ap);
     va_end(ap);
+    if (msg != NULL && cause != NULL) {
+        PyObject *text = PyObject_Str(cause);
+        if (text == NULL) {
+            PyErr_Clear();
+        } else {
+            PyObject *full = PyUnicode_GetLength(text) > 0
+                ? PyUnicode_FromFormat("%U: %.100s: %.300U", msg, Py_TYPE(cause)->tp_name, text)
+                : PyUnicode_FromFormat("%U: %.100s", msg, Py_TYPE(cause)->tp_name);
+            Py_DECREF(text);
+            Py_SETREF(msg, full);
+        }
+    }
+    if (msg == NULL) {
+        Py_XDECREF(type);
+        Py_XDECREF(cause);
+        Py_XDECREF(tb);
+        return;
+    }
+    PyErr_SetObject(exc, msg);
+    Py_DECREF(msg);
     PyObject *t2, *v2, *tb2;
     PyErr_Fetch(&t2, &v2, &tb2);
     PyErr_NormalizeException(&t2, &v2, &tb2);

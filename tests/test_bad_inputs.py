@@ -242,9 +242,13 @@ def test_ctrl_c_during_a_slow_conversion_is_a_keyboard_interrupt(cfn, engine):
 @pytest.mark.parametrize("scalar", SCALARS, ids=lambda s: s[1])
 def test_conversion_failures_name_the_parameter_with_the_cause(cfn, scalar):
     name, sig, _good, _result = scalar
-    with pytest.raises(TypeError, match=r"argument 1 \(a: .*\): expected .*raised") as info:
+    with pytest.raises(TypeError, match=r"argument 1 \(a: .*\): expected .*raised"
+                                        r": ZeroDivisionError: inside$") as info:
         nt.bind(cfn(name, sig), Raising(ZeroDivisionError("inside")))
     assert isinstance(info.value.__cause__, ZeroDivisionError)
+    # a cause with no text is named by its type alone
+    with pytest.raises(TypeError, match=r"raised: ZeroDivisionError$"):
+        nt.bind(cfn(name, sig), Raising(ZeroDivisionError()))
 
 
 # ------------------------------------------- values beyond a floating type
