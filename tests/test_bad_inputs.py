@@ -231,12 +231,17 @@ def test_ctrl_c_during_a_slow_conversion_is_a_keyboard_interrupt(cfn, engine):
                 pass
             return 3
 
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    fn = cfn("f_i_i", "int (int a)")
-    with pytest.raises(KeyboardInterrupt):
-        nt.bind(fn, Slow(), engine=engine)
-    with pytest.raises(KeyboardInterrupt):
-        nt.bind(fn, nt.ARG, engine=engine)(Slow())
+    # Python's own handler, as in an interactive session (a run started in
+    # the background, by nohup or by some CI runners, inherits SIGINT ignored)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        fn = cfn("f_i_i", "int (int a)")
+        with pytest.raises(KeyboardInterrupt):
+            nt.bind(fn, Slow(), engine=engine)
+        with pytest.raises(KeyboardInterrupt):
+            nt.bind(fn, nt.ARG, engine=engine)(Slow())
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @pytest.mark.parametrize("scalar", SCALARS, ids=lambda s: s[1])
