@@ -472,6 +472,17 @@ def _cfunc_signature(cfunc):
     return sig
 
 
+def _numba_target(fn):
+    """The Numba @cfunc a thunk's target Function calls, if that is all it
+    is (bind(cf, ...), with keep= or not), else None."""
+    owner = getattr(fn, "owner", None)
+    if type(owner) is tuple and len(owner) == 2 and type(owner[0]) is Function:
+        fn, owner = owner[0], owner[0].owner          # keep=: (fn, keep)
+    if _is_numba_cfunc(owner) and not fn.fixed and not fn.memoryviews:
+        return owner
+    return None
+
+
 def _cfunc_depends(cfunc):
     """The thunks a @cfunc's code calls: those it (or an @njit function it
     calls) compiled in as globals or closure variables. A Function stands
@@ -759,7 +770,37 @@ class Thunk(_core.Thunk):
         return tuple(out)
 
     def _make_numba_type(self):
-        return _numba_type_of(self)
+        # Made once per thunk (the core caches it): a thunk over a Numba
+        # @cfunc gets a type that inlines its target (one per target and
+        # binding pattern), any other the uniform type of its signature.
+        opaque = _numba_type_of(self)
+        cf = _numba_target(self.target)
+        if cf is None:
+            return opaque
+        return _numba.inline_type(self, cf, _cfunc_signature(cf), opaque) or opaque
+
+    def opaque(self):
+        """This thunk as a function value of the uniform Numba type of its
+        signature (``self.csig.numba_type()``), which calls through the
+        address: for a tuple that mixes thunks over different @cfuncs and
+        is indexed at run time. A :class:`Function` at ``self.address``
+        that holds the thunk.
+
+        >>> from numba import cfunc, njit, types
+        >>> @cfunc(types.float64(types.float64, types.float64))
+        ... def scale(k, x):
+        ...     return k * x
+        >>> @cfunc(types.float64(types.float64, types.float64))
+        ... def shift(k, x):
+        ...     return k + x
+        >>> @njit
+        ... def pick(fns, i, x):
+        ...     return fns[i](x)
+        >>> fns = (nt.bind(scale, 2.0, nt.ARG).opaque(), nt.bind(shift, 2.0, nt.ARG).opaque())
+        >>> pick(fns, 0, 5.0), pick(fns, 1, 5.0)
+        (10.0, 7.0)
+        """
+        return Function(self.address, self.csig, nogil=self.nogil, owner=self)
 
     def __repr__(self):
         if self.released:

@@ -253,7 +253,8 @@ _registered = False
 def function_type(csig):
     """numthunk's Numba type of a function with C signature ``csig``
     (``numthunk._numba_ext.ThunkType``), cached per signature (this is what
-    ``_numba_type_`` returns)."""
+    ``_numba_type_`` returns for thunks over C code, and the uniform type
+    every thunk of the signature converts to)."""
     ft = function_types.get(csig)
     if ft is not None:
         return ft
@@ -265,9 +266,156 @@ def function_type(csig):
     except TypeError as exc:
         raise TypeError(f"a function '{csig}' cannot be a Numba function value: {exc}") \
             from None
-    ft = ThunkType(nbsig)
+    ft = ThunkType(nbsig, _function_pointers(csig))
     with _lock:
         return function_types.setdefault(csig, ft)
+
+
+def _function_pointers(csig):
+    """(index, what a function passed there must be) for each C
+    function-pointer parameter of csig (ThunkType.function's text)."""
+    out = []
+    for i, desc in enumerate(csig._describe()[1]):
+        if desc[0] == "function pointer":
+            try:
+                text = function_type(desc[5]).function
+            except TypeError:
+                text = f"C {desc[5]}"       # no Numba value has it: never matches
+            out.append((i, text))
+    return tuple(out)
+
+
+# ---------------------------------------------------------------- inlined targets
+
+
+class _InlineTarget:
+    """What numthunk knows of a @cfunc whose code a consumer may link and
+    inline: its fingerprint (a hash of its compiled code, the same in
+    every process that compiles the same code), its Numba signature, its C
+    entry's symbol and library, and the types made for it (per binding
+    layout). Kept on the @cfunc object."""
+
+    __slots__ = ("fingerprint", "sig", "address", "library", "wrapper", "name", "types")
+
+
+# Numba gives every compiled function a unique id, which its symbol
+# carries as an ABI tag ("B2v17"): the only part of a function's code that
+# differs between two processes compiling the same source.
+_UID_TAG = re.compile(r"B\d+v\d+")
+_SYMBOL = re.compile(r"@(?:\"[^\"]*\"|[-\w.$]+)")
+
+
+def _fingerprint(library, wrapper, nbsig):
+    import hashlib
+
+    text = _SYMBOL.sub(lambda m: _UID_TAG.sub("", m.group(0)), library.get_llvm_str())
+    h = hashlib.sha256()
+    for part in (str(nbsig), _UID_TAG.sub("", wrapper), text):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _inlinable(t):
+    """A Numba type whose value the thunk's context holds the way Numba
+    lays it out (scalars and pointers; 8-byte cells, little-endian)."""
+    from numba.core import types
+
+    return isinstance(t, (types.Boolean, types.Integer, types.Float, types.Complex,
+                          types.CPointer, types.RawPointer))
+
+
+# the kind the core stores for a Numba type (see numthunk.h: nt_kind)
+def _kind_of(t):
+    from numba.core import types
+
+    if isinstance(t, (types.CPointer, types.RawPointer)):
+        return "pointer"
+    return "bool" if isinstance(t, types.Boolean) else str(t)
+
+
+def inline_target(cfunc):
+    """The _InlineTarget of a Numba @cfunc, or None when its code cannot be
+    linked into a consumer: code loaded from Numba's cache (object code,
+    no IR), code holding this process's addresses (ctypes functions,
+    thunks or large arrays compiled in: a cached consumer would keep them),
+    or parameters numthunk cannot lay out as Numba does."""
+    info = getattr(cfunc, "_numthunk_inline", None)
+    if info is not None:
+        return info or None
+    info = _make_inline_target(cfunc)
+    try:
+        cfunc._numthunk_inline = info or False
+    except AttributeError:
+        pass
+    return info
+
+
+def _make_inline_target(cfunc):
+    import sys
+    from numba.core import types
+
+    nbsig = cfunc._sig
+    if sys.byteorder != "little" or not all(_inlinable(a) for a in nbsig.args) \
+            or not (nbsig.return_type == types.void or _inlinable(nbsig.return_type)):
+        return None
+    library = getattr(cfunc, "_library", None)
+    wrapper = getattr(cfunc, "_wrapper_name", None)
+    if library is None or wrapper is None:
+        return None
+    try:
+        if library.has_dynamic_globals:
+            return None
+        library._get_module_for_linking()       # refuses object code from the cache
+        fingerprint = _fingerprint(library, wrapper, nbsig)
+    except Exception:                           # no IR to link or inspect
+        return None
+    info = _InlineTarget()
+    info.fingerprint = fingerprint
+    info.sig = nbsig
+    info.address = cfunc.address
+    info.library = library
+    info.wrapper = wrapper
+    info.name = getattr(cfunc, "__qualname__", None) or getattr(cfunc, "__name__", "cfunc")
+    info.types = {}
+    return info
+
+
+def inline_type(thunk, cfunc, csig, opaque):
+    """The Numba type of ``thunk``, whose target is the @cfunc ``cfunc`` of C
+    signature ``csig``: an InlineThunkType (calls inline the target), or
+    None where it must stay ``opaque`` (calls through its address)."""
+    info = inline_target(cfunc)
+    if info is None or thunk.target_address != info.address \
+            or thunk.target_signature != csig:
+        return None
+    layout = thunk._inline_layout()
+    t = info.types.get(layout)
+    if t is None:
+        t = _make_inline_type(info, layout, opaque)
+        if t is None:
+            return None
+        info.types[layout] = t
+    return t
+
+
+def _make_inline_type(info, layout, opaque):
+    from ._numba_ext import InlineThunkType
+
+    tsig, fwd = info.sig, []
+    for t, (src, kind, where) in zip(tsig.args, layout[2]):
+        if kind != _kind_of(t):
+            return None                         # not laid out as Numba's type
+        if src == "arg":
+            fwd.append(t)
+    if tuple(fwd) != tuple(opaque.signature.args) \
+            or tsig.return_type != opaque.signature.return_type:
+        return None
+    t = InlineThunkType(opaque, info.fingerprint, info.name, tsig, layout)
+    if getattr(t, "_target", None) is None:
+        # also when an equal type read from a cache index came first
+        t._target = (info.library, info.wrapper)
+    return t
 
 
 def captured(cfunc):

@@ -37,27 +37,50 @@ import numba.experimental.function_type  # noqa: F401  (FunctionType's model, fo
 class ThunkType(types.Callable):
     """A C function at a fixed address with a known signature, held by
     reference: a numthunk Thunk or Function in nopython code. One type per
-    signature, so new thunks do not recompile their consumers."""
+    C signature, so new thunks do not recompile their consumers.
 
-    def __init__(self, signature):
+    ``fnptrs``: the parameters that are C function pointers, as ``(index,
+    what a function passed there must be)``, that being the ``function``
+    text of a ThunkType: Numba sees these parameters as ``voidptr``; a call
+    passes a thunk or Function of that type there (its address)."""
+
+    def __init__(self, signature, fnptrs=()):
         self.signature = signature
         self.nargs = len(signature.args)
-        super().__init__(name=f"numthunk.Thunk[{signature}]")
+        self.fnptrs = tuple(fnptrs)
+        super().__init__(name=f"numthunk.Thunk[{self.function}]")
+
+    @property
+    def function(self):
+        """The signature as Numba sees it, with what each function-pointer
+        parameter takes: two function values of the same text are
+        interchangeable in a C call."""
+        return str(self.signature) + "".join(f"; {i + 1}: [{f}]" for i, f in self.fnptrs)
+
+    @property
+    def opaque(self):
+        """The uniform type of this signature: calls through the address."""
+        return self
 
     def get_call_type(self, context, args, kws):
         # A call of a thunk converts its arguments as a call of a C function
         # does in Numba (ctypes/cffi functions, @cfunc): any implicit
         # conversion Numba knows, unsafe ones included (int64 -> int32,
-        # int64 -> float64); and a contiguous array of dtype T where the
-        # thunk takes T * passes its data pointer (lower_cast below).
+        # int64 -> float64); a contiguous array of dtype T where the thunk
+        # takes T * passes its data pointer (lower_cast below); a thunk or
+        # Function where it takes a C function pointer passes its address.
         if kws:
             raise errors.TypingError(f"{self}: a C function takes no keyword arguments")
         sig = self.signature
         if len(args) != self.nargs:
             raise errors.TypingError(f"{self} takes {self.nargs} argument(s), "
                                      f"got {len(args)}")
+        fnptrs = dict(self.fnptrs)
         for i, (atype, want) in enumerate(zip(args, sig.args)):
             atype = types.unliteral(atype)
+            if i in fnptrs:
+                _check_function_pointer(i, atype, fnptrs[i])
+                continue
             if _array_to_pointer(atype, want):
                 continue
             if context.can_convert(fromty=atype, toty=want) is None:
@@ -81,10 +104,71 @@ class ThunkType(types.Callable):
 
     def unify(self, typingctx, other):
         # A thunk and a Numba function value of the same signature (a
-        # @cfunc, another protocol object) meet as Numba's FunctionType.
+        # @cfunc, another protocol object) meet as Numba's FunctionType;
+        # thunks of one signature over different targets as the uniform
+        # type.
         if type(other) is types.FunctionType and other.signature == self.signature:
             return other
+        if isinstance(other, ThunkType) and other.opaque == self.opaque:
+            return self.opaque
         return None
+
+
+def _check_function_pointer(i, atype, want):
+    if isinstance(atype, ThunkType):
+        if atype.function == want:
+            return
+        raise errors.TypingError(f"argument {i + 1}: expected a function {want}, got a "
+                                 f"thunk or Function {atype.function}")
+    raise errors.TypingError(f"argument {i + 1} is a C function pointer {want}: pass a "
+                             f"numthunk thunk or Function of that signature, not {atype}")
+
+
+class InlineThunkType(ThunkType):
+    """A thunk whose target is Numba-compiled (a ``@cfunc``): a call is a
+    direct call of the target's own code, which LLVM may inline, with the
+    bound values loaded from the thunk's current context at each call.
+
+    One type per target and binding pattern (which parameters are bound,
+    their kinds and where their values are), never per bound value: other
+    thunks over the same target with the same pattern share the consumer's
+    compiled code. ``fingerprint`` names the target by a hash of its
+    compiled code (the same in every process that compiles the same code),
+    so a cached consumer is found again by a fresh process and never
+    reused for other code. The target's library, which the consumer
+    links, is this process's own (``_target``, left out of pickles)."""
+
+    def __init__(self, opaque, fingerprint, name, target_sig, layout):
+        self._opaque = opaque
+        self.fingerprint = fingerprint
+        self.target_sig = target_sig
+        self.layout = layout
+        self.signature = opaque.signature
+        self.nargs = opaque.nargs
+        self.fnptrs = opaque.fnptrs
+        pattern = ",".join(f"{k}@{w}" if src == "bound" else "ARG"
+                           for src, k, w in layout[2])
+        types.Callable.__init__(
+            self, name=f"numthunk.Thunk[{opaque.function}; inline {name}#{fingerprint[:12]}"
+                       f"({pattern})]")
+
+    @property
+    def opaque(self):
+        return self._opaque
+
+    @property
+    def key(self):
+        return (self._opaque.key, self.fingerprint, self.target_sig, self.layout)
+
+    def can_convert_to(self, typingctx, other):
+        if other == self._opaque:
+            return Conversion.safe
+        return super().can_convert_to(typingctx, other)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_target", None)          # this process's library
+        return state
 
 
 class ThunkFunctionType(types.FunctionType):
@@ -98,6 +182,7 @@ def _array_to_pointer(atype, want):
             and atype.dtype == want.dtype and atype.layout in ("C", "F"))
 
 
+@register_model(InlineThunkType)
 @register_model(ThunkType)
 class ThunkModel(models.StructModel):
     """(address, the Thunk or Function object, the meminfo holding it).
@@ -141,6 +226,90 @@ def _extension(t):
     if isinstance(t, types.Integer) and t.bitwidth < 32:
         return "signext" if t.signed else "zeroext"
     return None
+
+
+@lower_builtin(InlineThunkType, InlineThunkType, types.VarArg(types.Any))
+def _inline_call(context, builder, sig, args):
+    # A direct call of the target's own C entry, linked into the caller's
+    # code so that LLVM may inline it. The bound values come from the
+    # thunk's context as published now: one acquire load of the pointer in
+    # the thunk object's cell (NULL once released), then a load per bound
+    # value at its offset, so a rebind() made between calls is seen.
+    fnty = sig.args[0]
+    target = getattr(fnty, "_target", None)
+    if target is None:
+        raise errors.NumbaRuntimeError(
+            f"{fnty}: no target compiled in this process for this type (a type read "
+            "from a cache index is only compared, never compiled)")
+    library, wrapper = target
+    cell_offset, values_offset, slots = fnty.layout
+    value = cgutils.create_struct_proxy(fnty)(context, builder, value=args[0])
+    i8p = ir.IntType(8).as_pointer()
+    obj = builder.bitcast(value.parent, i8p)
+    cell = builder.bitcast(builder.gep(obj, [_i64(cell_offset)], inbounds=True),
+                           i8p.as_pointer())
+    ctx = builder.load_atomic(cell, "acquire", 8)
+    with builder.if_then(cgutils.is_null(builder, ctx), likely=False):
+        context.call_conv.return_user_exc(
+            builder, ValueError, (f"{fnty.opaque}: the thunk has been released",))
+    tsig = fnty.target_sig
+    cargs = []
+    for i, (src, _kind, where) in enumerate(slots):
+        if src == "arg":
+            cargs.append(args[1 + where])
+            continue
+        ty = tsig.args[i]
+        ptr = builder.gep(ctx, [_i64(values_offset + where)], inbounds=True)
+        ptr = builder.bitcast(ptr, context.get_data_type(ty).as_pointer())
+        cargs.append(context.unpack_value(builder, ty, ptr, align=8))
+    # The target's own function (its C entry calls it, never inlined) in
+    # Numba's calling convention; an exception it raises is handled as its
+    # C entry handles it (printed as unraisable, the call returns 0), so
+    # that inlining changes no result.
+    fn = cgutils.get_or_insert_function(
+        builder.module, context.call_conv.get_function_type(tsig.return_type, tsig.args),
+        _function_name(wrapper))
+    context.add_linking_libs([library])
+    status, res = context.call_conv.call_function(builder, fn, tsig.return_type, tsig.args,
+                                                  cargs)
+    with builder.if_then(status.is_error, likely=False):
+        pyapi = context.get_python_api(builder)
+        gil = pyapi.gil_ensure()
+        context.call_conv.raise_error(builder, pyapi, status)
+        where = pyapi.string_from_string(context.insert_const_string(
+            builder.module, f"numthunk inlined target of {fnty.opaque}"))
+        pyapi.err_write_unraisable(where)
+        pyapi.decref(where)
+        pyapi.gil_release(gil)
+    if tsig.return_type == types.void:
+        return context.get_dummy_value()
+    return res
+
+
+def _function_name(wrapper):
+    # Numba names a @cfunc's C entry "cfunc." + its function's symbol
+    # (FunctionDescriptor.llvm_cfunc_wrapper_name)
+    prefix = "cfunc."
+    if not wrapper.startswith(prefix):
+        raise errors.NumbaRuntimeError(f"unexpected @cfunc entry symbol {wrapper!r}")
+    return wrapper[len(prefix):]
+
+
+def _i64(n):
+    return ir.Constant(ir.IntType(64), n)
+
+
+@lower_cast(InlineThunkType, ThunkType)
+def _to_opaque(context, builder, fromty, toty, val):
+    # the same value: address, object and meminfo (one data model)
+    return val
+
+
+@lower_cast(ThunkType, types.RawPointer)
+def _function_pointer(context, builder, fromty, toty, val):
+    # a thunk or Function passed where a C function pointer is taken (see
+    # ThunkType.get_call_type): its address; the caller's value holds it
+    return cgutils.create_struct_proxy(fromty)(context, builder, value=val).addr
 
 
 @lower_cast(types.Array, types.CPointer)
@@ -220,6 +389,7 @@ _lock = threading.Lock()
 _held = {}          # id -> Thunk or Function compiled into code as a constant
 
 
+@lower_constant(InlineThunkType)
 @lower_constant(ThunkType)
 def _constant(context, builder, typ, pyval):
     # A global or closure variable: its address is compiled in (a dynamic

@@ -1028,7 +1028,9 @@ static void commit(ThunkObject *self, int i, PyObject *value, const void *cell,
         memcpy(fresh->values + plan->slots[p->idx[k]].offset, &p->cell[k], 8);
     fresh->older = self->ctx;
     nt_entry_swap(&self->entry, fresh);
-    self->ctx = fresh;
+    /* Release: compiled code that reads the thunk's own cell (Numba's
+       inlined calls, thunk_inline_layout) sees the filled context. */
+    __atomic_store_n(&self->ctx, fresh, __ATOMIC_RELEASE);
     self->gen++;
     retire(self, i, Py_NewRef(value), key);
     self->b[i].held = held;
@@ -1183,6 +1185,46 @@ static PyObject *thunk_needs_resolve(ThunkObject *self, PyObject *args)
     return PyLong_FromLong(i);
 }
 
+/* ---- for Numba's inlined calls (numthunk/_numba_ext.py) ---- */
+
+/*
+ * _inline_layout() -> (cell, values, slots): where compiled code finds this
+ * thunk's bound values at each call. cell: the byte offset, in the thunk
+ * object, of its published context pointer (read with an acquire load;
+ * NULL once the thunk is released). values: the offset of the values in a
+ * context. slots: per target parameter, ("arg", kind, index among the
+ * thunk's parameters) or ("bound", kind, byte offset in the values).
+ *
+ * The object's own cell, not the entry's: the object lives as long as
+ * compiled code holds it (Numba's value holds a reference), while a
+ * released entry leaves the quarantine after later releases and is then
+ * freed (libffi) or serves another thunk (native).
+ */
+static PyObject *thunk_inline_layout(ThunkObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (released_error(self) < 0)
+        return NULL;
+    const nt_plan *plan = self->plan;
+    PyObject *slots = PyTuple_New(plan->nargs);
+    if (slots == NULL)
+        return NULL;
+    for (int i = 0; i < plan->nargs; i++) {
+        const nt_slot *s = &plan->slots[i];
+        int bound = s->src == NT_SRC_BOUND;
+        PyObject *item = Py_BuildValue("(ssn)", bound ? "bound" : "arg",
+                                       nt_kind_name(self->sig->sig->args[i].kind),
+                                       (Py_ssize_t)(bound ? s->offset : s->fwd));
+        if (item == NULL) {
+            Py_DECREF(slots);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(slots, i, item);
+    }
+    return Py_BuildValue("(nnN)", (Py_ssize_t)offsetof(ThunkObject, ctx),
+                         (Py_ssize_t)NT_CTX_VALUES_OFFSET, slots);
+}
+
 /* ---- for the C API (capi.c) ---- */
 
 void *nt_thunk_address(PyObject *thunk)
@@ -1227,6 +1269,8 @@ static PyMethodDef thunk_methods[] = {
       "in other threads; from inside a call of this thunk, takes effect when that "
       "call returns" },
     { "_needs_resolve", (PyCFunction)thunk_needs_resolve, METH_VARARGS, NULL },
+    { "_inline_layout", (PyCFunction)thunk_inline_layout, METH_NOARGS,
+      "where compiled code finds the bound values: (cell, values, slots)" },
     { "__enter__", (PyCFunction)thunk_enter, METH_NOARGS, NULL },
     { "__exit__", (PyCFunction)thunk_exit, METH_VARARGS, NULL },
     { NULL, NULL, 0, NULL }
