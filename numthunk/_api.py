@@ -562,6 +562,12 @@ def as_function(target, signature=None, nogil=None):
         fn = as_function(api, signature, nogil)
         return Function(fn.address, fn._signature, nogil=fn.nogil, owner=target,
                         name=target.__name__, structs=fn.structs)
+    if type(target).__module__.startswith("numba.") and hasattr(target, "py_func"):
+        raise TypeError(f"cannot use the @njit function {target.py_func.__qualname__!r} as a "
+                        "target: it has no C entry. Compile it as a @cfunc for the signature "
+                        "the thunk calls (numba.cfunc('float64(float64)')(f.py_func), or "
+                        "decorate it with @cfunc); @njit code calling a thunk over a @cfunc "
+                        "inlines it")
     raise TypeError(f"cannot use a {type(target).__name__!r} object as a target: expected a "
                     "numthunk.Function, an int address with signature=, a ctypes or cffi "
                     "function pointer (or lib.f of a compiled cffi module), a capsule named "

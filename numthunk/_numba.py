@@ -305,10 +305,14 @@ _UID_TAG = re.compile(r"B\d+v\d+")
 _SYMBOL = re.compile(r"@(?:\"[^\"]*\"|[-\w.$]+)")
 
 
-def _fingerprint(library, wrapper, nbsig):
+def _fingerprint(module, wrapper, nbsig):
     import hashlib
 
-    text = _SYMBOL.sub(lambda m: _UID_TAG.sub("", m.group(0)), library.get_llvm_str())
+    # the module's header names it (the function's name; Numba's cache
+    # drops it): only the code counts
+    text = "\n".join(line for line in str(module).splitlines()
+                     if not line.startswith("; ModuleID"))
+    text = _SYMBOL.sub(lambda m: _UID_TAG.sub("", m.group(0)), text)
     h = hashlib.sha256()
     for part in (str(nbsig), _UID_TAG.sub("", wrapper), text):
         h.update(part.encode())
@@ -361,13 +365,17 @@ def _make_inline_target(cfunc):
         return None
     library = getattr(cfunc, "_library", None)
     wrapper = getattr(cfunc, "_wrapper_name", None)
-    if library is None or wrapper is None:
+    if library is None or wrapper is None or not wrapper.startswith("cfunc."):
         return None
     try:
         if library.has_dynamic_globals:
             return None
-        library._get_module_for_linking()       # refuses object code from the cache
-        fingerprint = _fingerprint(library, wrapper, nbsig)
+        # what a consumer links: the target's code (also when Numba loaded
+        # it from its cache), which the fingerprint hashes
+        module = library._get_module_for_linking()
+        if module.get_function(wrapper[len("cfunc."):]).is_declaration:
+            return None
+        fingerprint = _fingerprint(module, wrapper, nbsig)
     except Exception:                           # no IR to link or inspect
         return None
     info = _InlineTarget()

@@ -76,10 +76,13 @@ class ThunkType(types.Callable):
             raise errors.TypingError(f"{self} takes {self.nargs} argument(s), "
                                      f"got {len(args)}")
         fnptrs = dict(self.fnptrs)
+        formal = list(sig.args)
         for i, (atype, want) in enumerate(zip(args, sig.args)):
             atype = types.unliteral(atype)
             if i in fnptrs:
+                # the function value itself: lowering passes its address
                 _check_function_pointer(i, atype, fnptrs[i])
+                formal[i] = atype
                 continue
             if _array_to_pointer(atype, want):
                 continue
@@ -89,7 +92,7 @@ class ThunkType(types.Callable):
                     + (" (an array must be C- or F-contiguous and of the pointer's dtype)"
                        if isinstance(atype, types.Array) else ""))
         # the receiver: lowering gets the thunk's value first (_call below)
-        return typing.Signature(sig.return_type, sig.args, recvr=self)
+        return typing.Signature(sig.return_type, tuple(formal), recvr=self)
 
     def get_call_signatures(self):
         return [self.signature], False
@@ -214,10 +217,22 @@ def _call(context, builder, sig, args):
     # (x86-64 and AArch64 callees built by Clang rely on it); Numba's own
     # calls through function values leave the upper bits as they are.
     ext = {i: (_extension(a),) for i, a in enumerate(nbsig.args) if _extension(a)}
-    res = builder.call(fptr, args[1:], arg_attrs=ext or None)
+    res = builder.call(fptr, _arguments(context, builder, sig, args), arg_attrs=ext or None)
     if nbsig.return_type == types.void:
         return context.get_dummy_value()
     return res
+
+
+def _arguments(context, builder, sig, args):
+    """The thunk's arguments as its C signature takes them: a thunk or
+    Function passed for a C function pointer becomes its address (the
+    caller's value holds it for the call)."""
+    out = []
+    for t, v in zip(sig.args[1:], args[1:]):
+        if isinstance(t, ThunkType):
+            v = cgutils.create_struct_proxy(t)(context, builder, value=v).addr
+        out.append(v)
+    return out
 
 
 def _extension(t):
@@ -253,10 +268,11 @@ def _inline_call(context, builder, sig, args):
         context.call_conv.return_user_exc(
             builder, ValueError, (f"{fnty.opaque}: the thunk has been released",))
     tsig = fnty.target_sig
+    forwarded = _arguments(context, builder, sig, args)
     cargs = []
     for i, (src, _kind, where) in enumerate(slots):
         if src == "arg":
-            cargs.append(args[1 + where])
+            cargs.append(forwarded[where])
             continue
         ty = tsig.args[i]
         ptr = builder.gep(ctx, [_i64(values_offset + where)], inbounds=True)
@@ -299,17 +315,19 @@ def _i64(n):
     return ir.Constant(ir.IntType(64), n)
 
 
-@lower_cast(InlineThunkType, ThunkType)
+@lower_cast(ThunkType, ThunkType)
 def _to_opaque(context, builder, fromty, toty, val):
-    # the same value: address, object and meminfo (one data model)
+    # An inlining thunk where the uniform type of its signature is wanted:
+    # the same value (one data model). Numba's typed containers lower a
+    # cast they were only warned about ("unsafe cast"), so every other
+    # pair is refused here: a thunk over another target must never be
+    # called as this one.
+    if toty != fromty and toty != fromty.opaque:
+        raise errors.NumbaTypeError(
+            f"cannot convert {fromty} to {toty}: thunks over different targets have "
+            "different Numba types; give the container the uniform type of the "
+            "signature (numthunk.Signature(...).numba_type()) or pass t.opaque()")
     return val
-
-
-@lower_cast(ThunkType, types.RawPointer)
-def _function_pointer(context, builder, fromty, toty, val):
-    # a thunk or Function passed where a C function pointer is taken (see
-    # ThunkType.get_call_type): its address; the caller's value holds it
-    return cgutils.create_struct_proxy(fromty)(context, builder, value=val).addr
 
 
 @lower_cast(types.Array, types.CPointer)
@@ -322,6 +340,9 @@ def _array_data_pointer(context, builder, fromty, toty, val):
 
 @lower_cast(ThunkType, types.FunctionType)
 def _to_function_type(context, builder, fromty, toty, val):
+    if toty.signature != fromty.signature:          # see _to_opaque
+        raise errors.NumbaTypeError(f"cannot convert {fromty} to {toty}: the signatures "
+                                    "differ")
     value = cgutils.create_struct_proxy(fromty)(context, builder, value=val)
     fn = cgutils.create_struct_proxy(toty)(context, builder)
     if "c_addr" in context.data_model_manager[toty]._fields:
