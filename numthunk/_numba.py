@@ -8,9 +8,11 @@ Protocol (``__wrapper_address__()``, ``signature()``), so it converts to
 Numba's ``FunctionType`` where code declares one. Two things make passing
 a thunk fast and robust:
 
-- ``_numba_type_`` returns the type cached per C signature, so passing a
-  thunk into an ``@njit`` function does not rebuild its type on every call
-  (Numba reads ``_numba_type_`` before anything else);
+- ``_numba_type_`` returns a type cached on the thunk: the type of its C
+  signature, or for a thunk over a Numba ``@cfunc`` the type that inlines
+  that target (:func:`inline_type`, one per target and binding layout), so
+  passing a thunk into an ``@njit`` function does not rebuild its type on
+  every call (Numba reads ``_numba_type_`` before anything else);
 - the first time a thunk meets Numba, :func:`register` imports
   numthunk._numba_ext (the type, its lowerings and Numba's own
   first-class-function support, which Numba loads only on first use) and

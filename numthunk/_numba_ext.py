@@ -9,11 +9,19 @@ Numba keeps a value (``typed.List``, ``typed.Dict``, tuples, jitclass and
 structref fields, a value returned from ``@njit``), Numba's reference
 counting keeps the thunk alive, and boxing gives back the same object.
 
-Calls are direct calls through the address (no check, no indirection).
-Where a ``numba.types.FunctionType`` of the same signature is wanted (a
-thunk and a ``@cfunc`` in one ``if``/``else``, an explicit signature), a
-thunk converts to it; that value, like every Numba function value, holds
-nothing.
+Calls of a ``ThunkType`` are direct calls through the address (no check,
+no indirection). Where a ``numba.types.FunctionType`` of the same
+signature is wanted (a thunk and a ``@cfunc`` in one ``if``/``else``, an
+explicit signature), a thunk converts to it; that value, like every Numba
+function value, holds nothing.
+
+A thunk over a Numba ``@cfunc`` has an ``InlineThunkType`` instead (one
+per target and binding layout; same data model): its calls are calls of
+the target's own compiled function, linked into the caller so that LLVM
+can inline it, with the bound values loaded from the thunk's published
+context at each call (``Thunk._inline_layout()`` says where). It converts
+to the ``ThunkType`` of its signature wherever Numba unifies or casts
+types; other conversions between thunk types are refused.
 
 A thunk compiled in as a constant (a global or closure variable) is held
 for ever (the machine code holding its address is never freed) and is
@@ -247,9 +255,10 @@ def _extension(t):
 def _inline_call(context, builder, sig, args):
     # A direct call of the target's own C entry, linked into the caller's
     # code so that LLVM may inline it. The bound values come from the
-    # thunk's context as published now: one acquire load of the pointer in
-    # the thunk object's cell (NULL once released), then a load per bound
-    # value at its offset, so a rebind() made between calls is seen.
+    # thunk's context as published now: one load of the pointer in the
+    # thunk object's cell (NULL once released: checked before any value is
+    # read), then a load per bound value at its offset, so a rebind() made
+    # between calls is seen.
     fnty = sig.args[0]
     target = getattr(fnty, "_target", None)
     if target is None:
@@ -263,7 +272,13 @@ def _inline_call(context, builder, sig, args):
     obj = builder.bitcast(value.parent, i8p)
     cell = builder.bitcast(builder.gep(obj, [_i64(cell_offset)], inbounds=True),
                            i8p.as_pointer())
-    ctx = builder.load_atomic(cell, "acquire", 8)
+    # Relaxed, not acquire: the value loads take their addresses from
+    # the pointer, and an address dependency orders them after it on every
+    # machine numthunk runs on (x86-64, AArch64), as the writer publishes
+    # with a release store (commit() in src/thunk.c). An acquire load would
+    # stop LLVM from keeping the caller's values in registers across the
+    # call (RK4 in bench/bench_inline.py: 1.39x instead of 1.08x).
+    ctx = builder.load_atomic(cell, "monotonic", 8)
     with builder.if_then(cgutils.is_null(builder, ctx), likely=False):
         context.call_conv.return_user_exc(
             builder, ValueError, (f"{fnty.opaque}: the thunk has been released",))
