@@ -1025,3 +1025,456 @@ def test_engine_under_test_is_the_requested_one(f_sum):
         assert t.backend == "libffi"
     elif forced == "native":
         assert t.backend.startswith("native")
+
+
+# ---------------------------------------------------------------- inlined Numba targets
+# A thunk over a Numba @cfunc has a Numba type of its own target and binding
+# layout: @njit code calls the target's compiled function directly (LLVM
+# inlines it), loading the bound values from the thunk's current context.
+
+f8 = types.float64
+
+
+@cfunc(f8(f8, f8, f8))
+def c_affine(a, b, x):
+    return a * x + b
+
+
+@cfunc(f8(f8, f8, f8))
+def c_affine_too(a, b, x):                  # another target, same signature
+    return a * x - b
+
+
+@cfunc(f8(f8, types.CPointer(f8), types.intc))
+def c_weighted(x, p, n):
+    s = 0.0
+    for i in range(n):
+        s += p[i] * x ** i
+    return s
+
+
+@njit
+def call_many(fn, x, k):
+    s = 0.0
+    for _ in range(k):
+        s += fn(x)
+    return s
+
+
+LIBM_POW = nt.Function.from_library("libm.so.6", "pow", "double (double, double)")
+
+
+def _uniform(text="double (double)"):
+    return nt.Signature(text).numba_type()
+
+
+def test_inline_type_per_target_and_layout(f_sum):
+    from numthunk._numba_ext import InlineThunkType, ThunkType
+
+    t1 = nt.bind(c_affine, 2.0, 1.0, nt.ARG)
+    t2 = nt.bind(c_affine, -5.0, 0.5, nt.ARG)
+    ty = numba.typeof(t1)
+    assert type(ty) is InlineThunkType and "inline c_affine#" in str(ty)
+    assert numba.typeof(t2) is ty                           # values do not matter
+    assert ty.opaque is _uniform() and ty.signature == _uniform().signature
+    # another target, another binding pattern: other types of one signature
+    other = numba.typeof(nt.bind(c_affine_too, 2.0, 1.0, nt.ARG))
+    pattern = numba.typeof(nt.bind(c_affine, 2.0, nt.ARG, 3.0))
+    assert len({ty, other, pattern}) == 3
+    assert other.opaque is pattern.opaque is _uniform()
+    # C targets, composed thunks, Functions and opaque() keep the uniform type
+    c_thunk = nt.bind(f_sum, np.ones(2), 2)
+    assert type(numba.typeof(c_thunk)) is ThunkType
+    assert numba.typeof(nt.bind(t1, nt.ARG)) is _uniform()
+    assert numba.typeof(t1.target) is _uniform("double (double, double, double)")
+    assert numba.typeof(t1.opaque()) is _uniform()
+    # what the core says about the layout
+    cell, values, slots = t1._inline_layout()
+    assert values == 32 and cell > 0
+    assert slots == (("bound", "float64", 0), ("bound", "float64", 8), ("arg", "float64", 0))
+
+
+@ENGINES
+def test_inline_call_is_inlined(engine):
+    t = nt.bind(c_affine, 2.0, 1.0, nt.ARG, engine=engine)
+    opaque = t.opaque()
+    assert call_many(t, 3.0, 4) == call_many(opaque, 3.0, 4) == 28.0
+    ir_inline = call_many.inspect_llvm(call_many.signatures[0])
+    ir_opaque = call_many.inspect_llvm(call_many.signatures[1])
+
+    def calls(ir):
+        body = ir[ir.index("define"):]
+        body = body[:body.index("\n}\n")]       # the consumer itself
+        return [line for line in body.splitlines() if " call " in line]
+
+    # through the address: an indirect call in the loop; inlined: no call
+    # of the target at all, its arithmetic in the consumer
+    assert any("call double %" in c for c in calls(ir_opaque))
+    assert not any("c_affine" in c or "call double" in c for c in calls(ir_inline))
+    body = ir_inline[ir_inline.index("define"):]
+    assert "fmul double" in body[:body.index("\n}\n")]
+
+
+@ENGINES
+def test_inline_sees_rebind_and_no_recompilation(engine):
+    p = np.array([1.0, 2.0])
+    t = nt.bind(c_weighted, nt.ARG, p, nt.size(p), engine=engine)
+    assert call_many(t, 2.0, 1) == 1.0 + 4.0
+    p[1] = 3.0                                      # the array's data, live
+    assert call_many(t, 2.0, 1) == 1.0 + 6.0
+    q = np.array([1.0, 0.0, 1.0])
+    t.rebind(1, q)                                  # size(p) follows: 3
+    assert call_many(t, 2.0, 1) == 1.0 + 4.0
+    t.rebind(2, 1)                                  # a scalar
+    assert call_many(t, 2.0, 1) == 1.0
+    t.reclaim()
+    others = [nt.bind(c_weighted, nt.ARG, np.full(n, 1.0), n, engine=engine)
+              for n in range(1, 11)]
+    assert [call_many(o, 2.0, 1) for o in others] == [2.0 ** n - 1 for n in range(1, 11)]
+    inline_sigs = [s for s in call_many.signatures if "c_weighted" in str(s[0])]
+    assert len(inline_sigs) == 1                    # one specialisation for all of them
+
+
+@ENGINES
+def test_inline_released_thunk_raises_never_calls(engine):
+    """A container holds the thunk object: after release() an inlined call
+    raises (the thunk's own context cell reads NULL), also once the
+    released entry has left the quarantine and serves another thunk."""
+    t = nt.bind(c_affine, 2.0, 1.0, nt.ARG, engine=engine)
+    lst = numba.typed.List([t])
+    cell = t._inline_layout()[0]
+    read_cell = ctypes.c_void_p.from_address(id(t) + cell)
+    assert read_cell.value is not None
+    address = t.address
+    t.release()
+    assert read_cell.value is None                  # reads as released
+
+    @njit
+    def run(lst, x):
+        return lst[0](x)
+
+    with pytest.raises(ValueError, match="the thunk has been released"):
+        run(lst, 1.0)
+    # Enough releases for the entry to leave the quarantine: its address
+    # now serves new thunks, the released one still raises.
+    reused = None
+    for _ in range(40_000):
+        u = nt.bind(c_affine_too, 0.0, 7.0, nt.ARG, engine=engine)
+        if u.address == address:
+            reused = u
+            break
+        u.release()
+    assert reused is not None and reused(1.0) == -7.0
+    with pytest.raises(ValueError, match="the thunk has been released"):
+        run(lst, 1.0)
+    assert run(numba.typed.List([reused]), 1.0) == -7.0
+
+
+INLINE_CACHE_TARGET = """
+from numba import cfunc, types
+
+@cfunc(types.float64(types.float64, types.CPointer(types.float64), types.intc))
+def poly(x, p, n):
+    s = 0.0
+    for i in range(n - 1, -1, -1):
+        s = s * x + p[i]
+    return s{extra}
+"""
+
+INLINE_CACHE_CONSUMER = """
+from numba import njit
+
+@njit(cache=True)
+def midpoint(f, a, b, n):
+    h = (b - a) / n
+    s = 0.0
+    for i in range(n):
+        s += f(a + (i + 0.5) * h)
+    return s * h
+"""
+
+INLINE_CACHE_USE = """
+import sys
+sys.path.insert(0, {dir!r})
+import numpy as np, numba, numthunk as nt
+import target, consumer
+p = np.array({coefs})
+f = nt.bind(target.poly, nt.ARG, p, nt.size(p))
+assert "inline poly#" in str(numba.typeof(f))
+first = consumer.midpoint(f, 0.0, 2.0, 1000)
+p[0] += 1.0                                   # live data
+f.rebind(1, np.array({coefs}) * 2.0)          # live binding
+print(round(first, 6) + 0.0, round(consumer.midpoint(f, 0.0, 2.0, 1000), 6) + 0.0,
+      sum(consumer.midpoint.stats.cache_hits.values()),
+      sum(consumer.midpoint.stats.cache_misses.values()))
+"""
+
+
+@ENGINES
+def test_inline_cache_in_fresh_processes(tmp_path, engine):
+    """The cache holds the consumer with the target's code linked in, for
+    the target's fingerprint: a fresh process loads it for its own thunk
+    (other address, other values); changed target code is compiled anew."""
+    (tmp_path / "target.py").write_text(INLINE_CACHE_TARGET.format(extra=""))
+    (tmp_path / "consumer.py").write_text(INLINE_CACHE_CONSUMER)
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "cache"), "NUMTHUNK_BACKEND": engine}
+
+    def run(coefs):
+        code = INLINE_CACHE_USE.format(dir=str(tmp_path), coefs=coefs)
+        return run_python(code, env=env, cwd=str(tmp_path)).split()
+
+    # integral over [0, 2] of 1 + 3x^2 is 10, of 0.5 - x is -1
+    assert run([1.0, 0.0, 3.0]) == ["9.999998", "19.999996", "0", "1"]
+    assert run([0.5, -1.0]) == ["-1.0", "-2.0", "1", "0"]           # from the cache
+    # the same consumer, a target whose code changed: not the cached code
+    (tmp_path / "target.py").write_text(INLINE_CACHE_TARGET.format(extra=" + 1.0"))
+    assert run([0.5, -1.0]) == ["1.0", "0.0", "0", "1"]
+    assert run([0.5, -1.0]) == ["1.0", "0.0", "1", "0"]
+
+
+def test_inline_type_survives_pickling():
+    import pickle
+
+    ty = numba.typeof(nt.bind(c_affine, 2.0, 1.0, nt.ARG))
+    assert ty._target is not None
+    state = ty.__getstate__()
+    assert "_target" not in state                   # this process's library
+    assert pickle.loads(pickle.dumps(ty)) is ty     # interned: the live type
+
+
+def test_inline_mixed_containers():
+    from numba import literal_unroll, typed
+
+    a = nt.bind(c_affine, 2.0, 1.0, nt.ARG)         # 2x + 1
+    b = nt.bind(c_affine_too, 2.0, 1.0, nt.ARG)     # 2x - 1
+    c = nt.bind(LIBM_POW, nt.ARG, 2.0)              # a C target: x ** 2
+
+    @njit
+    def unrolled(fns, x):
+        s = 0.0
+        for f in literal_unroll(fns):
+            s += f(x)
+        return s
+
+    @njit
+    def by_constant(fns, k, x):
+        if k == 0:
+            return fns[0](x)
+        if k == 1:
+            return fns[1](x)
+        return fns[2](x)
+
+    assert unrolled((a, b, c), 3.0) == 7.0 + 5.0 + 9.0
+    assert [by_constant((a, b, c), k, 3.0) for k in range(3)] == [7.0, 5.0, 9.0]
+
+    @njit
+    def by_index(fns, k, x):
+        return fns[k](x)
+
+    # a tuple indexed at run time needs one item type: over one target it
+    # is a UniTuple of the inline type; mixed, the uniform type via opaque()
+    a2 = nt.bind(c_affine, 10.0, 0.0, nt.ARG)
+    assert [by_index((a, a2), k, 3.0) for k in range(2)] == [7.0, 30.0]
+    mixed = (a.opaque(), b.opaque(), c)
+    assert [by_index(mixed, k, 3.0) for k in range(3)] == [7.0, 5.0, 9.0]
+    with pytest.raises(numba.core.errors.TypingError):
+        by_index((a, b), 0, 3.0)
+
+    @njit
+    def choose(flag, f, g, x):
+        h = f if flag else g                 # unified: the uniform type
+        return h(x)
+
+    assert choose(True, a, b, 3.0) == 7.0 and choose(False, a, b, 3.0) == 5.0
+    assert choose(True, a, c, 3.0) == 7.0 and choose(False, a, c, 3.0) == 9.0
+
+    @cfunc(f8(f8))
+    def triple(x):
+        return 3.0 * x
+
+    assert choose(True, a, triple, 3.0) == 7.0 and choose(False, a, triple, 3.0) == 9.0
+
+    # a typed.List of the uniform type takes them all, and gives them back
+    lst = typed.List.empty_list(_uniform())
+    for t in (a, b, c):
+        lst.append(t)
+
+    @njit
+    def call_all(fns, x):
+        return [f(x) for f in fns]
+
+    assert call_all(lst, 3.0) == [7.0, 5.0, 9.0]
+    assert lst[0] is a and lst[1] is b
+    # a list typed by its first item (an inline type) refuses another
+    # target's thunk: it would call the first target's code
+    same = typed.List([a, a2])
+    assert call_all(same, 3.0) == [7.0, 30.0]
+    with pytest.warns(numba.core.errors.NumbaTypeSafetyWarning), \
+            pytest.raises(numba.core.errors.TypingError, match="cannot convert"):
+        same.append(b)
+    assert call_all(same, 3.0) == [7.0, 30.0]
+
+    @numba.experimental.jitclass([("f", _uniform())])
+    class Holder:
+        def __init__(self, f):
+            self.f = f
+
+    assert Holder(a).f(3.0) == 7.0 and Holder(c).f(3.0) == 9.0
+
+
+
+def test_thunk_passed_for_a_function_pointer(cfn):
+    """A thunk's parameter that is a C function pointer takes a thunk or
+    Function of that signature from @njit code: its address, the caller's
+    value holding it for the call."""
+    integrate = cfn("f_d_Fddi", "double (double (*)(double), double, double, int)")
+    over01 = nt.bind(integrate, nt.ARG, 0.0, 1.0, 1000)      # double (double (*)(double))
+    line = nt.bind(c_affine, 2.0, 1.0, nt.ARG)              # inline type
+    square = nt.bind(LIBM_POW, nt.ARG, 2.0)                  # uniform type
+
+    @njit
+    def run(q, f):
+        return q(f)
+
+    assert run(over01, line) == pytest.approx(2.0)
+    assert run(over01, line.opaque()) == pytest.approx(2.0)
+    assert run(over01, square) == pytest.approx(1.0 / 3.0)
+
+    @njit
+    def run_target(integrate, f):
+        return integrate(f, 0.0, 2.0, 100)
+
+    assert run_target(integrate, square) == pytest.approx(8.0 / 3.0, rel=1e-4)
+    with pytest.raises(numba.core.errors.TypingError,
+                       match=r"argument 1: expected a function \(float64,\) -> float64, got "
+                             r"a thunk or Function \(float64, float64\) -> float64"):
+        run(over01, nt.bind(c_affine, 1.0, nt.ARG, nt.ARG))
+    with pytest.raises(numba.core.errors.TypingError,
+                       match="argument 1 is a C function pointer .* not float64"):
+        run(over01, 3.0)
+    # the parameters' function types tell thunk types apart
+    assert numba.typeof(over01) != nt.Signature("double (void *)").numba_type()
+
+
+def _closure(k):
+    @cfunc(f8(f8, f8))
+    def shifted(a, x):
+        return a * x + k
+    return shifted
+
+
+def test_inline_types_follow_the_compiled_code():
+    """Two @cfuncs from one Python function with different constants
+    compiled in are different targets; the same code is the same one."""
+    one, two, again = _closure(1.0), _closure(2.0), _closure(1.0)
+    t1, t2, t3 = (nt.bind(cf, 3.0, nt.ARG) for cf in (one, two, again))
+    assert numba.typeof(t1) != numba.typeof(t2)
+    assert numba.typeof(t1) == numba.typeof(t3)
+    assert [call_many(t, 2.0, 1) for t in (t1, t2, t3)] == [7.0, 8.0, 7.0]
+
+
+def test_targets_that_stay_called_through_the_address(cfn):
+    """Code holding this process's addresses (a ctypes function compiled
+    in) would make a cached consumer unsafe: such a @cfunc keeps the
+    uniform type; so do thunks over thunks (composed: documented)."""
+    fabs = ctypes.CDLL(None).fabs
+    fabs.restype, fabs.argtypes = ctypes.c_double, [ctypes.c_double]
+
+    @cfunc(f8(f8, f8))
+    def via_ctypes(a, x):
+        return a * fabs(x)
+
+    t = nt.bind(via_ctypes, 2.0, nt.ARG)
+    assert numba.typeof(t) is _uniform()
+    assert call_many(t, -3.0, 2) == 12.0
+    inner = nt.bind(c_affine, 2.0, nt.ARG, nt.ARG)
+    outer = nt.bind(inner, 1.0, nt.ARG)
+    assert numba.typeof(outer) is _uniform() and call_many(outer, 3.0, 1) == 7.0
+    # keep= and a signature= that spells the target's own still inline
+    kept = nt.bind(c_affine, 2.0, 1.0, nt.ARG, keep=np.ones(1))
+    spelled = nt.bind(c_affine, 2.0, 1.0, nt.ARG, signature="double (double, double, double)")
+    assert numba.typeof(kept) is numba.typeof(spelled) is \
+        numba.typeof(nt.bind(c_affine, 0.0, 0.0, nt.ARG))
+
+
+def test_inline_target_exception_is_handled_as_its_c_entry_handles_it():
+    """Inlining changes no result: an exception in the target is printed
+    as unraisable and the call returns 0, as through the address."""
+    @cfunc(f8(f8, f8))
+    def checked(a, x):
+        if x < 0.0:
+            raise ValueError("negative")
+        return a * x
+
+    t = nt.bind(checked, 2.0, nt.ARG)
+    seen = []
+    old = sys.unraisablehook
+    sys.unraisablehook = lambda u: seen.append(u.exc_type)
+    try:
+        inline = call_many(t, -1.0, 1), call_many(t, 3.0, 1)
+        opaque = call_many(t.opaque(), -1.0, 1), call_many(t.opaque(), 3.0, 1)
+    finally:
+        sys.unraisablehook = old
+    assert inline == opaque == (0.0, 6.0)
+    assert seen == [ValueError, ValueError]
+
+
+@cfunc(types.int64(types.int8, types.uint16, types.boolean, types.float32, types.int32,
+                   types.complex128, types.CPointer(types.int64)))
+def c_narrow(a, b, c, d, e, z, p):
+    return a * 1_000_000 + b * 10 + (7 if c else 0) + int(d * 4) + e + int(z.imag) + p[0]
+
+
+@pytest.mark.parametrize("forward", [(), (0, 1, 2), (3, 4, 5, 6)])
+def test_inline_loads_every_kind_as_its_cell_holds_it(forward):
+    """Bound cells hold narrow ints extended to 64 bits, a float in its low
+    bytes, complex values in 16 bytes: the inlined call reads each as the
+    target's type, and gives what the call through the address gives."""
+    values = [-3, 65535, True, 2.5, -40, 1 + 9j, np.array([1], dtype=np.int64)]
+    args = [nt.ARG if i in forward else v for i, v in enumerate(values)]
+    t = nt.bind(c_narrow, *args)
+    assert "inline c_narrow#" in str(numba.typeof(t))
+    fwd = tuple(values[i] for i in forward)
+
+    @njit
+    def go(f, *a):
+        return f(*a)
+
+    expect = -3_000_000 + 655_350 + 7 + 10 - 40 + 9 + 1
+    assert go(t, *fwd) == go(t.opaque(), *fwd) == expect
+    values[6][0] = 2                                # read through the pointer, live
+    assert go(t, *fwd) == expect + 1
+
+
+def test_inline_in_prange_and_as_a_global():
+    t = nt.bind(c_affine, 2.0, 1.0, nt.ARG)
+
+    @njit(parallel=True)
+    def fill(f, n):
+        out = np.empty(n)
+        for i in prange(n):
+            out[i] = f(float(i))
+        return out
+
+    np.testing.assert_array_equal(fill(t, 8), 2.0 * np.arange(8.0) + 1.0)
+
+    @njit
+    def use_global(x):
+        return _GLOBAL_INLINE(x)
+
+    _GLOBAL_INLINE.rebind(0, 3.0)
+    assert use_global(2.0) == 7.0
+    _GLOBAL_INLINE.rebind(0, 5.0)               # compiled in, still live
+    assert use_global(2.0) == 11.0
+
+
+_GLOBAL_INLINE = nt.bind(c_affine, 1.0, 1.0, nt.ARG)
+
+
+def test_njit_function_as_a_target_says_how():
+    @njit
+    def plain(a, x):
+        return a * x
+
+    with pytest.raises(TypeError, match="@njit function .*plain.* has no C entry.*@cfunc"):
+        nt.bind(plain, 2.0, nt.ARG, signature="double (double, double)")
