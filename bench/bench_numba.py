@@ -6,7 +6,10 @@ Call cost: an @njit consumer that takes the thunk as an argument and calls
 it 10^7 times (``double (void)`` over the seed kernel ``double sum(double *,
 int)`` bound to a 4-element array), against the same loop calling the
 target directly (as a ctypes global, address baked in, and as a
-first-class function argument), for both engines.
+first-class function argument), for both engines: the thunk called
+through its address (``t.opaque()``: the engine), and as it is (its
+target is a @cfunc, so @njit code calls it inline; bench/bench_inline.py
+measures that against hand-inlined code).
 
 Passing cost: calling an @njit function that takes one argument and
 returns, with a thunk, an array, a Numba @cfunc and a plain Wrapper
@@ -16,8 +19,9 @@ Figures are medians of several repetitions in the same run.
     python bench/bench_numba.py --count KIND N
 
 runs N passes or calls of one KIND (thunk-pass, array-pass, direct-call,
-thunk-call) after compiling everything, untimed: bench/callgrind_numba.sh
-counts their instructions under callgrind, whatever the machine's load.
+thunk-call through the address, inline-call) after compiling everything,
+untimed: bench/callgrind_numba.sh counts their instructions under
+callgrind, whatever the machine's load.
 """
 
 import statistics
@@ -97,7 +101,8 @@ def count(kind, n):
     first, so runs with n = 0 and n = N differ by the N passes or calls."""
     c_sum, vec, loop_global, _, loop_thunk, take = kernels()
     thunk = nt.bind(c_sum, vec, nt.size(vec), engine="native")
-    take(thunk), take(vec), loop_thunk(thunk, 1), loop_global(vec, 1)
+    opaque = thunk.opaque()
+    take(thunk), take(vec), loop_thunk(opaque, 1), loop_thunk(thunk, 1), loop_global(vec, 1)
     if kind == "thunk-pass":
         for _ in range(n):
             take(thunk)
@@ -107,6 +112,8 @@ def count(kind, n):
     elif kind == "direct-call":
         loop_global(vec, n)
     elif kind == "thunk-call":
+        loop_thunk(opaque, n)
+    elif kind == "inline-call":
         loop_thunk(thunk, n)
     elif kind != "none":
         raise SystemExit(f"--count: unknown kind {kind!r}")
@@ -129,15 +136,18 @@ def main():
 
     assert loop_global(vec, 3) == loop_target(target, vec, 3) == 30.0
     for t in thunks.values():
-        assert loop_thunk(t, 3) == 30.0
+        assert loop_thunk(t, 3) == loop_thunk(t.opaque(), 3) == 30.0
     k = CALLS
     rows = [
         ("target, direct call (ctypes global)", median(lambda: loop_global(vec, k))),
         ("target as a function argument", median(lambda: loop_target(target, vec, k))),
     ]
     for t in thunks.values():
-        rows.append((f"thunk ({t.backend}) as a function argument",
-                     median(lambda: loop_thunk(t, k))))
+        opaque = t.opaque()
+        rows.append((f"thunk ({t.backend}) through its address",
+                     median(lambda: loop_thunk(opaque, k))))
+    inline = thunks["native"]
+    rows.append(("thunk as it is: the @cfunc inlined", median(lambda: loop_thunk(inline, k))))
     base = rows[0][1]
     w = max(len(r[0]) for r in rows)
     print(f"\ncall cost from an @njit loop, {k:.0e} calls "

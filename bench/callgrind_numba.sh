@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Instructions per pass of a thunk (and of an array) into an @njit function,
-# and per call of a thunk from an @njit loop, counted by callgrind
+# and per call of a thunk from an @njit loop (through its address, and with
+# its @cfunc target inlined), counted by callgrind
 # (repeatable whatever else the machine does): Python runs the same script
 # with nothing measured and with N passes (calls) after compiling
 # everything, and the difference divided by N is the cost of one. Each run
@@ -26,6 +27,6 @@ printf '%-12s %10s\n' kind "instr/each"
 for kind in thunk-pass array-pass; do
     printf '%-12s %10d\n' "$kind" $(( ($(count "$kind" "$passes") - base) / passes ))
 done
-for kind in direct-call thunk-call; do
+for kind in direct-call thunk-call inline-call; do
     printf '%-12s %10d\n' "$kind" $(( ($(count "$kind" "$calls") - base) / calls ))
 done

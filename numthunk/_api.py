@@ -472,13 +472,18 @@ def _cfunc_signature(cfunc):
     return sig
 
 
-def _numba_target(fn):
-    """The Numba @cfunc a thunk's target Function calls, if that is all it
-    is (bind(cf, ...), with keep= or not), else None."""
+def _numba_target(thunk):
+    """The Numba @cfunc a thunk calls, if its target is that @cfunc as it
+    is (bind(cf, ...), with keep= or not; its own signature), else None."""
+    fn = thunk.target
     owner = getattr(fn, "owner", None)
     if type(owner) is tuple and len(owner) == 2 and type(owner[0]) is Function:
         fn, owner = owner[0], owner[0].owner          # keep=: (fn, keep)
-    if _is_numba_cfunc(owner) and not fn.fixed and not fn.memoryviews:
+    if not _is_numba_cfunc(owner):
+        return None
+    if getattr(owner, "_numthunk_function", None) is fn:
+        return owner                 # the @cfunc's own Function (as_function)
+    if not fn.fixed and not fn.memoryviews and thunk.target_signature == _cfunc_signature(owner):
         return owner
     return None
 
@@ -780,10 +785,10 @@ class Thunk(_core.Thunk):
         # @cfunc gets a type that inlines its target (one per target and
         # binding pattern), any other the uniform type of its signature.
         opaque = _numba_type_of(self)
-        cf = _numba_target(self.target)
+        cf = _numba_target(self)
         if cf is None:
             return opaque
-        return _numba.inline_type(self, cf, _cfunc_signature(cf), opaque) or opaque
+        return _numba.inline_type(self, cf, opaque) or opaque
 
     def opaque(self):
         """This thunk as a function value of the uniform Numba type of its

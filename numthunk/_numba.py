@@ -391,13 +391,12 @@ def _make_inline_target(cfunc):
     return info
 
 
-def inline_type(thunk, cfunc, csig, opaque):
-    """The Numba type of ``thunk``, whose target is the @cfunc ``cfunc`` of C
-    signature ``csig``: an InlineThunkType (calls inline the target), or
+def inline_type(thunk, cfunc, opaque):
+    """The Numba type of ``thunk``, whose target is the @cfunc ``cfunc`` (with
+    its own signature): an InlineThunkType (calls inline the target), or
     None where it must stay ``opaque`` (calls through its address)."""
     info = inline_target(cfunc)
-    if info is None or thunk.target_address != info.address \
-            or thunk.target_signature != csig:
+    if info is None or thunk.target_address != info.address:
         return None
     layout = thunk._inline_layout()
     t = info.types.get(layout)
