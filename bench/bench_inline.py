@@ -215,19 +215,19 @@ def check(got, want, what):
 
 
 def compile_times(k, make, calls):
-    """ms to compile a fresh consumer with the first thunk, then ms for 9
+    """CPU ms to compile a fresh consumer with the first thunk, then for 9
     more distinct thunks over the same target (and its signatures)."""
     from numba import njit
 
     thunks = [make(i) for i in range(10)]
     consumer = njit(k["mid_thunk"].py_func)
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     calls(consumer, thunks[0])
-    first = time.perf_counter() - t0
-    t0 = time.perf_counter()
+    first = time.process_time() - t0
+    t0 = time.process_time()
     for t in thunks[1:]:
         calls(consumer, t)
-    rest = time.perf_counter() - t0
+    rest = time.process_time() - t0
     return first * 1e3, rest * 1e3, len(consumer.signatures)
 
 
@@ -316,7 +316,7 @@ def main():
         check(c_index(kinds, i, 0.0, 1.0, 1000), want, "choice one target rebind")
     print("\nrebinds between runs: seen by every inline consumer (results checked)")
 
-    print("\ncompile time of a fresh midpoint consumer (thunks over one @cfunc)")
+    print("\ncompile time (CPU) of a fresh midpoint consumer, thunks over one @cfunc")
     cf = k["integrands_c"][0]
     for label, make in (("inline", lambda i: nt.bind(cf, nt.ARG, float(i), B)),
                         ("opaque", lambda i: nt.bind(cf, nt.ARG, float(i), B).opaque())):
