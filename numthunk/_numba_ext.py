@@ -52,6 +52,8 @@ class ThunkType(types.Callable):
     text of a ThunkType: Numba sees these parameters as ``voidptr``; a call
     passes a thunk or Function of that type there (its address)."""
 
+    fnptrs = ()         # also for a type unpickled from an older cache index
+
     def __init__(self, signature, fnptrs=()):
         self.signature = signature
         self.nargs = len(signature.args)
