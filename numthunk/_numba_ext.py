@@ -173,6 +173,14 @@ class InlineThunkType(ThunkType):
     def key(self):
         return (self._opaque.key, self.fingerprint, self.target_sig, self.layout)
 
+    def __hash__(self):
+        # Numba hashes an argument's type on every call that passes it:
+        # the key's hash is computed once per process
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = self._hash = hash(self.key)
+        return h
+
     def can_convert_to(self, typingctx, other):
         if other == self._opaque:
             return Conversion.safe
@@ -181,6 +189,7 @@ class InlineThunkType(ThunkType):
     def __getstate__(self):
         state = dict(self.__dict__)
         state.pop("_target", None)          # this process's library
+        state.pop("_hash", None)            # str hashes differ between processes
         return state
 
 
