@@ -342,10 +342,10 @@ def _kind_of(t):
 
 def inline_target(cfunc):
     """The _InlineTarget of a Numba @cfunc, or None when its code cannot be
-    linked into a consumer: code loaded from Numba's cache (object code,
-    no IR), code holding this process's addresses (ctypes functions,
-    thunks or large arrays compiled in: a cached consumer would keep them),
-    or parameters numthunk cannot lay out as Numba does."""
+    linked into a consumer: no IR Numba can link, code holding this
+    process's addresses (ctypes or cffi functions, thunks or large arrays
+    compiled in: a cached consumer would keep them), or parameters numthunk
+    cannot lay out as Numba does."""
     info = getattr(cfunc, "_numthunk_inline", None)
     if info is not None:
         return info or None
@@ -401,11 +401,8 @@ def inline_type(thunk, cfunc, opaque):
     layout = thunk._inline_layout()
     t = info.types.get(layout)
     if t is None:
-        t = _make_inline_type(info, layout, opaque)
-        if t is None:
-            return None
-        info.types[layout] = t
-    return t
+        t = info.types[layout] = _make_inline_type(info, layout, opaque) or False
+    return t or None
 
 
 def _make_inline_type(info, layout, opaque):
