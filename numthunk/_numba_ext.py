@@ -264,8 +264,8 @@ def _extension(t):
 
 @lower_builtin(InlineThunkType, InlineThunkType, types.VarArg(types.Any))
 def _inline_call(context, builder, sig, args):
-    # A direct call of the target's own C entry, linked into the caller's
-    # code so that LLVM may inline it. The bound values come from the
+    # A direct call of the target's compiled function, linked into the
+    # caller's code so that LLVM may inline it. The bound values come from the
     # thunk's context as published now: one load of the pointer in the
     # thunk object's cell (NULL once released: checked before any value is
     # read), then a load per bound value at its offset, so a rebind() made
