@@ -1190,10 +1190,12 @@ static PyObject *thunk_needs_resolve(ThunkObject *self, PyObject *args)
 /*
  * _inline_layout() -> (cell, values, slots): where compiled code finds this
  * thunk's bound values at each call. cell: the byte offset, in the thunk
- * object, of its published context pointer (read with an acquire load;
- * NULL once the thunk is released). values: the offset of the values in a
- * context. slots: per target parameter, ("arg", kind, index among the
- * thunk's parameters) or ("bound", kind, byte offset in the values).
+ * object, of its published context pointer (NULL once the thunk is
+ * released; read with a relaxed load, the value loads ordered after it by
+ * their address dependency: numthunk/_numba_ext.py). values: the offset of
+ * the values in a context. slots: per target parameter, ("arg", kind,
+ * index among the thunk's parameters) or ("bound", kind, byte offset in
+ * the values).
  *
  * The object's own cell, not the entry's: the object lives as long as
  * compiled code holds it (Numba's value holds a reference), while a
