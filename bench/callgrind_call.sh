@@ -10,7 +10,8 @@ n="${1:-100000}"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 gcc -O2 -Wall -Wextra -Werror -std=c11 -D_GNU_SOURCE -Isrc src/backend.c src/native.c \
-    src/handler_plan.c src/quarantine.c src/backend_ffi.c src/types.c src/sig.c src/plan.c \
+    src/handler_plan.c src/quarantine.c src/backend_ffi.c src/kinds.c src/types.c src/sig.c \
+    src/plan.c \
     tests/c/test_native.c -o "$out/test_native" -lffi -ldl -lpthread
 count() {  # kind calls -> total instructions (Ir)
     valgrind --tool=callgrind --callgrind-out-file="$out/cg" "$out/test_native" loop "$1" "$2" \

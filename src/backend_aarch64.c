@@ -346,7 +346,9 @@ const nt_arch nt_arch_aarch64_linux = {
         /* x0, x1, v0-v3 (float and double complex are HFAs) come back
            untouched; a struct returned in memory would need x8 */
         .ret_kinds = NT_KIND_BIT(NT_VOID) | NT_KINDS_SCALAR | NT_KINDS_COMPLEX,
-        .arg_kinds = NT_KINDS_SCALAR, .ext = nt_ext_narrow_to_32,
+        /* .ext NULL: narrow ints re-extended to 32 bits as a C caller
+           does (the kind table's ext), which Apple's arm64 ABI requires */
+        .arg_kinds = NT_KINDS_SCALAR,
         .max_args = 128,
         /* one ldr with a scaled 12-bit offset reaches the cell */
         .max_bound_offset = MAX_LDST_OFFSET - NT_CTX_VALUES_OFFSET,

@@ -42,49 +42,9 @@ struct nt_entry {
     ffi_closure *closure;
 };
 
-/* __Pyx_memviewslice: two pointers and 3 x 8 Py_ssize_t, passed by value.
-   size and alignment are preset, so ffi_prep_cif never writes to it. */
-static ffi_type *memview_elements[] = {
-    &ffi_type_pointer, &ffi_type_pointer,
-#define E8 &ffi_type_sint64, &ffi_type_sint64, &ffi_type_sint64, \
-           &ffi_type_sint64, &ffi_type_sint64, &ffi_type_sint64, \
-           &ffi_type_sint64, &ffi_type_sint64
-    E8, E8, E8,
-#undef E8
-    NULL
-};
-static ffi_type memview_type = {
-    sizeof(nt_memviewslice), _Alignof(nt_memviewslice), FFI_TYPE_STRUCT,
-    memview_elements
-};
-
-_Static_assert(sizeof(nt_memviewslice) == 2 * sizeof(void *) + 24 * sizeof(ptrdiff_t),
-               "memoryview slice layout");
-_Static_assert(sizeof(ptrdiff_t) == 8 || sizeof(void *) == 4,
-               "memview_elements assumes 64-bit Py_ssize_t");
-
 ffi_type *nt_ffi_type_of(const nt_type *t)
 {
-    switch (t->kind) {
-    case NT_VOID:    return &ffi_type_void;
-    case NT_BOOL:    return &ffi_type_uint8;
-    case NT_I8:      return &ffi_type_sint8;
-    case NT_U8:      return &ffi_type_uint8;
-    case NT_I16:     return &ffi_type_sint16;
-    case NT_U16:     return &ffi_type_uint16;
-    case NT_I32:     return &ffi_type_sint32;
-    case NT_U32:     return &ffi_type_uint32;
-    case NT_I64:     return &ffi_type_sint64;
-    case NT_U64:     return &ffi_type_uint64;
-    case NT_F32:     return &ffi_type_float;
-    case NT_F64:     return &ffi_type_double;
-    case NT_C64:     return &ffi_type_complex_float;
-    case NT_C128:    return &ffi_type_complex_double;
-    case NT_PTR:
-    case NT_FNPTR:   return &ffi_type_pointer;
-    case NT_MEMVIEW: return &memview_type;
-    default:         return NULL;
-    }
+    return t->kind < NT_KIND_COUNT ? nt_kinds[t->kind].ffi : NULL;
 }
 
 static nt_status ffi_supports(const nt_plan *plan)

@@ -358,12 +358,13 @@ const nt_arch nt_arch_x86_64_sysv = {
         .ctx_reg = CTX_REG,
         .cycle = { { NT_LOC_GPR, CYCLE_GPR, 0 }, { NT_LOC_FPR, CYCLE_XMM, 0 } },
         .copy = { COPY_GPR, NT_NO_REG },
+        /* .ext NULL: narrow ints re-extended to 32 bits, as GCC and Clang
+           callees expect of a caller (the kind table's ext) */
         .arg_kinds = NT_KINDS_SCALAR,
         /* rax, rdx:rax, xmm0, xmm0:xmm1 (complex) come back untouched; a
            struct returned in memory would take rdi and shift every
            argument */
         .ret_kinds = NT_KIND_BIT(NT_VOID) | NT_KINDS_SCALAR | NT_KINDS_COMPLEX,
-        .ext = nt_ext_narrow_to_32,
         .max_args = 128,              /* larger plans go to libffi */
         .max_bound_offset = 1u << 30, /* a disp32 reaches any cell */
     },

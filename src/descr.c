@@ -10,7 +10,6 @@
  */
 #include "pyapi.h"
 
-#include <limits.h>
 #include <stdlib.h>
 
 nt_held *nt_held_get(PyObject *obj, const char *what)
@@ -62,54 +61,14 @@ void nt_held_release(nt_held *h)
     nt_error_restore(&saved);
 }
 
-static int native_code(char c, int *kind)
-{
-    switch (c) {
-    case 'c': *kind = CHAR_MIN < 0 ? NT_I8 : NT_U8; return 1;
-    case 'b': *kind = NT_I8; return 1;
-    case 'B': *kind = NT_U8; return 1;
-    case '?': *kind = NT_BOOL; return 1;
-    case 'h': *kind = sizeof(short) == 2 ? NT_I16 : NT_VOID; return 1;
-    case 'H': *kind = sizeof(short) == 2 ? NT_U16 : NT_VOID; return 1;
-    case 'i': *kind = sizeof(int) == 4 ? NT_I32 : NT_VOID; return 1;
-    case 'I': *kind = sizeof(int) == 4 ? NT_U32 : NT_VOID; return 1;
-    case 'l': *kind = sizeof(long) == 8 ? NT_I64 : NT_I32; return 1;
-    case 'L': *kind = sizeof(long) == 8 ? NT_U64 : NT_U32; return 1;
-    case 'q': *kind = NT_I64; return 1;
-    case 'Q': *kind = NT_U64; return 1;
-    case 'n': *kind = sizeof(Py_ssize_t) == 8 ? NT_I64 : NT_I32; return 1;
-    case 'N': *kind = sizeof(size_t) == 8 ? NT_U64 : NT_U32; return 1;
-    case 'f': *kind = NT_F32; return 1;
-    case 'd': *kind = NT_F64; return 1;
-    default:  return 0;
-    }
-}
-
-static int standard_code(char c, int *kind)
-{
-    switch (c) {
-    case 'b': *kind = NT_I8; return 1;
-    case 'c': *kind = CHAR_MIN < 0 ? NT_I8 : NT_U8; return 1;
-    case 'B': *kind = NT_U8; return 1;
-    case '?': *kind = NT_BOOL; return 1;
-    case 'h': *kind = NT_I16; return 1;
-    case 'H': *kind = NT_U16; return 1;
-    case 'i': case 'l': *kind = NT_I32; return 1;
-    case 'I': case 'L': *kind = NT_U32; return 1;
-    case 'q': *kind = NT_I64; return 1;
-    case 'Q': *kind = NT_U64; return 1;
-    case 'f': *kind = NT_F32; return 1;
-    case 'd': *kind = NT_F64; return 1;
-    default:  return 0;
-    }
-}
-
 static int host_is_little(void)
 {
     const uint16_t one = 1;
     return *(const uint8_t *)&one == 1;
 }
 
+/* The kind table says which codes name which kind, with native and with
+   standard sizes (kinds.c). */
 int nt_elem_decode(const Py_buffer *view, nt_elem *out, const char *what)
 {
     const char *f = view->format != NULL ? view->format : "B";
@@ -118,37 +77,25 @@ int nt_elem_decode(const Py_buffer *view, nt_elem *out, const char *what)
     char order = '@';
     if (*f == '@' || *f == '=' || *f == '<' || *f == '>' || *f == '!')
         order = *f++;
-    int complex = 0;
+    int is_complex = 0;
     if (*f == 'Z') {
-        complex = 1;
+        is_complex = 1;
         f++;
     }
     if (f[0] == '\0' || f[1] != '\0')
         return 0;                  /* struct, sub-array or unknown: no kind */
-    int kind = NT_VOID;
-    int ok = order == '@' ? native_code(*f, &kind)
-                          : standard_code(*f, &kind);
+    int standard = order != '@';
     /* ctypes exports c_long arrays as '<l' with the native 8-byte itemsize:
        believe the itemsize where the code is 'l' or 'L'. */
-    if (ok && order != '@' && (*f == 'l' || *f == 'L')
+    if (standard && (*f == 'l' || *f == 'L')
         && view->itemsize == (Py_ssize_t)sizeof(long))
-        ok = native_code(*f, &kind);
-    if (!ok || kind == NT_VOID)
-        return 0;
-    if (complex) {
-        if (kind == NT_F32)
-            kind = NT_C64;
-        else if (kind == NT_F64)
-            kind = NT_C128;
-        else
-            return 0;
-    }
-    nt_type t = { (uint8_t)kind, 0, 0, 0, 0, NULL };
-    if ((Py_ssize_t)nt_type_size(&t) != view->itemsize)
+        standard = 0;
+    int kind = nt_kind_of_format(*f, standard, is_complex);
+    if (kind == NT_VOID || (Py_ssize_t)nt_kinds[kind].size != view->itemsize)
         return 0;
     int swapped = (order == '<' && !host_is_little())
                || ((order == '>' || order == '!') && host_is_little());
-    if (swapped && view->itemsize > 1 && !(complex == 0 && kind <= NT_U8)) {
+    if (swapped && view->itemsize > 1) {
         PyErr_Format(PyExc_TypeError,
                      "%s: the buffer is in non-native byte order (format '%s'); "
                      "convert it first, e.g. arr.astype(arr.dtype.newbyteorder('='))",
@@ -157,6 +104,26 @@ int nt_elem_decode(const Py_buffer *view, nt_elem *out, const char *what)
     }
     out->kind = kind;
     return 0;
+}
+
+int nt_check_aligned(const Py_buffer *view, size_t align, const char *what)
+{
+    if (nt_is_aligned(view, align))
+        return 0;
+    PyErr_Format(PyExc_ValueError,
+                 "%s: the buffer's data is not aligned to %zu bytes (address %p); "
+                 "copy it, e.g. np.require(arr, requirements='A')", what, align, view->buf);
+    return -1;
+}
+
+int nt_is_pointer_buffer(const Py_buffer *v)
+{
+    const char *f = v->format;
+    if (f == NULL || v->ndim != 0 || v->itemsize != (Py_ssize_t)sizeof(void *))
+        return 0;
+    if (*f == '@' || *f == '=' || *f == '<' || *f == '>' || *f == '!')
+        f++;
+    return *f == '&' || *f == 'P' || *f == 'z';
 }
 
 int nt_is_aligned(const Py_buffer *view, size_t align)
@@ -170,17 +137,4 @@ int nt_is_aligned(const Py_buffer *view, size_t align)
             if (view->shape[d] > 1 && view->strides[d] % (Py_ssize_t)align != 0)
                 return 0;
     return 1;
-}
-
-int nt_format_kind(const char *format)
-{
-    const char *f = format;
-    char order = '@';
-    if (*f == '@' || *f == '=' || *f == '<' || *f == '>' || *f == '!')
-        order = *f++;
-    if (f[0] == '\0' || f[1] != '\0')
-        return NT_VOID;
-    int kind = NT_VOID;
-    int ok = order == '@' ? native_code(*f, &kind) : standard_code(*f, &kind);
-    return ok ? kind : NT_VOID;
 }

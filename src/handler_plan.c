@@ -21,14 +21,6 @@
 #include "handler_plan.h"
 #include "native.h"
 
-const uint8_t nt_ext_narrow_to_32[NT_KIND_COUNT] = {
-    [NT_BOOL] = NT_EXT_ZX8,
-    [NT_U8] = NT_EXT_ZX8,
-    [NT_I8] = NT_EXT_SX8,
-    [NT_U16] = NT_EXT_ZX16,
-    [NT_I16] = NT_EXT_SX16,
-};
-
 void
 nt_code_put(nt_code *b, const void *bytes, size_t n)
 {
@@ -77,7 +69,7 @@ nt_abi_check(const nt_abi *abi)
         || abi->n_arg_regs[NT_CLS_FP] > NT_MAX_ARG_REGS
         || abi->max_args < 0 || abi->max_args > NT_PLAN_MAX_ARGS
         || abi->stack_slot == 0 || abi->stack_align % abi->stack_slot != 0
-        || (abi->stack_align & (abi->stack_align - 1)) != 0 || abi->ext == NULL
+        || (abi->stack_align & (abi->stack_align - 1)) != 0
         || !ext_table_fits(abi, abi->ext) || !ext_table_fits(abi, abi->bound_ext))
         return -1;
     if (is_arg_reg(abi, NT_LOC_GPR, abi->ctx_reg)
@@ -103,7 +95,8 @@ nt_abi_check(const nt_abi *abi)
 
 typedef struct {
     uint8_t cls;
-    uint8_t ext;                     /* abi->ext, or abi->bound_ext if bound */
+    uint8_t ext;                     /* abi->ext (or the kind's), abi->bound_ext
+                                        if bound */
     uint8_t bound;
     uint16_t fwd;                    /* forwarded only */
     uint32_t offset;                 /* bound only */
@@ -136,7 +129,7 @@ plan_shape(const nt_abi *abi, const nt_plan *plan, shape_arg *out)
             if (s->fwd >= plan->nfwd || seen[s->fwd]++)
                 return -1;
             a.fwd = s->fwd;
-            a.ext = abi->ext[s->kind];
+            a.ext = abi->ext != NULL ? abi->ext[s->kind] : nt_kinds[s->kind].ext;
         }
         out[i] = a;
     }

@@ -39,22 +39,6 @@ typedef struct {
     int32_t disp;
 } nt_loc;
 
-/* How a value is widened on its way to the target: a narrow integer to 32
-   bits (zero- or sign-extended from 8 or 16; the bits above 32 cleared), a
-   32-bit integer sign-extended to 64 bits (RV64 passes int and unsigned
-   int so), or a 32-bit float moved as one (RISC-V keeps it NaN-boxed in a
-   64-bit register). An ABI's tables say which kind gets which. */
-enum {
-    NT_EXT_NONE = 0, NT_EXT_ZX8, NT_EXT_SX8, NT_EXT_ZX16, NT_EXT_SX16,
-    NT_EXT_SX32, NT_EXT_F32,
-    NT_EXT_COUNT
-};
-
-/* bool, u8, u16 zero- and i8, i16 sign-extended to 32 bits: what a C caller
-   does on x86-64 (GCC and Clang callees rely on it) and on Apple arm64;
-   NT_KIND_COUNT entries. */
-extern const uint8_t nt_ext_narrow_to_32[NT_KIND_COUNT];
-
 /* Kind sets (bit 1 << kind). */
 #define NT_KIND_BIT(k)    (1u << (k))
 #define NT_KINDS_INT      (NT_KIND_BIT(NT_U64 + 1) - NT_KIND_BIT(NT_BOOL))
@@ -104,7 +88,10 @@ typedef struct nt_abi {
     uint8_t fp_in_gpr;
     uint32_t arg_kinds;      /* kinds a parameter may have (NT_KIND_BIT) */
     uint32_t ret_kinds;      /* kinds passed back untouched in registers */
-    const uint8_t *ext;      /* NT_EXT_* per forwarded kind (NT_KIND_COUNT) */
+    /* NT_EXT_* (numthunk.h) per forwarded kind, or NULL: widened as a C
+       caller widens them, the kind table's ext (what GCC and Clang callees
+       rely on for x86-64, and Apple's arm64 ABI requires). */
+    const uint8_t *ext;
     /* NT_EXT_* per bound kind, or NULL: value cells load as they are
        stored (8 bytes, integers extended to 64 bits by their signedness,
        a float in the low 4 bytes). */

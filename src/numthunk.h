@@ -1,6 +1,7 @@
 /*
  * numthunk internal header: the contracts between the stages of the pipeline
  *
+ *   kinds (kinds.c)             -> every fact about each value kind
  *   signature (types.c, sig.c)  -> what the target takes and returns
  *   descriptor (descr.c)        -> what a bound Python object is
  *   plan (plan.c)               -> where each target argument comes from
@@ -10,10 +11,10 @@
  *   executable memory (mem_*.c) -> W^X pages for the native engine
  *   Python types (module.c, thunk.c)
  *
- * types.c and sig.c have no Python dependency (they can be built and fuzzed
- * on their own); everything below the Python layer reports failures through
- * an nt_error and a status code, and the Python layer turns that into one
- * exception.
+ * types.c, kinds.c and sig.c have no Python dependency (they can be built
+ * and fuzzed on their own, with libffi); everything below the Python layer
+ * reports failures through an nt_error and a status code, and the Python
+ * layer turns that into one exception.
  */
 #ifndef NUMTHUNK_H
 #define NUMTHUNK_H
@@ -95,8 +96,9 @@ typedef struct {
 } nt_type;
 
 /* Spelling table entry: a type name and what it means on this platform.
-   c_name: what the canonical form prints for a name that is not C (NumPy
-   and Numba names such as float64, intc); NULL where the name is C. */
+   c_name: what the canonical form prints for a name that is not C: ""
+   for its kind's C text (NumPy and Numba names such as float64, intc
+   print nt_kinds[].c_text), else that text; NULL where the name is C. */
 typedef struct {
     const char *name;
     uint8_t kind;
@@ -110,13 +112,96 @@ extern const size_t nt_nspellings;
    spelling index or -1. */
 int nt_spelling_find(const char *name, size_t len);
 
+/* ------------------------------------------------------------------------ */
+/* The kind table (kinds.c)                                                  */
+
+/* What a Python value bound to a kind becomes: the converter each kind
+   takes (convert.c), and the class of its machine representation. */
+typedef enum {
+    NT_VALUE_NONE = 0,  /* void; DLTensor (a pointee only) */
+    NT_VALUE_BOOL,      /* C bool */
+    NT_VALUE_INT,       /* the integers */
+    NT_VALUE_REAL,      /* float, double */
+    NT_VALUE_COMPLEX,   /* two floats or two doubles */
+    NT_VALUE_POINTER,   /* data and function pointers */
+    NT_VALUE_MEMVIEW    /* a Cython memoryview slice, by value */
+} nt_value_class;
+
+/* How a value is widened on its way to the target: a narrow integer to 32
+   bits (zero- or sign-extended from 8 or 16; the bits above 32 cleared), a
+   32-bit integer sign-extended to 64 bits (RV64 passes int and unsigned
+   int so), or a 32-bit float moved as one (RISC-V keeps it NaN-boxed in a
+   64-bit register). The kind table says what a C caller does (ext); an
+   ABI description may say otherwise (handler_plan.h). */
+enum {
+    NT_EXT_NONE = 0, NT_EXT_ZX8, NT_EXT_SX8, NT_EXT_ZX16, NT_EXT_SX16,
+    NT_EXT_SX32, NT_EXT_F32,
+    NT_EXT_COUNT
+};
+
+/* PEP 3118 (struct module) element codes, one bit each: the codes of a
+   kind's fmt_native and fmt_std masks. */
+#define NT_FMT_CODES "?cbBhHiIlLqQnNfd"
+
+/*
+ * One row per kind, every fact about it (the way CPython's
+ * Modules/_ctypes/cfield.c keeps one row per format character): what the
+ * other stages read instead of switching on the kind. Sizes and limits
+ * come from this compiler (sizeof, _Alignof, <limits.h>, <float.h>).
+ */
+typedef struct {
+    const char *name;        /* canonical: "int32", "float64", "pointer" */
+    const char *c_text;      /* C text the formatter prints for it: "int",
+                                "intptr_t"; NULL for pointers */
+    uint8_t value;           /* nt_value_class */
+    uint8_t is_signed;       /* integers: signed; bool 0; floats and
+                                complex 1 */
+    uint16_t size;           /* bytes of a value, as passed */
+    uint16_t align;          /* _Alignof of a value */
+    uint16_t cell;           /* bytes of a bound value cell (plan.c) */
+    uint8_t ext;             /* NT_EXT_*: how a C caller widens it in a
+                                register (narrow ints to 32 bits) */
+    uint8_t part;            /* floats, complex: the kind of each part (a
+                                float's is itself) */
+    int64_t min;             /* integers: the range */
+    uint64_t max;
+    double fmax;             /* floats, complex parts: the largest finite */
+    double fover;            /* doubles of this magnitude or more round to
+                                infinity in this type */
+    uint32_t fmt_native;     /* PEP 3118 codes with no prefix or '@' */
+    uint32_t fmt_std;        /* with '=', '<', '>', '!' (standard sizes) */
+    char dtype;              /* NumPy dtype character, 0 for none */
+    uint8_t dl_code;         /* DLPack type code (dl_bits 0: none) */
+    uint8_t dl_bits;
+    struct _ffi_type *ffi;   /* libffi's type for it, NULL for none */
+    const char *numba;       /* numba.types name */
+    const char *ctypes;      /* ctypes class name, NULL for none */
+    const char *cffi;        /* the type text cffi reads */
+} nt_kind_info;
+
+extern const nt_kind_info nt_kinds[NT_KIND_COUNT];
+
 /* Size and alignment of a value of this type when passed (pointers: 8 on
    LP64; NT_MEMVIEW: sizeof(__Pyx_memviewslice)). */
 size_t nt_type_size(const nt_type *t);
 size_t nt_type_align(const nt_type *t);
 
-/* Canonical name of a scalar kind: "int32", "float64", ... */
+/* Bytes of a bound value cell of this type (8, 16, or a memoryview slice). */
+size_t nt_cell_size(const nt_type *t);
+
+/* Canonical name of a kind: "int32", "float64", ... */
 const char *nt_kind_name(int kind);
+
+/* The bit of a PEP 3118 code in fmt_native/fmt_std, 0 if it has none. */
+uint32_t nt_fmt_bit(char code);
+
+/* The scalar kind a PEP 3118 code names, with standard sizes or native
+   ones, as a complex ('Z' before it) or not; NT_VOID if none does. */
+int nt_kind_of_format(char code, int standard, int is_complex);
+
+/* The kind of a value class, signedness and size (a NumPy dtype's kind
+   letter and itemsize say as much); NT_VOID if none has them. */
+int nt_kind_find(int value, int is_signed, size_t size);
 
 /* The memoryview slice struct, layout identical to Cython 0.29 .. 3.x. */
 #define NT_MEMVIEW_MAX_DIMS 8
@@ -243,9 +328,6 @@ void nt_plan_set_arg(nt_plan *plan, int i);
 void nt_plan_set_bound(nt_plan *plan, int i);
 int nt_plan_finish(nt_plan *plan, nt_error *err); /* computes fwd, offsets */
 void nt_plan_free(nt_plan *plan);
-
-/* Bytes of a bound value cell of this type (8, 16, or a memoryview slice). */
-size_t nt_cell_size(const nt_type *t);
 
 /*
  * Plans are cached per target signature and shared by every thunk with the

@@ -11,15 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-size_t nt_cell_size(const nt_type *t)
-{
-    switch (t->kind) {
-    case NT_C128:    return 16;
-    case NT_MEMVIEW: return sizeof(nt_memviewslice);
-    default:         return 8;
-    }
-}
-
 nt_plan *nt_plan_new(const nt_sig *target, nt_error *err)
 {
     nt_plan *plan = calloc(1, sizeof(*plan));

@@ -106,8 +106,12 @@ void nt_held_release(nt_held *h);
 /* Decodes the PEP 3118 format of a held buffer into an element kind. */
 int nt_elem_decode(const Py_buffer *view, nt_elem *out, const char *what);
 int nt_is_aligned(const Py_buffer *view, size_t align);
-/* The kind of a one-element PEP 3118 format ("<d", "i"), NT_VOID if none. */
-int nt_format_kind(const char *format);
+/* 0 if it is, else -1 with a ValueError starting with `what`. */
+int nt_check_aligned(const Py_buffer *view, size_t align, const char *what);
+/* 1 for the buffer of a pointer object (a ctypes c_void_p, c_char_p or
+   POINTER instance exports the pointer's own bytes): what it means is its
+   value, an address, not an array. */
+int nt_is_pointer_buffer(const Py_buffer *v);
 
 /* ---- conversion (convert.c) ---- */
 

@@ -1177,32 +1177,23 @@ finish(writer *w)
 }
 
 /* The name printed for a base kind: its spelling if that spelling still
-   names this kind (types built by hand may carry 0), else the C name. */
+   names this kind (types built by hand may carry 0), else the kind's C
+   text. */
 static const char *
 base_name(int kind, unsigned spelling)
 {
-    static const char *const c_names[NT_KIND_COUNT] = {
-        [NT_VOID] = "void", [NT_BOOL] = "bool",
-        [NT_I8] = "int8_t", [NT_U8] = "uint8_t",
-        [NT_I16] = "int16_t", [NT_U16] = "uint16_t",
-        [NT_I32] = sizeof(int) == 4 ? "int" : "int32_t",
-        [NT_U32] = sizeof(int) == 4 ? "unsigned int" : "uint32_t",
-        [NT_I64] = sizeof(intptr_t) == 8 ? "intptr_t" : "int64_t",
-        [NT_U64] = sizeof(uintptr_t) == 8 ? "uintptr_t" : "uint64_t",
-        [NT_F32] = "float", [NT_F64] = "double",
-        [NT_C64] = "float complex", [NT_C128] = "double complex",
-        [NT_MEMVIEW] = "__Pyx_memviewslice",
-        [NT_DLTENSOR] = "DLTensor",
-    };
-
     if (kind == NT_VOID && nt_tag_name(spelling) != NULL)
         return nt_tag_name(spelling);
-    if (spelling < nt_nspellings && nt_spellings[spelling].kind == kind)
-        return nt_spellings[spelling].c_name != NULL ? nt_spellings[spelling].c_name
-                                                     : nt_spellings[spelling].name;
-    if (kind >= 0 && kind < NT_KIND_COUNT && c_names[kind] != NULL)
-        return c_names[kind];
-    return "void";
+    if (kind < 0 || kind >= NT_KIND_COUNT)
+        return "void";
+    if (spelling < nt_nspellings && nt_spellings[spelling].kind == kind) {
+        const char *c_name = nt_spellings[spelling].c_name;
+        if (c_name == NULL)
+            return nt_spellings[spelling].name;
+        if (c_name[0] != '\0')
+            return c_name;
+    }
+    return nt_kinds[kind].c_text != NULL ? nt_kinds[kind].c_text : "void";
 }
 
 /* Whether the type's text ends in '*', so a declarator follows unspaced:
@@ -1220,6 +1211,7 @@ format_type(writer *w, const nt_type *t)
 {
     int i, depth;
 
+    /* a declarator's shape: function pointer, pointer, or a base type */
     switch (t->kind) {
     case NT_FNPTR:
         if (t->fn == NULL) {

@@ -4,8 +4,9 @@
  * Maps the type names that SciPy, Cython, NumPy and Numba write in their
  * signature strings to value kinds of exact width. Widths come from this
  * compiler's sizeof/CHAR_MIN, never from assumptions such as "long is 8",
- * so the table is right on LP64, LLP64 and ILP32 alike. No Python here:
- * sig.c and this file build and fuzz on their own.
+ * so the table is right on LP64, LLP64 and ILP32 alike. What each kind is
+ * (size, range, C text, names elsewhere) is the kind table's (kinds.c). No
+ * Python here: sig.c, kinds.c and this file build and fuzz on their own.
  */
 #include "numthunk.h"
 
@@ -45,8 +46,6 @@ _Static_assert(sizeof(size_t) == 4 || sizeof(size_t) == 8, "size_t width");
 _Static_assert(sizeof(intptr_t) == 4 || sizeof(intptr_t) == 8,
                "intptr_t width");
 _Static_assert(sizeof(ptrdiff_t) == sizeof(size_t), "ptrdiff_t width");
-_Static_assert(sizeof(float) == 4 && sizeof(double) == 8, "IEEE floats");
-_Static_assert(sizeof(_Bool) == 1, "_Bool width");
 _Static_assert(NT_KIND_COUNT <= 256, "kinds fit in a uint8_t");
 
 /* Integer kind of a given width and signedness: constant expressions, so
@@ -59,22 +58,15 @@ _Static_assert(NT_KIND_COUNT <= 256, "kinds fit in a uint8_t");
 #define U(T) UKIND(sizeof(T))
 #define CHAR_KIND (CHAR_MIN < 0 ? NT_I8 : NT_U8)
 
-/* The one C text for a non-C name of a 32- or 64-bit integer (Numba's
-   int32/intp, NumPy's intc, ctypes classes): the names SciPy's
-   LowLevelCallable tables compare, "int" and "intptr_t", where they have
-   that width; else the exact-width name. */
-#define C_INT32  (sizeof(int) == 4 ? "int" : "int32_t")
-#define C_UINT32 (sizeof(int) == 4 ? "unsigned int" : "uint32_t")
-#define C_INT64  (sizeof(intptr_t) == 8 ? "intptr_t" : "int64_t")
-#define C_UINT64 (sizeof(uintptr_t) == 8 ? "uintptr_t" : "uint64_t")
-#define C_SNAME(T) (sizeof(T) == 4 ? C_INT32 : sizeof(T) == 8 ? C_INT64 : "int16_t")
-#define C_UNAME(T) (sizeof(T) == 4 ? C_UINT32 : sizeof(T) == 8 ? C_UINT64 : "uint16_t")
+/* A name that is not C (a NumPy or Numba name): the canonical form prints
+   its kind's C text (nt_kinds[].c_text: "int", "intptr_t"), the names
+   SciPy's LowLevelCallable tables compare. */
+#define KIND_TEXT ""
 
 /*
  * Index 0 is "void" so that a zeroed nt_type formats as "void". The C
- * names the formatter prints for a kind whose type carries no matching
- * spelling (base_name() in sig.c: int8_t, double, ...) must stay in this
- * table, so that printed text parses back.
+ * text the formatter prints for a kind (nt_kinds[].c_text: int8_t, int,
+ * double, ...) must stay in this table, so that printed text parses back.
  *
  * ssize_t, Py_ssize_t, Py_hash_t: ssize_t is POSIX, not C11; CPython and
  * POSIX both give it the width of size_t.
@@ -139,10 +131,10 @@ const nt_spelling nt_spellings[] = {
     {"ptrdiff_t", S(ptrdiff_t), NULL},
     {"npy_intp", S(intptr_t), NULL},
     {"npy_uintp", U(uintptr_t), NULL},
-    {"intp", S(intptr_t), C_SNAME(intptr_t)},
-    {"uintp", U(uintptr_t), C_UNAME(uintptr_t)},
-    {"intc", S(int), C_SNAME(int)},
-    {"uintc", U(int), C_UNAME(int)},
+    {"intp", S(intptr_t), KIND_TEXT},
+    {"uintp", U(uintptr_t), KIND_TEXT},
+    {"intc", S(int), KIND_TEXT},
+    {"uintc", U(int), KIND_TEXT},
 
     {"float", NT_F32, NULL},
     {"double", NT_F64, NULL},
@@ -155,23 +147,23 @@ const nt_spelling nt_spellings[] = {
     {"double _Complex", NT_C128, NULL},
     {"__pyx_t_float_complex", NT_C64, NULL},
     {"__pyx_t_double_complex", NT_C128, NULL},
-    {"complex64", NT_C64, "float complex"},
-    {"complex128", NT_C128, "double complex"},
+    {"complex64", NT_C64, KIND_TEXT},
+    {"complex128", NT_C128, KIND_TEXT},
 
     /* NumPy scalar names and Numba type names: not C, so the canonical
        form prints the C name (SciPy compares C text) */
-    {"float32", NT_F32, "float"},
-    {"float64", NT_F64, "double"},
-    {"int8", NT_I8, "int8_t"},
-    {"int16", NT_I16, "int16_t"},
-    {"int32", NT_I32, C_INT32},
-    {"int64", NT_I64, C_INT64},
-    {"uint8", NT_U8, "uint8_t"},
-    {"uint16", NT_U16, "uint16_t"},
-    {"uint32", NT_U32, C_UINT32},
-    {"uint64", NT_U64, C_UINT64},
-    {"bool_", NT_BOOL, "bool"},
-    {"boolean", NT_BOOL, "bool"},
+    {"float32", NT_F32, KIND_TEXT},
+    {"float64", NT_F64, KIND_TEXT},
+    {"int8", NT_I8, KIND_TEXT},
+    {"int16", NT_I16, KIND_TEXT},
+    {"int32", NT_I32, KIND_TEXT},
+    {"int64", NT_I64, KIND_TEXT},
+    {"uint8", NT_U8, KIND_TEXT},
+    {"uint16", NT_U16, KIND_TEXT},
+    {"uint32", NT_U32, KIND_TEXT},
+    {"uint64", NT_U64, KIND_TEXT},
+    {"bool_", NT_BOOL, KIND_TEXT},
+    {"boolean", NT_BOOL, KIND_TEXT},
     {"byte", NT_U8, "unsigned char"},
     {"voidptr", NT_PTR, NULL},     /* void *: the parser expands it */
 
@@ -222,72 +214,4 @@ nt_spelling_find(const char *name, size_t len)
             return (int)i;
     }
     return -1;
-}
-
-/* ------------------------------------------------------------------------ */
-/* Sizes and names                                                           */
-
-size_t
-nt_type_size(const nt_type *t)
-{
-    switch (t->kind) {
-    case NT_VOID: return 0;
-    case NT_BOOL: return sizeof(_Bool);
-    case NT_I8: case NT_U8: return 1;
-    case NT_I16: case NT_U16: return 2;
-    case NT_I32: case NT_U32: return 4;
-    case NT_I64: case NT_U64: return 8;
-    case NT_F32: return sizeof(float);
-    case NT_F64: return sizeof(double);
-    case NT_C64: return 2 * sizeof(float);
-    case NT_C128: return 2 * sizeof(double);
-    case NT_PTR: return sizeof(void *);
-    case NT_FNPTR: return sizeof(void (*)(void));
-    case NT_MEMVIEW: return sizeof(nt_memviewslice);
-    case NT_DLTENSOR: return NT_DLTENSOR_SIZE;
-    default: return 0;
-    }
-}
-
-size_t
-nt_type_align(const nt_type *t)
-{
-    switch (t->kind) {
-    case NT_VOID: return 1;
-    case NT_BOOL: return _Alignof(_Bool);
-    case NT_I8: case NT_U8: return _Alignof(int8_t);
-    case NT_I16: case NT_U16: return _Alignof(int16_t);
-    case NT_I32: case NT_U32: return _Alignof(int32_t);
-    case NT_I64: case NT_U64: return _Alignof(int64_t);
-    case NT_F32: case NT_C64: return _Alignof(float);
-    case NT_F64: case NT_C128: return _Alignof(double);
-    case NT_PTR: return _Alignof(void *);
-    case NT_FNPTR: return _Alignof(void (*)(void));
-    case NT_MEMVIEW: return _Alignof(nt_memviewslice);
-    case NT_DLTENSOR: return _Alignof(void *);
-    default: return 1;
-    }
-}
-
-static const char *const kind_names[NT_KIND_COUNT] = {
-    [NT_VOID] = "void",
-    [NT_BOOL] = "bool",
-    [NT_I8] = "int8", [NT_U8] = "uint8",
-    [NT_I16] = "int16", [NT_U16] = "uint16",
-    [NT_I32] = "int32", [NT_U32] = "uint32",
-    [NT_I64] = "int64", [NT_U64] = "uint64",
-    [NT_F32] = "float32", [NT_F64] = "float64",
-    [NT_C64] = "complex64", [NT_C128] = "complex128",
-    [NT_PTR] = "pointer",
-    [NT_FNPTR] = "function pointer",
-    [NT_MEMVIEW] = "memoryview slice",
-    [NT_DLTENSOR] = "DLTensor",
-};
-
-const char *
-nt_kind_name(int kind)
-{
-    if (kind < 0 || kind >= NT_KIND_COUNT)
-        return "invalid";
-    return kind_names[kind];
 }

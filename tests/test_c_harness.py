@@ -53,13 +53,14 @@ def run(exe, *args, env=None, timeout=900):
 
 
 def test_signature_parser_c_tests():
-    exe = build("test_sig", [f"{SRC}/types.c", f"{SRC}/sig.c", f"{HERE}/c/test_sig.c"], SAN)
+    exe = build("test_sig", [f"{SRC}/kinds.c", f"{SRC}/types.c", f"{SRC}/sig.c",
+                             f"{HERE}/c/test_sig.c"], SAN, ["-lffi"])
     run(exe)
 
 
 def test_signature_parser_fuzz_standalone():
-    exe = build("fuzz_sig", [f"{SRC}/types.c", f"{SRC}/sig.c", f"{HERE}/c/fuzz_sig.c"],
-                SAN + ["-DNT_FUZZ_STANDALONE"])
+    exe = build("fuzz_sig", [f"{SRC}/kinds.c", f"{SRC}/types.c", f"{SRC}/sig.c",
+                             f"{HERE}/c/fuzz_sig.c"], SAN + ["-DNT_FUZZ_STANDALONE"], ["-lffi"])
     run(exe, "200000", "20261129")
 
 
@@ -67,16 +68,16 @@ def test_handler_planner_c_tests():
     # the planner against a machine model, for the x86-64 and AArch64 arch
     # files' ABI descriptions (compiled on any host) and made-up ones
     exe = build("test_handler_plan",
-                [f"{SRC}/handler_plan.c", f"{SRC}/backend_x86_64.c", f"{SRC}/backend_aarch64.c",
-                 f"{HERE}/c/test_handler_plan.c"], SAN)
+                [f"{SRC}/handler_plan.c", f"{SRC}/kinds.c", f"{SRC}/backend_x86_64.c",
+                 f"{SRC}/backend_aarch64.c", f"{HERE}/c/test_handler_plan.c"], SAN, ["-lffi"])
     out = run(exe, "8000", "20261129")
     assert "all handler planner tests passed" in out
     assert "riscv64-lp64d  8000 plans" in out and "x86_64-sysv    8000 plans" in out
 
 
 NATIVE_SOURCES = ["backend.c",  # includes the arch file and mem_*.c on its platform
-                  "native.c", "handler_plan.c", "quarantine.c", "backend_ffi.c", "types.c",
-                  "sig.c", "plan.c"]
+                  "native.c", "handler_plan.c", "quarantine.c", "backend_ffi.c", "kinds.c",
+                  "types.c", "sig.c", "plan.c"]
 
 
 @pytest.mark.skipif(not nt.backend_info()["native_available"],

@@ -85,12 +85,13 @@ step() { printf '== %s\n' "$*"; }
 
 # ------------------------------------------------------------------ build
 step "cross-compiling with $($CC -dumpfullversion) for aarch64"
-"$CC" "${FLAGS[@]}" src/types.c src/sig.c tests/c/test_sig.c -o "$build/test_sig"
-"$CC" "${FLAGS[@]}" -DNT_FUZZ_STANDALONE src/types.c src/sig.c \
-    tests/c/fuzz_sig.c -o "$build/fuzz_sig"
+"$CC" "${FLAGS[@]}" src/kinds.c src/types.c src/sig.c tests/c/test_sig.c \
+    -o "$build/test_sig" -lffi
+"$CC" "${FLAGS[@]}" -DNT_FUZZ_STANDALONE src/kinds.c src/types.c src/sig.c \
+    tests/c/fuzz_sig.c -o "$build/fuzz_sig" -lffi
 # backend.c includes backend_aarch64.c and the mem_*.c policies on aarch64
 "$CC" "${FLAGS[@]}" src/backend.c src/native.c src/handler_plan.c src/quarantine.c \
-    src/backend_ffi.c src/types.c src/sig.c src/plan.c tests/c/test_native.c \
+    src/backend_ffi.c src/kinds.c src/types.c src/sig.c src/plan.c tests/c/test_native.c \
     -o "$build/test_native" -lffi -ldl -lpthread
 
 # ------------------------------------------------------------------ parser

@@ -18,8 +18,8 @@
  * tested by tests/c/test_native.c, against real compilers.
  *
  *   gcc -Wall -Wextra -Werror -std=c11 -D_GNU_SOURCE -Isrc \
- *       src/handler_plan.c src/backend_x86_64.c src/backend_aarch64.c \
- *       tests/c/test_handler_plan.c -o test_handler_plan
+ *       src/handler_plan.c src/kinds.c src/backend_x86_64.c src/backend_aarch64.c \
+ *       tests/c/test_handler_plan.c -o test_handler_plan -lffi
  *   ./test_handler_plan [PLANS [SEED]]
  */
 #include <stdio.h>
@@ -45,6 +45,20 @@ static const uint8_t rv_ext[NT_KIND_COUNT] = {
 static const uint8_t rv_bound_ext[NT_KIND_COUNT] = {
     [NT_U32] = NT_EXT_SX32, [NT_F32] = NT_EXT_F32,
 };
+
+/* What a C caller does (GCC and Clang on x86-64, Apple's arm64 ABI): bool,
+   u8, u16 zero- and i8, i16 sign-extended to 32 bits. An ABI whose ext is
+   NULL widens so (the kind table's ext column). */
+static const uint8_t c_caller_ext[NT_KIND_COUNT] = {
+    [NT_BOOL] = NT_EXT_ZX8, [NT_U8] = NT_EXT_ZX8, [NT_I8] = NT_EXT_SX8,
+    [NT_U16] = NT_EXT_ZX16, [NT_I16] = NT_EXT_SX16,
+};
+
+static int
+fwd_ext(const nt_abi *abi, int kind)
+{
+    return abi->ext != NULL ? abi->ext[kind] : c_caller_ext[kind];
+}
 
 static const nt_abi riscv64 = {
     .arg_regs = { { 10, 11, 12, 13, 14, 15, 16, 17 },       /* a0-a7 */
@@ -74,7 +88,7 @@ static const nt_abi tiny = {
     .copy = { 12, NT_NO_REG },
     .arg_kinds = NT_KINDS_SCALAR,
     .ret_kinds = NT_KIND_BIT(NT_VOID) | NT_KINDS_SCALAR,
-    .ext = nt_ext_narrow_to_32,
+    .ext = NULL,
     .max_args = 40, .max_bound_offset = 1u << 20,
 };
 
@@ -379,7 +393,7 @@ run_plan(const char *name, const nt_abi *abi, rplan *r, int it)
         const nt_slot *sl = &plan->slots[i];
         uint64_t want = sl->src == NT_SRC_BOUND
             ? widen(abi->bound_ext ? abi->bound_ext[k] : NT_EXT_NONE, cells[i])
-            : widen(abi->ext[k], fwd_val[sl->fwd]);
+            : widen(fwd_ext(abi, k), fwd_val[sl->fwd]);
         uint64_t got = *at(&m, out[i]);
         uint64_t mask = k == NT_F32 ? 0xFFFFFFFFull : ~0ull;
         CHECK((got & mask) == (want & mask), "%s plan %d arg %d (kind %d, "
@@ -510,7 +524,7 @@ test_keys(const char *name, const nt_abi *abi)
         b.slots[1].kind = round ? NT_I16 : NT_U64;
         n2 = nt_handler_key(abi, &b.plan, k2);
         int differs = n1 != n2 || memcmp(k1, k2, n1) != 0;
-        int ext_differs = abi->ext[b.slots[1].kind] != abi->ext[a.kinds[1]];
+        int ext_differs = fwd_ext(abi, b.slots[1].kind) != fwd_ext(abi, a.kinds[1]);
         CHECK(differs == ext_differs, "%s: the key %s the extension", name,
               differs ? "follows more than" : "misses");
     }
@@ -544,12 +558,14 @@ test_abi_check(const char *name, const nt_abi *abi)
     bad.n_arg_regs[NT_CLS_FP] = NT_MAX_ARG_REGS + 1;
     CHECK(nt_abi_check(&bad) != 0, "%s: too many argument registers", name);
     uint8_t ext[NT_KIND_COUNT];
-    memcpy(ext, abi->ext, sizeof(ext));
+    for (int k = 0; k < NT_KIND_COUNT; k++)
+        ext[k] = (uint8_t)fwd_ext(abi, k);
     ext[NT_F64] = NT_EXT_SX8;
     bad = *abi;
     bad.ext = ext;
     CHECK(nt_abi_check(&bad) != 0, "%s: a float extended as an int", name);
-    memcpy(ext, abi->ext, sizeof(ext));
+    for (int k = 0; k < NT_KIND_COUNT; k++)
+        ext[k] = (uint8_t)fwd_ext(abi, k);
     ext[NT_I64] = NT_EXT_COUNT;
     bad.bound_ext = ext;
     bad.ext = abi->ext;

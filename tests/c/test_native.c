@@ -6,7 +6,7 @@
  * Build (with the real signature/plan code):
  *   gcc -O2 -Wall -Wextra -Werror -std=c11 -D_GNU_SOURCE -Isrc \
  *       src/backend.c src/native.c src/handler_plan.c src/quarantine.c \
- *       src/backend_ffi.c src/types.c src/sig.c src/plan.c \
+ *       src/backend_ffi.c src/kinds.c src/types.c src/sig.c src/plan.c \
  *       tests/c/test_native.c -o test_native -lffi -ldl -lpthread
  * (backend.c includes the arch file and mem_*.c in its platform branch;
  * backend_ffi.c is there because a native plan falls back to libffi when

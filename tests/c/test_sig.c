@@ -5,7 +5,7 @@
  * resolution and the platform widths of the spelling table.
  *
  *   gcc -Wall -Wextra -Werror -std=c11 -fsanitize=address,undefined \
- *       -Isrc src/types.c src/sig.c tests/c/test_sig.c -o test_sig
+ *       -Isrc src/kinds.c src/types.c src/sig.c tests/c/test_sig.c -o test_sig -lffi
  *
  * Exits non-zero if any check fails.
  */
