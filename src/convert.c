@@ -51,42 +51,47 @@ static const char *W(nt_label *l)
     return l->text;
 }
 
-/* Whether the type defines the slot, so that its failure is the user's
-   code raising, not "this object is no number". */
-static int has_index(PyObject *v)
+/* The conversion the value's type defines for what the C API calls to
+   convert it, or NULL if none: when converting raised, the value's own
+   code did (the name says which), else the value is no number. */
+static const char *index_hook(PyObject *v)
 {
     PyNumberMethods *nb = Py_TYPE(v)->tp_as_number;
-    return nb != NULL && nb->nb_index != NULL;
+    return nb != NULL && nb->nb_index != NULL ? "__index__" : NULL;
 }
 
-static int has_float(PyObject *v)
+static const char *float_hook(PyObject *v)
 {
     PyNumberMethods *nb = Py_TYPE(v)->tp_as_number;
-    return nb != NULL && (nb->nb_float != NULL || nb->nb_index != NULL);
+    return nb != NULL && nb->nb_float != NULL ? "__float__" : index_hook(v);
 }
 
-/* ---- integers ---- */
-
-typedef struct {
-    int bits;
-    int is_signed;
-    long long min;
-    unsigned long long max;
-} int_range;
-
-static int_range range_of(int kind)
+static const char *complex_hook(PyObject *v)
 {
-    switch (kind) {
-    case NT_BOOL: return (int_range){ 1, 0, 0, 1 };
-    case NT_I8:   return (int_range){ 8, 1, INT8_MIN, INT8_MAX };
-    case NT_U8:   return (int_range){ 8, 0, 0, UINT8_MAX };
-    case NT_I16:  return (int_range){ 16, 1, INT16_MIN, INT16_MAX };
-    case NT_U16:  return (int_range){ 16, 0, 0, UINT16_MAX };
-    case NT_I32:  return (int_range){ 32, 1, INT32_MIN, INT32_MAX };
-    case NT_U32:  return (int_range){ 32, 0, 0, UINT32_MAX };
-    case NT_I64:  return (int_range){ 64, 1, INT64_MIN, INT64_MAX };
-    default:      return (int_range){ 64, 0, 0, UINT64_MAX };
+    nt_saved_error saved;         /* the conversion's, the cause to report */
+    nt_error_save(&saved);
+    PyObject *m = PyObject_GetAttrString((PyObject *)Py_TYPE(v), "__complex__");
+    int has = m != NULL;
+    PyErr_Clear();
+    Py_XDECREF(m);
+    nt_error_restore(&saved);
+    return has ? "__complex__" : float_hook(v);
+}
+
+/* The refusal of a value whose conversion raised (not an overflow): its
+   hook (above) raised, or it is no number. -1. */
+static int refuse_number(PyObject *value, const char *expected, const char *hook,
+                         nt_label *what)
+{
+    if (hook != NULL) {
+        nt_raise_chained(PyExc_TypeError, "%s: expected %s; %.100s.%s() raised",
+                         W(what), expected, Py_TYPE(value)->tp_name, hook);
+        return -1;
     }
+    PyErr_Clear();
+    PyErr_Format(PyExc_TypeError, "%s: expected %s, got %.100s",
+                 W(what), expected, Py_TYPE(value)->tp_name);
+    return -1;
 }
 
 static int is_floatlike(PyObject *v)
@@ -100,151 +105,144 @@ static int is_boollike(PyObject *v)
     return PyBool_Check(v) || PyArray_IsScalar(v, Bool);
 }
 
+/* ---- integers ---- */
+
+/* A refusal of a value out of range: its range from the kind table. */
 static int overflow(nt_label *what, const nt_type *t, PyObject *num)
 {
     char type[64];
     nt_type_format(t, type, sizeof(type));
-    int_range r = range_of(t->kind);
+    const nt_kind_info *r = &nt_kinds[t->kind];
+    int bits = 8 * r->size;
     if (t->kind == NT_BOOL)
         PyErr_Format(PyExc_OverflowError,
                      "%s: %S is not a valid C bool (expected True, False, 0 or 1)",
                      W(what), num);
-    else if (r.is_signed)
+    else if (r->is_signed)
         PyErr_Format(PyExc_OverflowError,
                      "%s: %S does not fit in a %d-bit C %s (range %lld..%llu)",
-                     W(what), num, r.bits, type, r.min, r.max);
+                     W(what), num, bits, type, (long long)r->min,
+                     (unsigned long long)r->max);
     else
         PyErr_Format(PyExc_OverflowError,
                      "%s: %S does not fit in a %d-bit unsigned C %s (range 0..%llu)",
-                     W(what), num, r.bits, type, r.max);
+                     W(what), num, bits, type, (unsigned long long)r->max);
     return -1;
 }
 
+static int refuse_negative(nt_label *what, const nt_type *t, PyObject *num)
+{
+    char type[64];
+    nt_type_format(t, type, sizeof(type));
+    PyErr_Format(PyExc_OverflowError, "%s: %S is negative but C %s is unsigned",
+                 W(what), num, type);
+    return -1;
+}
+
+/* v into the cell of integer type t, range-checked: the cell holds it
+   extended to 64 bits (unsigned values that fit are >= 0). */
 static int store_int(const nt_type *t, long long v, void *cell, nt_label *what)
 {
-    int_range r = range_of(t->kind);
-    int fits = r.is_signed ? v >= r.min && (v <= 0 || (unsigned long long)v <= r.max)
-                           : v >= 0 && (unsigned long long)v <= r.max;
+    const nt_kind_info *r = &nt_kinds[t->kind];
+    int fits = v >= r->min && (v <= 0 || (unsigned long long)v <= r->max);
     if (!fits) {
         PyObject *num = PyLong_FromLongLong(v);
         if (num == NULL)
             return -1;
-        if (!r.is_signed && v < 0) {
-            char type[64];
-            nt_type_format(t, type, sizeof(type));
-            PyErr_Format(PyExc_OverflowError,
-                         "%s: %S is negative but C %s is unsigned", W(what), num, type);
-        } else {
+        if (!r->is_signed && v < 0)
+            refuse_negative(what, t, num);
+        else
             overflow(what, t, num);
-        }
         Py_DECREF(num);
         return -1;
     }
-    int64_t s = v;                /* unsigned values that fit are >= 0 */
+    int64_t s = v;
     memcpy(cell, &s, 8);
     return 0;
 }
 
-static int convert_int(const nt_type *t, PyObject *value, void *cell, nt_label *what)
+/* An int object into the cell of integer type t. */
+static int store_long(const nt_type *t, PyObject *num, void *cell, nt_label *what)
 {
-    if (PyLong_CheckExact(value)) {
-        /* the common case: a plain int that fits in a long long */
-        int ovf = 0;
-        long long v = PyLong_AsLongLongAndOverflow(value, &ovf);
-        if (ovf == 0 && !(v == -1 && PyErr_Occurred()))
-            return store_int(t, v, cell, what);
+    int ovf = 0;
+    long long v = PyLong_AsLongLongAndOverflow(num, &ovf);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (ovf == 0)
+        return store_int(t, v, cell, what);
+    const nt_kind_info *r = &nt_kinds[t->kind];
+    if (ovf < 0 && !r->is_signed)
+        return refuse_negative(what, t, num);
+    if (ovf < 0 || r->is_signed)
+        return overflow(what, t, num);
+    unsigned long long u = PyLong_AsUnsignedLongLong(num);
+    if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+            return -1;
         PyErr_Clear();
+        return overflow(what, t, num);
     }
-    uint64_t bits;
-    if (is_boollike(value)) {
-        bits = PyObject_IsTrue(value) ? 1 : 0;
-        memcpy(cell, &bits, 8);
+    if (u > r->max)
+        return overflow(what, t, num);
+    uint64_t w = u;
+    memcpy(cell, &w, 8);
+    return 0;
+}
+
+/* b'N' for a char (LAPACK's trans, uplo): the byte's value. 1 if stored. */
+static int store_char_byte(const nt_type *t, PyObject *value, void *cell)
+{
+    if (!PyBytes_Check(value) || PyBytes_GET_SIZE(value) != 1
+        || (t->kind != NT_I8 && t->kind != NT_U8))
         return 0;
-    }
+    unsigned char c = (unsigned char)PyBytes_AS_STRING(value)[0];
+    int64_t v = t->kind == NT_I8 ? (int64_t)(int8_t)c : (int64_t)c;
+    memcpy(cell, &v, 8);
+    return 1;
+}
+
+/* The value as an int object (__index__), or NULL with the refusal: no
+   float is truncated, no text read as a number. */
+static PyObject *index_of(PyObject *value, nt_label *what)
+{
     if (is_floatlike(value)) {
         PyErr_Format(PyExc_TypeError,
                      "%s: expected an integer, got %.100s %R (no silent truncation: "
                      "convert it explicitly if that is what you mean)",
                      W(what), Py_TYPE(value)->tp_name, value);
-        return -1;
-    }
-    if (PyBytes_Check(value) && PyBytes_GET_SIZE(value) == 1
-        && (t->kind == NT_I8 || t->kind == NT_U8)) {
-        /* b'N' for a char (LAPACK's trans, uplo): the byte's value */
-        unsigned char c = (unsigned char)PyBytes_AS_STRING(value)[0];
-        int64_t v = t->kind == NT_I8 ? (int64_t)(int8_t)c : (int64_t)c;
-        memcpy(cell, &v, 8);
-        return 0;
+        return NULL;
     }
     if (PyUnicode_Check(value) || PyBytes_Check(value) || PyByteArray_Check(value)) {
         PyErr_Format(PyExc_TypeError, "%s: expected an integer, got %.100s",
                      W(what), Py_TYPE(value)->tp_name);
-        return -1;
+        return NULL;
     }
     PyObject *num = PyNumber_Index(value);
-    if (num == NULL) {
-        if (has_index(value)) {
-            nt_raise_chained(PyExc_TypeError, "%s: expected an integer; %.100s.__index__() "
-                             "raised", W(what), Py_TYPE(value)->tp_name);
-            return -1;
-        }
-        PyErr_Clear();
-        PyErr_Format(PyExc_TypeError, "%s: expected an integer, got %.100s",
-                     W(what), Py_TYPE(value)->tp_name);
+    if (num == NULL)
+        refuse_number(value, "an integer", index_hook(value), what);
+    return num;
+}
+
+static int convert_int(const nt_type *t, PyObject *value, void *cell, nt_label *what)
+{
+    if (PyLong_CheckExact(value))
+        return store_long(t, value, cell, what);   /* the common case */
+    if (is_boollike(value)) {
+        uint64_t bits = PyObject_IsTrue(value) ? 1 : 0;
+        memcpy(cell, &bits, 8);
+        return 0;
+    }
+    if (store_char_byte(t, value, cell))
+        return 0;
+    PyObject *num = index_of(value, what);
+    if (num == NULL)
         return -1;
-    }
-    int_range r = range_of(t->kind);
-    int result = -1;
-    if (r.is_signed) {
-        int ovf = 0;
-        long long v = PyLong_AsLongLongAndOverflow(num, &ovf);
-        if (v == -1 && PyErr_Occurred())
-            goto done;
-        if (ovf != 0 || v < r.min || (v > 0 && (unsigned long long)v > r.max)) {
-            overflow(what, t, num);
-            goto done;
-        }
-        int64_t s = v;
-        memcpy(cell, &s, 8);
-    } else {
-        PyObject *zero = PyLong_FromLong(0);
-        int neg = zero == NULL ? -1 : PyObject_RichCompareBool(num, zero, Py_LT);
-        Py_XDECREF(zero);
-        if (neg < 0)
-            goto done;
-        if (neg) {
-            char type[64];
-            nt_type_format(t, type, sizeof(type));
-            PyErr_Format(PyExc_OverflowError,
-                         "%s: %S is negative but C %s is unsigned", W(what), num, type);
-            goto done;
-        }
-        unsigned long long v = PyLong_AsUnsignedLongLong(num);
-        if (v == (unsigned long long)-1 && PyErr_Occurred()) {
-            if (!PyErr_ExceptionMatches(PyExc_OverflowError))
-                goto done;
-            PyErr_Clear();
-            overflow(what, t, num);
-            goto done;
-        }
-        if (v > r.max) {
-            overflow(what, t, num);
-            goto done;
-        }
-        uint64_t u = v;
-        memcpy(cell, &u, 8);
-    }
-    result = 0;
-done:
+    int r = store_long(t, num, cell, what);
     Py_DECREF(num);
-    return result;
+    return r;
 }
 
 /* ---- floating point ---- */
-
-/* Smallest double that rounds to infinity as a float: FLT_MAX plus half an
-   ulp (ties round to even, which is 2^128). */
-#define FLOAT_OVERFLOW 0x1.ffffffp+127
 
 static int reject_nonnumber(PyObject *value, nt_label *what, const char *expected)
 {
@@ -306,18 +304,11 @@ static int as_double(PyObject *value, double *out, nt_label *what)
     if (d == -1.0 && PyErr_Occurred()) {
         if (nt_error_passes())
             return -1;
-        if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
-            PyErr_Clear();
-            PyErr_Format(PyExc_OverflowError,
-                         "%s: %R is too large for a C double", W(what), value);
-        } else if (has_float(value)) {
-            nt_raise_chained(PyExc_TypeError, "%s: expected a real number; "
-                             "%.100s.__float__() raised", W(what), Py_TYPE(value)->tp_name);
-        } else {
-            PyErr_Clear();
-            PyErr_Format(PyExc_TypeError, "%s: expected a real number, got %.100s",
-                         W(what), Py_TYPE(value)->tp_name);
-        }
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+            return refuse_number(value, "a real number", float_hook(value), what);
+        PyErr_Clear();
+        PyErr_Format(PyExc_OverflowError, "%s: %R is too large for a C double",
+                     W(what), value);
         return -1;
     }
     if (refuse_overflow_to_inf(value, d, what, "double") < 0)
@@ -326,12 +317,19 @@ static int as_double(PyObject *value, double *out, nt_label *what)
     return 0;
 }
 
+/* d as a C float, refused where it would round to infinity (the kind
+   table's float limits). */
 static int to_float(double d, float *out, PyObject *value, nt_label *what)
 {
-    if (isfinite(d) && fabs(d) >= FLOAT_OVERFLOW) {
+    const nt_kind_info *r = &nt_kinds[NT_F32];
+    if (isfinite(d) && fabs(d) >= r->fover) {
+        PyObject *max = PyFloat_FromDouble(r->fmax);
+        if (max == NULL)
+            return -1;
         PyErr_Format(PyExc_OverflowError,
-                     "%s: %R is beyond the range of a C float (max 3.4028234663852886e+38)",
-                     W(what), value);
+                     "%s: %R is beyond the range of a C %s (max %R)",
+                     W(what), value, r->c_text, max);
+        Py_DECREF(max);
         return -1;
     }
     *out = (float)d;
@@ -344,7 +342,7 @@ static int convert_real(const nt_type *t, PyObject *value, void *cell, nt_label 
     if (as_double(value, &d, what) < 0)
         return -1;
     memset(cell, 0, 8);
-    if (t->kind == NT_F64) {
+    if (t->kind == NT_F64) {      /* the store differs per kind */
         memcpy(cell, &d, 8);
         return 0;
     }
@@ -355,49 +353,35 @@ static int convert_real(const nt_type *t, PyObject *value, void *cell, nt_label 
     return 0;
 }
 
-/* Whether the type defines a conversion to complex that runs its own code. */
-static int has_complex(PyObject *v)
+/* The refusal of a complex value whose conversion raised, c the complex
+   kind's row. */
+static int complex_failed(const nt_kind_info *c, PyObject *value, nt_label *what)
 {
-    if (has_float(v))
-        return 1;
-    PyObject *m = PyObject_GetAttrString((PyObject *)Py_TYPE(v), "__complex__");
-    if (m == NULL) {
-        PyErr_Clear();
-        return 0;
-    }
-    Py_DECREF(m);
-    return 1;
+    if (nt_error_passes())
+        return -1;
+    if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+        return refuse_number(value, "a complex number", complex_hook(value), what);
+    PyObject *max = PyFloat_FromDouble(c->fmax);
+    if (max != NULL)
+        nt_raise_chained(PyExc_OverflowError,
+                         "%s: %R does not fit in a C %s (its parts are C %ss, max %R)",
+                         W(what), value, c->c_text, nt_kinds[c->part].c_text, max);
+    Py_XDECREF(max);
+    return -1;
 }
 
 static int convert_complex(const nt_type *t, PyObject *value, void *cell, nt_label *what)
 {
     if (reject_nonnumber(value, what, "a complex number") < 0)
         return -1;
-    const char *ctype = t->kind == NT_C128 ? "double complex" : "float complex";
+    const nt_kind_info *r = &nt_kinds[t->kind];
     Py_complex c = PyComplex_AsCComplex(value);
-    if (c.real == -1.0 && PyErr_Occurred()) {
-        if (nt_error_passes())
-            return -1;
-        if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
-            nt_raise_chained(PyExc_OverflowError,
-                             "%s: %R does not fit in a C %s (its parts are C %s, "
-                             "max %s)", W(what), value, ctype,
-                             t->kind == NT_C128 ? "doubles" : "floats",
-                             t->kind == NT_C128 ? "1.7976931348623157e+308"
-                                                : "3.4028234663852886e+38");
-        } else if (has_complex(value)) {
-            nt_raise_chained(PyExc_TypeError, "%s: expected a complex number; "
-                             "converting %.100s raised", W(what), Py_TYPE(value)->tp_name);
-        } else {
-            PyErr_Clear();
-            PyErr_Format(PyExc_TypeError, "%s: expected a complex number, got %.100s",
-                         W(what), Py_TYPE(value)->tp_name);
-        }
+    if (c.real == -1.0 && PyErr_Occurred())
+        return complex_failed(r, value, what);
+    if (refuse_overflow_to_inf(value, isinf(c.real) ? c.real : c.imag, what, r->c_text) < 0)
         return -1;
-    }
-    if (refuse_overflow_to_inf(value, isinf(c.real) ? c.real : c.imag, what, ctype) < 0)
-        return -1;
-    if (t->kind == NT_C128) {
+    /* the store differs per kind: two doubles, or two floats each checked */
+    if (r->part == NT_F64) {
         double parts[2] = { c.real, c.imag };
         memcpy(cell, parts, 16);
         return 0;
@@ -563,11 +547,6 @@ int nt_convert_derived_from(const nt_sig *sig, int j, nt_DerivedObject *d,
 
 /* ---- buffers for T * ---- */
 
-static const char *kind_label(int kind)
-{
-    return nt_kind_name(kind);
-}
-
 static int element_matches(const nt_type *t, int kind)
 {
     if (t->base == NT_VOID)
@@ -581,38 +560,29 @@ static int element_matches(const nt_type *t, int kind)
     return spelled_char && (kind == NT_I8 || kind == NT_U8);
 }
 
-static size_t kind_align(int kind)
+/* The alignment a buffer bound to pointer t needs: its pointee's. */
+static size_t pointee_align(const nt_type *t)
 {
-    nt_type s = { (uint8_t)kind, 0, 0, 0, 0, NULL };
-    return nt_type_align(&s);
+    return t->base == NT_VOID ? 1 : nt_kinds[t->base].align;
 }
 
-/* The element kind of a native-order NumPy array, NT_VOID otherwise. */
+/* The element kind of a native-order NumPy array of a number dtype,
+   NT_VOID otherwise: NumPy's kind letter and itemsize name the row. */
 static int array_kind(PyArrayObject *a)
 {
-    if (!PyArray_ISNOTSWAPPED(a))
+    int type = PyArray_TYPE(a);
+    if (!PyArray_ISNOTSWAPPED(a) || !(PyTypeNum_ISBOOL(type) || PyTypeNum_ISNUMBER(type)))
         return NT_VOID;
-    int kind;
-    switch (PyArray_TYPE(a)) {
-    case NPY_BOOL:      kind = NT_BOOL; break;
-    case NPY_BYTE:      kind = NT_I8; break;
-    case NPY_UBYTE:     kind = NT_U8; break;
-    case NPY_SHORT:     kind = NT_I16; break;
-    case NPY_USHORT:    kind = NT_U16; break;
-    case NPY_INT:       kind = NT_I32; break;
-    case NPY_UINT:      kind = NT_U32; break;
-    case NPY_LONG:      kind = sizeof(long) == 8 ? NT_I64 : NT_I32; break;
-    case NPY_ULONG:     kind = sizeof(long) == 8 ? NT_U64 : NT_U32; break;
-    case NPY_LONGLONG:  kind = NT_I64; break;
-    case NPY_ULONGLONG: kind = NT_U64; break;
-    case NPY_FLOAT:     kind = NT_F32; break;
-    case NPY_DOUBLE:    kind = NT_F64; break;
-    case NPY_CFLOAT:    kind = NT_C64; break;
-    case NPY_CDOUBLE:   kind = NT_C128; break;
-    default:            return NT_VOID;
+    int value, is_signed = 1;
+    switch (PyArray_DESCR(a)->kind) {     /* NumPy's letters, not our kinds */
+    case 'b': value = NT_VALUE_BOOL; is_signed = 0; break;
+    case 'i': value = NT_VALUE_INT; break;
+    case 'u': value = NT_VALUE_INT; is_signed = 0; break;
+    case 'f': value = NT_VALUE_REAL; break;
+    case 'c': value = NT_VALUE_COMPLEX; break;
+    default: return NT_VOID;
     }
-    nt_type s = { (uint8_t)kind, 0, 0, 0, 0, NULL };
-    return (Py_ssize_t)nt_type_size(&s) == PyArray_ITEMSIZE(a) ? kind : NT_VOID;
+    return nt_kind_find(value, is_signed, (size_t)PyArray_ITEMSIZE(a));
 }
 
 /* An ndarray that passes every check: its data pointer, with no buffer
@@ -645,8 +615,7 @@ static int array_fast(const nt_type *t, PyObject *obj, int strided, void *cell,
         return 0;
     /* PyArray_ISALIGNED is about the dtype's alignment, which is ours for
        every kind above; a buffer must also be aligned for the C type. */
-    size_t align = t->base == NT_VOID ? 1 : kind_align(t->base);
-    if ((uintptr_t)PyArray_DATA(a) % align != 0)
+    if ((uintptr_t)PyArray_DATA(a) % pointee_align(t) != 0)
         return 0;
     void *p = PyArray_DATA(a);
     memcpy(cell, &p, sizeof(p));
@@ -662,15 +631,6 @@ static const char *skip_order(const char *f)
     if (*f == '@' || *f == '=' || *f == '<' || *f == '>' || *f == '!')
         f++;
     return f;
-}
-
-static int is_pointer_object(const Py_buffer *v)
-{
-    const char *f = v->format;
-    if (f == NULL || v->ndim != 0 || v->itemsize != (Py_ssize_t)sizeof(void *))
-        return 0;
-    f = skip_order(f);
-    return *f == '&' || *f == 'P' || *f == 'z';
 }
 
 /* NumPy exports no buffer for datetime64/timedelta64 arrays, and its own
@@ -689,18 +649,70 @@ static int refuse_datetime(PyObject *obj, nt_label *what)
     return -1;
 }
 
-static int convert_buffer(const nt_type *t, PyObject *obj, int strided, void *cell,
-                          nt_held **held, uint64_t *key, nt_label *what)
+/* Only a buffer whose items are declared structs (a NumPy structured
+   dtype, a ctypes Structure) may stand for a struct: a bare buffer's
+   length says nothing about the struct's size. The package checks the
+   struct's name and size (numthunk._foreign). */
+static int refuse_undeclared_struct(const nt_type *t, const Py_buffer *v, nt_label *what)
 {
-    if (t->kind == NT_PTR && t->depth == 1 && array_fast(t, obj, strided, cell, key))
-        return 0;
+    const char *tag = nt_tag_name(t->spelling);
+    const char *core = strncmp(tag, "struct ", 7) == 0 ? tag + 7
+                       : strncmp(tag, "union ", 6) == 0 ? tag + 6 : tag;
+    PyErr_Format(PyExc_TypeError,
+                 "%s: a buffer of format '%s' has no declared layout for %s; bind a "
+                 "NumPy structured array whose struct is declared "
+                 "(numthunk.Function(..., structs={'%s': dtype})), a ctypes Structure "
+                 "named %s (an instance or an array), a cffi '%s *', or "
+                 "numthunk.address(p)", W(what), v->format != NULL ? v->format : "B",
+                 tag, core, core, tag);
+    return -1;
+}
+
+/* ---- held buffers: what pointers and memoryviews share ---- */
+
+/* The buffer of obj, held: NULL with an exception naming the parameter. */
+static nt_held *hold(PyObject *obj, nt_label *what)
+{
     if (refuse_datetime(obj, what) < 0)
+        return NULL;
+    return nt_held_get(obj, W(what));
+}
+
+/* Refuses a read-only buffer where the target may write (the declaration,
+   `decl`, is not const), and one not aligned for its elements. */
+static int check_access(const Py_buffer *v, int is_const, const char *decl,
+                        size_t align, nt_label *what)
+{
+    if (v->readonly && !is_const) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: the buffer is read-only but %s is not declared const (the "
+                     "target may write through it); pass a writable array, or declare "
+                     "%s const", W(what), decl, decl);
         return -1;
-    nt_held *h = nt_held_get(obj, W(what));
-    if (h == NULL)
-        return -1;
-    const Py_buffer *v = &h->view;
-    if (!strided && is_pointer_object(v)) {
+    }
+    return nt_check_aligned(v, align, W(what));
+}
+
+/* The end of a binding that holds h: the key of the memory it reads, and
+   h kept with the binding. */
+static void keep(nt_held *h, nt_held **held, uint64_t *key)
+{
+    if (key != NULL) {
+        layout l = layout_of_view(&h->view);
+        *key = layout_key(&l);
+    }
+    h->next = *held;
+    *held = h;
+}
+
+/* ---- buffers for T * ---- */
+
+/* What a buffer cannot stand for, whatever its elements: a ctypes pointer
+   object, a function pointer, a pointer to pointers, a struct it does not
+   declare. 0, or -1 with the refusal. */
+static int refuse_target(const nt_type *t, const Py_buffer *v, int strided, nt_label *what)
+{
+    if (!strided && nt_is_pointer_buffer(v)) {
         /* A ctypes pointer exports the bytes of the pointer itself. Data
            pointers are resolved before the core (numthunk._foreign: the
            pointee checked, the pointer's value bound); one that reaches
@@ -710,12 +722,12 @@ static int convert_buffer(const nt_type *t, PyObject *obj, int strided, void *ce
                      : "%s: a ctypes pointer object is bound through its value "
                        "(numthunk.address(ctypes.cast(p, ctypes.c_void_p).value))",
                      W(what));
-        goto error;
+        return -1;
     }
     if (t->kind == NT_FNPTR) {
         PyErr_Format(PyExc_TypeError,
                      "%s: a buffer cannot be bound to a function pointer", W(what));
-        goto error;
+        return -1;
     }
     if (t->depth != 1) {
         char type[64];
@@ -724,28 +736,20 @@ static int convert_buffer(const nt_type *t, PyObject *obj, int strided, void *ce
                      "%s: a buffer can be bound to a single-level pointer (T *) only, "
                      "not to %s; pass numthunk.address(...) for other pointers",
                      W(what), type);
-        goto error;
+        return -1;
     }
-    if (is_struct_pointer(t) && *skip_order(v->format != NULL ? v->format : "B") != 'T') {
-        /* Only a buffer whose items are declared structs (a NumPy structured
-           dtype, a ctypes Structure) may stand for a struct: a bare buffer's
-           length says nothing about the struct's size. The package checks
-           the struct's name and size (numthunk._foreign). */
-        const char *tag = nt_tag_name(t->spelling);
-        const char *core = strncmp(tag, "struct ", 7) == 0 ? tag + 7
-                           : strncmp(tag, "union ", 6) == 0 ? tag + 6 : tag;
-        PyErr_Format(PyExc_TypeError,
-                     "%s: a buffer of format '%s' has no declared layout for %s; bind a "
-                     "NumPy structured array whose struct is declared "
-                     "(numthunk.Function(..., structs={'%s': dtype})), a ctypes Structure "
-                     "named %s (an instance or an array), a cffi '%s *', or "
-                     "numthunk.address(p)", W(what), v->format != NULL ? v->format : "B",
-                     tag, core, core, tag);
-        goto error;
-    }
+    if (is_struct_pointer(t) && *skip_order(v->format != NULL ? v->format : "B") != 'T')
+        return refuse_undeclared_struct(t, v, what);
+    return 0;
+}
+
+/* The buffer's elements against the pointee, its access and layout. */
+static int check_elements(const nt_type *t, const Py_buffer *v, int strided,
+                          nt_label *what)
+{
     nt_elem e;
     if (nt_elem_decode(v, &e, W(what)) < 0)
-        goto error;
+        return -1;
     if (!element_matches(t, e.kind)) {
         char type[64];
         nt_type_format(t, type, sizeof(type));
@@ -753,105 +757,88 @@ static int convert_buffer(const nt_type *t, PyObject *obj, int strided, void *ce
             PyErr_Format(PyExc_TypeError,
                          "%s: expected a buffer of %s for %s, got format '%s', "
                          "which is not a supported scalar type",
-                         W(what), kind_label(t->base), type, e.format);
+                         W(what), nt_kind_name(t->base), type, e.format);
         else
             PyErr_Format(PyExc_TypeError,
                          "%s: expected a buffer of %s for %s, got %s (format '%s')",
-                         W(what), kind_label(t->base), type, kind_label(e.kind), e.format);
-        goto error;
+                         W(what), nt_kind_name(t->base), type, nt_kind_name(e.kind),
+                         e.format);
+        return -1;
     }
-    if (v->readonly && !(t->cflags & NT_CONST_BASE)) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s: the buffer is read-only but the parameter is a non-const "
-                     "pointer (the target may write through it); pass a writable "
-                     "array, or declare the parameter const", W(what));
-        goto error;
-    }
-    size_t align = t->base == NT_VOID ? 1 : kind_align(t->base);
-    if (!nt_is_aligned(v, align)) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s: the buffer's data is not aligned to %zu bytes "
-                     "(address %p); copy it, e.g. np.require(arr, requirements='A')",
-                     W(what), align, v->buf);
-        goto error;
-    }
+    if (check_access(v, t->cflags & NT_CONST_BASE, "the parameter", pointee_align(t),
+                     what) < 0)
+        return -1;
     if (!strided && !PyBuffer_IsContiguous(v, 'C')) {
         PyErr_Format(PyExc_ValueError,
                      "%s: the buffer is not C-contiguous; pass numthunk.strided(arr) "
                      "if the target takes strides too, or np.ascontiguousarray(arr) "
                      "to copy it", W(what));
-        goto error;
+        return -1;
     }
-    void *p = v->buf;
-    memcpy(cell, &p, sizeof(p));
-    if (key != NULL) {
-        layout l = layout_of_view(v);
-        *key = layout_key(&l);
-    }
-    h->next = *held;
-    *held = h;
     return 0;
-error:
-    nt_held_release(h);
-    return -1;
+}
+
+static int convert_buffer(const nt_type *t, PyObject *obj, int strided, void *cell,
+                          nt_held **held, uint64_t *key, nt_label *what)
+{
+    if (t->kind == NT_PTR && t->depth == 1 && array_fast(t, obj, strided, cell, key))
+        return 0;
+    nt_held *h = hold(obj, what);
+    if (h == NULL)
+        return -1;
+    if (refuse_target(t, &h->view, strided, what) < 0
+        || check_elements(t, &h->view, strided, what) < 0) {
+        nt_held_release(h);
+        return -1;
+    }
+    void *p = h->view.buf;
+    memcpy(cell, &p, sizeof(p));
+    keep(h, held, key);
+    return 0;
 }
 
 /* ---- Cython typed memoryviews (__Pyx_memviewslice by value) ---- */
 
-static int convert_memview(PyObject *obj, void *cell, nt_held **held,
-                           const nt_mvspec *mv, uint64_t *key, nt_label *what)
+/* The buffer against the memoryview's declaration. */
+static int check_memview(const Py_buffer *v, const nt_mvspec *mv, nt_label *what)
 {
-    if (mv == NULL) {
-        PyErr_Format(PyExc_TypeError,
-                     "%s: a __Pyx_memviewslice parameter needs a declaration of its "
-                     "dtype and ndim (the capsule signature does not carry them), "
-                     "e.g. memoryviews={<index>: 'double[:, ::1]'}", W(what));
-        return -1;
-    }
-    if (refuse_datetime(obj, what) < 0)
-        return -1;
-    nt_held *h = nt_held_get(obj, W(what));
-    if (h == NULL)
-        return -1;
-    const Py_buffer *v = &h->view;
     nt_elem e;
     if (nt_elem_decode(v, &e, W(what)) < 0)
-        goto error;
+        return -1;
     if (e.kind != mv->kind) {
         PyErr_Format(PyExc_TypeError,
                      "%s: the memoryview is declared %s, got a buffer of %s (format '%s')",
-                     W(what), kind_label(mv->kind),
-                     e.kind == NT_VOID ? "an unsupported type" : kind_label(e.kind),
+                     W(what), nt_kind_name(mv->kind),
+                     e.kind == NT_VOID ? "an unsupported type" : nt_kind_name(e.kind),
                      e.format);
-        goto error;
+        return -1;
     }
     if (v->ndim != mv->ndim) {
         PyErr_Format(PyExc_ValueError,
                      "%s: the memoryview is declared %d-dimensional, got a buffer with "
                      "%d dimension%s", W(what), mv->ndim, v->ndim, v->ndim == 1 ? "" : "s");
-        goto error;
+        return -1;
     }
     if (v->ndim > NT_MEMVIEW_MAX_DIMS) {
         PyErr_Format(PyExc_ValueError, "%s: memoryviews have at most %d dimensions",
                      W(what), NT_MEMVIEW_MAX_DIMS);
-        goto error;
+        return -1;
     }
-    if (v->readonly && !mv->is_const) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s: the buffer is read-only but the memoryview is not declared "
-                     "const", W(what));
-        goto error;
-    }
-    if (!nt_is_aligned(v, kind_align(mv->kind))) {
-        PyErr_Format(PyExc_ValueError, "%s: the buffer's data is not aligned", W(what));
-        goto error;
-    }
+    if (check_access(v, mv->is_const, "the memoryview", nt_kinds[mv->kind].align,
+                     what) < 0)
+        return -1;
     if (mv->contig && !PyBuffer_IsContiguous(v, mv->contig)) {
         PyErr_Format(PyExc_ValueError,
                      "%s: the memoryview is declared %s-contiguous but the buffer is not",
                      W(what), mv->contig == 'C' ? "C" : "Fortran");
-        goto error;
+        return -1;
     }
+    return 0;
+}
+
+/* The slice Cython passes for the buffer: no memoryview object behind it. */
+static void fill_slice(const Py_buffer *v, void *cell)
+{
     nt_memviewslice s;
     memset(&s, 0, sizeof(s));
     s.memview = NULL;
@@ -865,16 +852,28 @@ static int convert_memview(PyObject *obj, void *cell, nt_held **held,
     for (int d = 0; d < NT_MEMVIEW_MAX_DIMS; d++)
         s.suboffsets[d] = -1;
     memcpy(cell, &s, sizeof(s));
-    if (key != NULL) {
-        layout l = layout_of_view(v);
-        *key = layout_key(&l);
+}
+
+static int convert_memview(PyObject *obj, void *cell, nt_held **held,
+                           const nt_mvspec *mv, uint64_t *key, nt_label *what)
+{
+    if (mv == NULL) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s: a __Pyx_memviewslice parameter needs a declaration of its "
+                     "dtype and ndim (the capsule signature does not carry them), "
+                     "e.g. memoryviews={<index>: 'double[:, ::1]'}", W(what));
+        return -1;
     }
-    h->next = *held;
-    *held = h;
+    nt_held *h = hold(obj, what);
+    if (h == NULL)
+        return -1;
+    if (check_memview(&h->view, mv, what) < 0) {
+        nt_held_release(h);
+        return -1;
+    }
+    fill_slice(&h->view, cell);
+    keep(h, held, key);
     return 0;
-error:
-    nt_held_release(h);
-    return -1;
 }
 
 /* ---- pointers ---- */
@@ -963,6 +962,7 @@ static int is_ctypes_pointer(PyObject *value)
 
 int nt_needs_resolve(const nt_type *t, PyObject *value)
 {
+    /* which foreign objects stand for a value differs per kind */
     switch (t->kind) {
     case NT_PTR:
         if (is_struct_pointer(t)) {
@@ -1002,6 +1002,7 @@ int nt_convert(const nt_sig *sig, int i, PyObject *value, void *cell,
                nt_held **held, const nt_mvspec *mv, uint64_t *key)
 {
     const nt_type *t = &sig->args[i];
+    int value_class = nt_kinds[t->kind].value;
     if (key != NULL)
         *key = 0;
     nt_label label;            /* text left unset: filled on first use */
@@ -1009,22 +1010,22 @@ int nt_convert(const nt_sig *sig, int i, PyObject *value, void *cell,
     label.i = i;
     label.done = 0;
     nt_label *what = &label;
-    if (nt_is_derived(value) && t->kind != NT_PTR && t->kind != NT_FNPTR
-        && t->kind != NT_MEMVIEW) {
+    if (nt_is_derived(value) && value_class != NT_VALUE_POINTER
+        && value_class != NT_VALUE_MEMVIEW) {
         nt_DerivedObject *d = (nt_DerivedObject *)value;
         return derived_from(t, d, d->obj, cell, key, what);
     }
-    switch (t->kind) {
-    case NT_BOOL: case NT_I8: case NT_U8: case NT_I16: case NT_U16:
-    case NT_I32: case NT_U32: case NT_I64: case NT_U64:
+    /* one converter per value class: what a Python value may be differs */
+    switch (value_class) {
+    case NT_VALUE_BOOL: case NT_VALUE_INT:
         return convert_int(t, value, cell, what);
-    case NT_F32: case NT_F64:
+    case NT_VALUE_REAL:
         return convert_real(t, value, cell, what);
-    case NT_C64: case NT_C128:
+    case NT_VALUE_COMPLEX:
         return convert_complex(t, value, cell, what);
-    case NT_PTR: case NT_FNPTR:
+    case NT_VALUE_POINTER:
         return convert_pointer(t, value, cell, held, key, what);
-    case NT_MEMVIEW:
+    case NT_VALUE_MEMVIEW:
         return convert_memview(source_object(value), cell, held, mv, key, what);
     default:
         PyErr_Format(PyExc_TypeError, "%s: parameters of this type cannot be bound", W(what));
@@ -1032,29 +1033,53 @@ int nt_convert(const nt_sig *sig, int i, PyObject *value, void *cell,
     }
 }
 
+/* An integer returned in the low bytes of w, extended by its signedness. */
+static PyObject *int_to_python(const nt_kind_info *r, uint64_t w)
+{
+    unsigned shift = 64 - 8u * r->size;
+    uint64_t u = w << shift >> shift;
+    if (!r->is_signed || !((u >> (63 - shift)) & 1))
+        return PyLong_FromUnsignedLongLong(u);
+    /* negative: -(2^bits - u) */
+    return PyLong_FromLongLong(-(long long)(~u << shift >> shift) - 1);
+}
+
+/* Part k of a returned float or complex: a float or a double. */
+static double part_at(const nt_kind_info *r, const void *ret, int k)
+{
+    if (r->part == NT_F32) {
+        float f;
+        memcpy(&f, (const char *)ret + sizeof(f) * k, sizeof(f));
+        return f;
+    }
+    double d;
+    memcpy(&d, (const char *)ret + sizeof(d) * k, sizeof(d));
+    return d;
+}
+
 PyObject *nt_to_python(const nt_type *t, const void *ret)
 {
+    const nt_kind_info *r = &nt_kinds[t->kind < NT_KIND_COUNT ? t->kind : NT_DLTENSOR];
     uint64_t w;
     memcpy(&w, ret, 8);
-    switch (t->kind) {
-    case NT_VOID: Py_RETURN_NONE;
-    case NT_BOOL: return PyBool_FromLong((uint8_t)w != 0);
-    case NT_I8:   return PyLong_FromLong((int8_t)w);
-    case NT_U8:   return PyLong_FromLong((uint8_t)w);
-    case NT_I16:  return PyLong_FromLong((int16_t)w);
-    case NT_U16:  return PyLong_FromLong((uint16_t)w);
-    case NT_I32:  return PyLong_FromLong((int32_t)w);
-    case NT_U32:  return PyLong_FromUnsignedLong((uint32_t)w);
-    case NT_I64:  return PyLong_FromLongLong((int64_t)w);
-    case NT_U64:  return PyLong_FromUnsignedLongLong(w);
-    case NT_F32: { float f; memcpy(&f, ret, 4); return PyFloat_FromDouble(f); }
-    case NT_F64: { double d; memcpy(&d, ret, 8); return PyFloat_FromDouble(d); }
-    case NT_C64: { float c[2]; memcpy(c, ret, 8); return PyComplex_FromDoubles(c[0], c[1]); }
-    case NT_C128: { double c[2]; memcpy(c, ret, 16); return PyComplex_FromDoubles(c[0], c[1]); }
-    case NT_PTR: case NT_FNPTR: {
-        void *p; memcpy(&p, ret, sizeof(p)); return PyLong_FromVoidPtr(p);
+    /* what a C value becomes differs per value class */
+    switch (r->value) {
+    case NT_VALUE_BOOL:
+        return PyBool_FromLong((uint8_t)w != 0);
+    case NT_VALUE_INT:
+        return int_to_python(r, w);
+    case NT_VALUE_REAL:
+        return PyFloat_FromDouble(part_at(r, ret, 0));
+    case NT_VALUE_COMPLEX:
+        return PyComplex_FromDoubles(part_at(r, ret, 0), part_at(r, ret, 1));
+    case NT_VALUE_POINTER: {
+        void *p;
+        memcpy(&p, ret, sizeof(p));
+        return PyLong_FromVoidPtr(p);
     }
     default:
+        if (t->kind == NT_VOID)
+            Py_RETURN_NONE;
         PyErr_SetString(PyExc_TypeError, "this return type cannot be converted to Python");
         return NULL;
     }
