@@ -125,30 +125,35 @@ static dl_block *block_new(int32_t ndim)
 
 /* ---- dtypes ---- */
 
-/* A numthunk element kind as a DLPack dtype; 0 if DLPack has no code. */
+/* A numthunk element kind as a DLPack dtype (the kind table's DLPack
+   columns); 0 if DLPack has no code for it. */
 static int dtype_of_kind(int kind, DLDataType *out)
 {
+    const nt_kind_info *r = &nt_kinds[kind];
+    out->code = r->dl_code;
+    out->bits = r->dl_bits;
     out->lanes = 1;
-    switch (kind) {
-    case NT_BOOL: out->code = kDLBool; out->bits = 8; return 1;
-    case NT_I8: out->code = kDLInt; out->bits = 8; return 1;
-    case NT_I16: out->code = kDLInt; out->bits = 16; return 1;
-    case NT_I32: out->code = kDLInt; out->bits = 32; return 1;
-    case NT_I64: out->code = kDLInt; out->bits = 64; return 1;
-    case NT_U8: out->code = kDLUInt; out->bits = 8; return 1;
-    case NT_U16: out->code = kDLUInt; out->bits = 16; return 1;
-    case NT_U32: out->code = kDLUInt; out->bits = 32; return 1;
-    case NT_U64: out->code = kDLUInt; out->bits = 64; return 1;
-    case NT_F32: out->code = kDLFloat; out->bits = 32; return 1;
-    case NT_F64: out->code = kDLFloat; out->bits = 64; return 1;
-    case NT_C64: out->code = kDLComplex; out->bits = 64; return 1;
-    case NT_C128: out->code = kDLComplex; out->bits = 128; return 1;
-    default: return 0;
-    }
+    return r->dl_bits != 0;
 }
 
-/* Half precision ('e'): numthunk has no scalar kind for it, but a
-   DLTensor describes it and the kernel decides. Native order only. */
+/* The kind a one-lane DLPack dtype describes, NT_VOID if none does. */
+static int kind_of_dtype(DLDataType d)
+{
+    for (int k = NT_BOOL; k <= NT_C128; k++)
+        if (nt_kinds[k].dl_bits != 0 && nt_kinds[k].dl_code == d.code
+            && nt_kinds[k].dl_bits == d.bits)
+            return k;
+    return NT_VOID;
+}
+
+/* Half precision: numthunk has no scalar kind for it, but a DLTensor
+   describes it and the kernel decides. */
+static int is_half(DLDataType d)
+{
+    return d.code == kDLFloat && d.bits == 16;
+}
+
+/* Half precision ('e') in native order. */
 static int is_half_format(const char *f)
 {
     if (f == NULL)
@@ -160,33 +165,19 @@ static int is_half_format(const char *f)
     return f[0] == 'e' && f[1] == '\0';
 }
 
-/* The dtypes numthunk passes on: DLPack codes for integers, unsigned
-   integers, IEEE floats, complex and bool, one lane, whole bytes. */
+/* The dtypes numthunk passes on, one lane: its kinds' (integers, unsigned
+   integers, IEEE floats, complex and bool of whole bytes) and half
+   precision. */
 static int dtype_supported(DLDataType d)
 {
-    if (d.lanes != 1)
-        return 0;
-    switch (d.code) {
-    case kDLInt: case kDLUInt:
-        return d.bits == 8 || d.bits == 16 || d.bits == 32 || d.bits == 64;
-    case kDLFloat:
-        return d.bits == 16 || d.bits == 32 || d.bits == 64;
-    case kDLComplex:
-        return d.bits == 64 || d.bits == 128;
-    case kDLBool:
-        return d.bits == 8;
-    default:
-        return 0;
-    }
+    return d.lanes == 1 && (kind_of_dtype(d) != NT_VOID || is_half(d));
 }
 
-/* Alignment the elements need: a complex number is aligned as its part. */
+/* Alignment the elements need: the kind's, 2 for half precision. */
 static size_t dtype_align(DLDataType d)
 {
-    size_t bytes = d.bits / 8;
-    if (d.code == kDLComplex)
-        bytes /= 2;
-    return bytes > 8 ? 8 : bytes;
+    int kind = kind_of_dtype(d);
+    return kind != NT_VOID ? nt_kinds[kind].align : (size_t)d.bits / 8;
 }
 
 static const char *device_name(int32_t type)
@@ -232,16 +223,92 @@ static int refuse_read_only(dl_label *what)
 
 /* ---- from the buffer protocol ---- */
 
-/* A ctypes pointer (c_void_p, c_char_p) exports the bytes of the pointer
-   itself: what it means is its value, an address, not an array. */
-static int is_pointer_object(const Py_buffer *v)
+/* obj's strided buffer into view: 0, or -1 with an exception that names
+   the parameter where the exporter refused. */
+static int get_view(PyObject *obj, Py_buffer *view, dl_label *what)
 {
-    const char *f = v->format;
-    if (f == NULL || v->ndim != 0 || v->itemsize != (Py_ssize_t)sizeof(void *))
+    if (PyObject_GetBuffer(obj, view, PyBUF_FULL_RO) == 0)
         return 0;
-    if (*f == '@' || *f == '=' || *f == '<' || *f == '>' || *f == '!')
-        f++;
-    return *f == '&' || *f == 'P' || *f == 'z';
+    /* NumPy raises ValueError for dtypes a buffer cannot carry
+       (datetime64): name the parameter, keep NumPy's reason as cause. */
+    if (!PyErr_ExceptionMatches(PyExc_BufferError)
+        && !PyErr_ExceptionMatches(PyExc_TypeError)
+        && !PyErr_ExceptionMatches(PyExc_ValueError))
+        return -1;
+    PyObject *type, *cause, *tb;
+    PyErr_Fetch(&type, &cause, &tb);
+    PyErr_NormalizeException(&type, &cause, &tb);
+    PyErr_Format(PyExc_TypeError, "%s: %.200s object does not export a strided buffer (%S)",
+                 L(what), Py_TYPE(obj)->tp_name, cause != NULL ? cause : Py_None);
+    PyObject *t2, *v2, *tb2;
+    PyErr_Fetch(&t2, &v2, &tb2);
+    PyErr_NormalizeException(&t2, &v2, &tb2);
+    if (v2 != NULL && cause != NULL)
+        PyException_SetCause(v2, Py_NewRef(cause));
+    PyErr_Restore(t2, v2, tb2);
+    Py_XDECREF(type);
+    Py_XDECREF(cause);
+    Py_XDECREF(tb);
+    return -1;
+}
+
+/* The DLPack dtype of the buffer's elements: its kind's (the kind table's
+   DLPack columns), or half precision. */
+static int view_dtype(const Py_buffer *view, DLDataType *dtype, dl_label *what)
+{
+    nt_elem e;
+    if (nt_elem_decode(view, &e, L(what)) < 0)
+        return -1;
+    if (e.kind != NT_VOID && dtype_of_kind(e.kind, dtype))
+        return 0;
+    if (e.kind == NT_VOID && is_half_format(view->format) && view->itemsize == 2) {
+        *dtype = (DLDataType){ kDLFloat, 16, 1 };
+        return 0;
+    }
+    PyErr_Format(PyExc_TypeError,
+                 "%s: the array's element format '%s' cannot be described by a "
+                 "DLTensor (integers, floats, complex and bool only)", L(what), e.format);
+    return -1;
+}
+
+/* What a buffer must be besides its elements: direct, writable if the
+   kernel may write. */
+static int check_view(const Py_buffer *view, int writable, dl_label *what)
+{
+    if (view->suboffsets != NULL)
+        for (int d = 0; d < view->ndim; d++)
+            if (view->suboffsets[d] >= 0) {
+                PyErr_Format(PyExc_TypeError,
+                             "%s: indirect buffers (PIL-style suboffsets) cannot be "
+                             "described by a DLTensor", L(what));
+                return -1;
+            }
+    if (writable && view->readonly)
+        return refuse_read_only(what);
+    return 0;
+}
+
+/* The buffer's data, shape and strides (in elements) into the block, its
+   data aligned for the elements. */
+static int fill_from_view(dl_block *b, const Py_buffer *view, dl_label *what)
+{
+    b->tensor.data = view->buf;
+    Py_ssize_t compact = view->itemsize;
+    for (int d = view->ndim - 1; d >= 0; d--) {
+        Py_ssize_t stride = view->strides != NULL ? view->strides[d] : compact;
+        if (stride % view->itemsize != 0) {
+            PyErr_Format(PyExc_ValueError,
+                         "%s: axis %d has a stride of %zd bytes, not a whole number of "
+                         "%zd-byte elements; DLTensor strides count elements (copy the "
+                         "array, e.g. np.ascontiguousarray(arr))",
+                         L(what), d, stride, view->itemsize);
+            return -1;
+        }
+        b->tensor.shape[d] = view->shape[d];
+        b->tensor.strides[d] = stride / view->itemsize;
+        compact *= view->shape[d];
+    }
+    return nt_check_aligned(view, dtype_align(b->tensor.dtype), L(what));
 }
 
 /* NULL with an exception, or NULL with *not_array set for a pointer
@@ -250,93 +317,22 @@ static dl_block *from_buffer(PyObject *obj, int writable, dl_label *what,
                              int *not_array)
 {
     Py_buffer view;
-    if (PyObject_GetBuffer(obj, &view, PyBUF_FULL_RO) < 0) {
-        /* NumPy raises ValueError for dtypes a buffer cannot carry
-           (datetime64): name the parameter, keep NumPy's reason as cause. */
-        if (PyErr_ExceptionMatches(PyExc_BufferError)
-            || PyErr_ExceptionMatches(PyExc_TypeError)
-            || PyErr_ExceptionMatches(PyExc_ValueError)) {
-            PyObject *type, *cause, *tb;
-            PyErr_Fetch(&type, &cause, &tb);
-            PyErr_NormalizeException(&type, &cause, &tb);
-            PyErr_Format(PyExc_TypeError,
-                         "%s: %.200s object does not export a strided buffer (%S)",
-                         L(what), Py_TYPE(obj)->tp_name, cause != NULL ? cause : Py_None);
-            PyObject *t2, *v2, *tb2;
-            PyErr_Fetch(&t2, &v2, &tb2);
-            PyErr_NormalizeException(&t2, &v2, &tb2);
-            if (v2 != NULL && cause != NULL)
-                PyException_SetCause(v2, Py_NewRef(cause));
-            PyErr_Restore(t2, v2, tb2);
-            Py_XDECREF(type);
-            Py_XDECREF(cause);
-            Py_XDECREF(tb);
-        }
+    if (get_view(obj, &view, what) < 0)
         return NULL;
-    }
     dl_block *b = NULL;
     DLDataType dtype;
-    nt_elem e;
-    if (is_pointer_object(&view)) {
+    if (nt_is_pointer_buffer(&view)) {
         *not_array = 1;
         goto error;
     }
-    if (nt_elem_decode(&view, &e, L(what)) < 0)
+    if (view_dtype(&view, &dtype, what) < 0 || check_view(&view, writable, what) < 0)
         goto error;
-    if (e.kind != NT_VOID) {
-        if (!dtype_of_kind(e.kind, &dtype)) {
-            PyErr_Format(PyExc_TypeError, "%s: format '%s' has no DLPack dtype",
-                         L(what), e.format);
-            goto error;
-        }
-    } else if (is_half_format(view.format) && view.itemsize == 2) {
-        dtype = (DLDataType){ kDLFloat, 16, 1 };
-    } else {
-        PyErr_Format(PyExc_TypeError,
-                     "%s: the array's element format '%s' cannot be described by a "
-                     "DLTensor (integers, floats, complex and bool only)",
-                     L(what), e.format);
-        goto error;
-    }
-    if (view.suboffsets != NULL)
-        for (int d = 0; d < view.ndim; d++)
-            if (view.suboffsets[d] >= 0) {
-                PyErr_Format(PyExc_TypeError,
-                             "%s: indirect buffers (PIL-style suboffsets) cannot be "
-                             "described by a DLTensor", L(what));
-                goto error;
-            }
-    if (writable && view.readonly) {
-        refuse_read_only(what);
-        goto error;
-    }
     b = block_new(view.ndim);
     if (b == NULL)
         goto error;
     b->tensor.dtype = dtype;
-    b->tensor.data = view.buf;
-    Py_ssize_t compact = view.itemsize;
-    for (int d = view.ndim - 1; d >= 0; d--) {
-        Py_ssize_t stride = view.strides != NULL ? view.strides[d] : compact;
-        if (stride % view.itemsize != 0) {
-            PyErr_Format(PyExc_ValueError,
-                         "%s: axis %d has a stride of %zd bytes, not a whole number of "
-                         "%zd-byte elements; DLTensor strides count elements (copy the "
-                         "array, e.g. np.ascontiguousarray(arr))",
-                         L(what), d, stride, view.itemsize);
-            goto error;
-        }
-        b->tensor.shape[d] = view.shape[d];
-        b->tensor.strides[d] = stride / view.itemsize;
-        compact *= view.shape[d];
-    }
-    if (!nt_is_aligned(&view, dtype_align(dtype))) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s: the array's data is not aligned to %zu bytes (address %p); "
-                     "copy it, e.g. np.require(arr, requirements='A')",
-                     L(what), dtype_align(dtype), view.buf);
+    if (fill_from_view(b, &view, what) < 0)
         goto error;
-    }
     b->view = view;          /* the block holds the buffer from here on */
     return b;
 error:
@@ -508,6 +504,100 @@ static int fill_from_dltensor(dl_block *b, const DLTensor *src, dl_label *what)
     return 0;
 }
 
+/* A consumed tensor's block: ndim checked, the capsule renamed `used`
+   (the exporter's destructor then leaves the tensor to us). The caller
+   hands the block the deleter, then finish() fills it. */
+static dl_block *take(PyObject *capsule, const char *used, const DLTensor *t,
+                      dl_label *what)
+{
+    if (t->ndim < 0) {
+        PyErr_Format(PyExc_ValueError, "%s: DLPack ndim is negative", L(what));
+        return NULL;
+    }
+    dl_block *b = block_new(t->ndim);
+    if (b != NULL && PyCapsule_SetName(capsule, used) < 0) {
+        block_free(b);
+        return NULL;
+    }
+    return b;
+}
+
+/* The block filled from the tensor it owns, or NULL (the block freed, and
+   with it the tensor). */
+static dl_block *finish(dl_block *b, const DLTensor *t, dl_label *what)
+{
+    if (fill_from_dltensor(b, t, what) < 0) {
+        block_free(b);
+        return NULL;
+    }
+    return b;
+}
+
+static dl_block *from_versioned(PyObject *obj, PyObject *capsule, int writable,
+                                dl_label *what)
+{
+    DLManagedTensorVersioned *m = PyCapsule_GetPointer(capsule, "dltensor_versioned");
+    if (m->version.major != MAX_MAJOR) {
+        /* Only the deleter may be touched: the capsule's destructor calls it. */
+        PyErr_Format(PyExc_TypeError,
+                     "%s: %.200s exported a DLPack %u.%u tensor; numthunk reads "
+                     "version %d.x", L(what), Py_TYPE(obj)->tp_name,
+                     (unsigned)m->version.major, (unsigned)m->version.minor, MAX_MAJOR);
+        return NULL;
+    }
+    dl_block *b = take(capsule, "used_dltensor_versioned", &m->dl_tensor, what);
+    if (b == NULL)
+        return NULL;
+    b->versioned = m;
+    if (m->flags & DLPACK_FLAG_BITMASK_IS_COPIED) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: %.200s exported a copy of its data; a bound DLTensor must "
+                     "be the live array", L(what), Py_TYPE(obj)->tp_name);
+        block_free(b);
+        return NULL;
+    }
+    if (writable && (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY)) {
+        refuse_read_only(what);
+        block_free(b);
+        return NULL;
+    }
+    return finish(b, &m->dl_tensor, what);
+}
+
+/* The legacy protocol cannot say "read-only": exporters that follow it
+   (NumPy among them) refuse to export read-only arrays. */
+static dl_block *from_legacy(PyObject *capsule, dl_label *what)
+{
+    DLManagedTensor *m = PyCapsule_GetPointer(capsule, "dltensor");
+    dl_block *b = take(capsule, "used_dltensor", &m->dl_tensor, what);
+    if (b == NULL)
+        return NULL;
+    b->legacy = m;
+    return finish(b, &m->dl_tensor, what);
+}
+
+/* What __dlpack__() returned when it is no DLPack tensor. */
+static void refuse_capsule(PyObject *obj, PyObject *capsule, dl_label *what)
+{
+    if (!PyCapsule_CheckExact(capsule)) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s: %.200s.__dlpack__() returned %.100s, not a DLPack capsule "
+                     "('dltensor' or 'dltensor_versioned')",
+                     L(what), Py_TYPE(obj)->tp_name, Py_TYPE(capsule)->tp_name);
+        return;
+    }
+    const char *name = PyCapsule_GetName(capsule);
+    PyErr_Clear();
+    PyErr_Format(PyExc_TypeError,
+                 "%s: %.200s.__dlpack__() returned a capsule named %s%.100s%s, not "
+                 "'dltensor' or 'dltensor_versioned'%s",
+                 L(what), Py_TYPE(obj)->tp_name, name != NULL ? "'" : "",
+                 name != NULL ? name : "NULL", name != NULL ? "'" : "",
+                 name != NULL && strncmp(name, "used_", 5) == 0
+                     ? " (a tensor already consumed: __dlpack__ must export a new "
+                       "capsule on each call)" : "");
+}
+
 static dl_block *from_dlpack(PyObject *obj, int writable, dl_label *what)
 {
     int32_t dev_type, dev_id;
@@ -522,75 +612,14 @@ static dl_block *from_dlpack(PyObject *obj, int writable, dl_label *what)
     if (capsule == NULL)
         return NULL;
     dl_block *b = NULL;
-    if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
-        DLManagedTensorVersioned *m = PyCapsule_GetPointer(capsule, "dltensor_versioned");
-        if (m->version.major != MAX_MAJOR) {
-            /* Only the deleter may be touched: the capsule's destructor calls it. */
-            PyErr_Format(PyExc_TypeError,
-                         "%s: %.200s exported a DLPack %u.%u tensor; numthunk reads "
-                         "version %d.x", L(what), Py_TYPE(obj)->tp_name,
-                         (unsigned)m->version.major, (unsigned)m->version.minor, MAX_MAJOR);
-            goto done;
-        }
-        if (m->dl_tensor.ndim < 0) {
-            PyErr_Format(PyExc_ValueError, "%s: DLPack ndim is negative", L(what));
-            goto done;
-        }
-        /* Take ownership: from here on the block calls the deleter. */
-        b = block_new(m->dl_tensor.ndim);
-        if (b == NULL || PyCapsule_SetName(capsule, "used_dltensor_versioned") < 0)
-            goto fail;
-        b->versioned = m;
-        if (m->flags & DLPACK_FLAG_BITMASK_IS_COPIED) {
-            PyErr_Format(PyExc_ValueError,
-                         "%s: %.200s exported a copy of its data; a bound DLTensor must "
-                         "be the live array", L(what), Py_TYPE(obj)->tp_name);
-            goto fail;
-        }
-        if (writable && (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY)) {
-            refuse_read_only(what);
-            goto fail;
-        }
-        if (fill_from_dltensor(b, &m->dl_tensor, what) < 0)
-            goto fail;
-    } else if (PyCapsule_IsValid(capsule, "dltensor")) {
-        /* The legacy protocol cannot say "read-only": exporters that follow
-           it (NumPy among them) refuse to export read-only arrays. */
-        DLManagedTensor *m = PyCapsule_GetPointer(capsule, "dltensor");
-        if (m->dl_tensor.ndim < 0) {
-            PyErr_Format(PyExc_ValueError, "%s: DLPack ndim is negative", L(what));
-            goto done;
-        }
-        b = block_new(m->dl_tensor.ndim);
-        if (b == NULL || PyCapsule_SetName(capsule, "used_dltensor") < 0)
-            goto fail;
-        b->legacy = m;
-        if (fill_from_dltensor(b, &m->dl_tensor, what) < 0)
-            goto fail;
-    } else if (PyCapsule_CheckExact(capsule)) {
-        const char *name = PyCapsule_GetName(capsule);
-        PyErr_Clear();
-        PyErr_Format(PyExc_TypeError,
-                     "%s: %.200s.__dlpack__() returned a capsule named %s%.100s%s, not "
-                     "'dltensor' or 'dltensor_versioned'%s",
-                     L(what), Py_TYPE(obj)->tp_name, name != NULL ? "'" : "",
-                     name != NULL ? name : "NULL", name != NULL ? "'" : "",
-                     name != NULL && strncmp(name, "used_", 5) == 0
-                         ? " (a tensor already consumed: __dlpack__ must export a new "
-                           "capsule on each call)" : "");
-    } else {
-        PyErr_Format(PyExc_TypeError,
-                     "%s: %.200s.__dlpack__() returned %.100s, not a DLPack capsule "
-                     "('dltensor' or 'dltensor_versioned')",
-                     L(what), Py_TYPE(obj)->tp_name, Py_TYPE(capsule)->tp_name);
-    }
-done:
+    if (PyCapsule_IsValid(capsule, "dltensor_versioned"))
+        b = from_versioned(obj, capsule, writable, what);
+    else if (PyCapsule_IsValid(capsule, "dltensor"))
+        b = from_legacy(capsule, what);
+    else
+        refuse_capsule(obj, capsule, what);
     release_keeping_error(capsule);
     return b;
-fail:
-    block_free(b);
-    b = NULL;
-    goto done;
 }
 
 /* ---- the binding ---- */
