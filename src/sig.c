@@ -544,111 +544,116 @@ parse_struct_name(parser *p, const token *kw, nt_type *out)
     return 0;
 }
 
-/*
- * type := specifier {'*' | 'const'}
- * specifier := words of a builtin type, or one other identifier (a known
- * spelling, CPointer(T) or a caller's typedef), with `const` anywhere. A
- * following identifier that cannot continue the type is left for the caller
- * (a parameter or function name).
- */
-static int
-parse_type(parser *p, nt_type *out)
-{
+/* A declaration specifier being read. */
+typedef struct {
     span words[MAX_WORDS];
-    int nwords = 0;
-    int named = 0;      /* the specifier is a non-keyword identifier */
-    int resolved = 0;   /* ...already turned into *out (CPointer) */
-    int is_const = 0;
+    int nwords;
+    int named;      /* the specifier is a non-keyword identifier */
+    int resolved;   /* ...already turned into the type (CPointer, struct) */
+    int is_const;
+} specifier;
+
+/* "struct S" or "union U", the keyword in tok. */
+static int
+spec_aggregate(parser *p, specifier *sp, const token *tok, nt_type *out)
+{
+    if (sp->nwords > 0 || sp->named || tok_is(p, tok, "enum")) {
+        nt_fail(p->err, NT_ERR_VALUE, column(tok->start),
+                "'%.*s' types are not supported; pass a pointer as void *",
+                (int)tok->len, p->src + tok->start);
+        return -1;
+    }
+    sp->words[0].start = tok->start;
+    sp->words[0].len = tok->len;
+    if (parse_struct_name(p, tok, out) < 0)
+        return -1;
+    sp->named = 1;
+    sp->resolved = 1;
+    return 1;
+}
+
+/* A word of a builtin type name ("unsigned", "long", ...). */
+static int
+spec_keyword(parser *p, specifier *sp, const token *tok)
+{
+    if (sp->named) {
+        nt_fail(p->err, NT_ERR_VALUE, column(tok->start),
+                "'%.*s' cannot follow the type name '%.*s%s'",
+                (int)tok->len, p->src + tok->start,
+                quote_len(sp->words[0].len), p->src + sp->words[0].start,
+                quote_dots(sp->words[0].len));
+        return -1;
+    }
+    if (sp->nwords == MAX_WORDS) {
+        nt_fail(p->err, NT_ERR_VALUE, column(sp->words[0].start),
+                "too many words in a type name");
+        return -1;
+    }
+    sp->words[sp->nwords].start = tok->start;
+    sp->words[sp->nwords].len = tok->len;
+    sp->nwords++;
+    advance(p, tok);
+    return 1;
+}
+
+/* A type name that is no keyword: a spelling, CPointer(T), a typedef. */
+static int
+spec_name(parser *p, specifier *sp, const token *tok, nt_type *out)
+{
+    sp->words[0].start = tok->start;
+    sp->words[0].len = tok->len;
+    sp->named = 1;
+    advance(p, tok);
+    if (!tok_is(p, tok, "CPointer")) {
+        sp->nwords = 1;
+        return 1;
+    }
+    if (parse_cpointer(p, out) < 0)
+        return -1;
+    sp->resolved = 1;
+    return 1;
+}
+
+/* One identifier of a specifier: 1 taken, 0 not part of it (a name
+   follows), -1 on error. */
+static int
+spec_token(parser *p, specifier *sp, const token *tok, nt_type *out)
+{
+    if (tok_is(p, tok, "const")) {
+        advance(p, tok);
+        sp->is_const = 1;
+        return 1;
+    }
+    if (tok_in(p, tok, unsupported_qualifiers, COUNT(unsupported_qualifiers))) {
+        nt_fail(p->err, NT_ERR_VALUE, column(tok->start), "'%.*s' is not supported",
+                (int)tok->len, p->src + tok->start);
+        return -1;
+    }
+    if (tok_in(p, tok, aggregates, COUNT(aggregates)))
+        return spec_aggregate(p, sp, tok, out);
+    if (tok_in(p, tok, type_keywords, COUNT(type_keywords)))
+        return spec_keyword(p, sp, tok);
+    if (tok_in(p, tok, other_keywords, COUNT(other_keywords)))
+        return fail_token(p, tok, "a type");
+    if (sp->nwords == 0 && !sp->named)
+        return spec_name(p, sp, tok, out);
+    if (sp->nwords == 1 && !sp->named && tok_is(p, tok, "PY_LONG_LONG") &&
+        word_is(p, sp->words[0].start, sp->words[0].len, "unsigned")) {
+        sp->words[sp->nwords].start = tok->start;
+        sp->words[sp->nwords].len = tok->len;
+        sp->nwords++;
+        sp->named = 1;
+        advance(p, tok);
+        return 1;
+    }
+    return 0;           /* a name */
+}
+
+/* {'*' | 'const'} after the specifier. */
+static int
+parse_pointers(parser *p, nt_type *out)
+{
     token tok;
-
-    memset(out, 0, sizeof(*out));
-    for (;;) {
-        tok = peek(p);
-        if (tok.kind != T_IDENT)
-            break;
-        if (tok_is(p, &tok, "const")) {
-            advance(p, &tok);
-            is_const = 1;
-            continue;
-        }
-        if (tok_in(p, &tok, unsupported_qualifiers,
-                   COUNT(unsupported_qualifiers))) {
-            nt_fail(p->err, NT_ERR_VALUE, column(tok.start),
-                    "'%.*s' is not supported", (int)tok.len,
-                    p->src + tok.start);
-            return -1;
-        }
-        if (tok_in(p, &tok, aggregates, COUNT(aggregates))) {
-            if (nwords > 0 || named || tok_is(p, &tok, "enum")) {
-                nt_fail(p->err, NT_ERR_VALUE, column(tok.start),
-                        "'%.*s' types are not supported; pass a pointer as "
-                        "void *", (int)tok.len, p->src + tok.start);
-                return -1;
-            }
-            words[0].start = tok.start;
-            words[0].len = tok.len;
-            if (parse_struct_name(p, &tok, out) < 0)
-                return -1;
-            named = 1;
-            resolved = 1;
-            continue;
-        }
-        if (tok_in(p, &tok, type_keywords, COUNT(type_keywords))) {
-            if (named) {
-                nt_fail(p->err, NT_ERR_VALUE, column(tok.start),
-                        "'%.*s' cannot follow the type name '%.*s%s'",
-                        (int)tok.len, p->src + tok.start,
-                        quote_len(words[0].len), p->src + words[0].start,
-                        quote_dots(words[0].len));
-                return -1;
-            }
-            if (nwords == MAX_WORDS) {
-                nt_fail(p->err, NT_ERR_VALUE, column(words[0].start),
-                        "too many words in a type name");
-                return -1;
-            }
-            words[nwords].start = tok.start;
-            words[nwords].len = tok.len;
-            nwords++;
-            advance(p, &tok);
-            continue;
-        }
-        if (tok_in(p, &tok, other_keywords, COUNT(other_keywords)))
-            return fail_token(p, &tok, "a type");
-        if (nwords == 0 && !named) {
-            words[0].start = tok.start;
-            words[0].len = tok.len;
-            named = 1;
-            advance(p, &tok);
-            if (tok_is(p, &tok, "CPointer")) {
-                if (parse_cpointer(p, out) < 0)
-                    return -1;
-                resolved = 1;
-            } else {
-                nwords = 1;
-            }
-            continue;
-        }
-        if (nwords == 1 && !named && tok_is(p, &tok, "PY_LONG_LONG") &&
-            word_is(p, words[0].start, words[0].len, "unsigned")) {
-            words[nwords].start = tok.start;
-            words[nwords].len = tok.len;
-            nwords++;
-            named = 1;
-            advance(p, &tok);
-            continue;
-        }
-        break;          /* a name */
-    }
-
-    if (!resolved) {
-        if (nwords == 0)
-            return fail_token(p, &tok, "a type");
-        if (resolve_words(p, words, nwords, named, out) < 0)
-            return -1;
-    }
-    if (is_const)
-        add_const(out);
 
     for (;;) {
         tok = peek(p);
@@ -669,6 +674,40 @@ parse_type(parser *p, nt_type *out)
             return 0;
         }
     }
+}
+
+/*
+ * type := specifier {'*' | 'const'}
+ * specifier := words of a builtin type, or one other identifier (a known
+ * spelling, CPointer(T) or a caller's typedef), with `const` anywhere. A
+ * following identifier that cannot continue the type is left for the caller
+ * (a parameter or function name).
+ */
+static int
+parse_type(parser *p, nt_type *out)
+{
+    specifier sp;
+    token tok;
+    int r;
+
+    memset(&sp, 0, sizeof(sp));
+    memset(out, 0, sizeof(*out));
+    do {
+        tok = peek(p);
+        r = tok.kind == T_IDENT ? spec_token(p, &sp, &tok, out) : 0;
+        if (r < 0)
+            return -1;
+    } while (r > 0);
+
+    if (!sp.resolved) {
+        if (sp.nwords == 0)
+            return fail_token(p, &tok, "a type");
+        if (resolve_words(p, sp.words, sp.nwords, sp.named, out) < 0)
+            return -1;
+    }
+    if (sp.is_const)
+        add_const(out);
+    return parse_pointers(p, out);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -720,33 +759,16 @@ fail_struct_value(parser *p, const nt_type *t, const token *after)
     return -1;
 }
 
-/*
- * param := type [name]
- *        | type '(' '*' {'const'} [name] ')' '(' params ')'
- * With allow_name 0 (nt_type_parse) no name is read.
- */
+/* The declarator of a function pointer whose return type ret and '(' are
+   read: '*' {'const'} [name] ')' '(' params ')'. */
 static int
-parse_param(parser *p, nt_type *out, char **name, int allow_name)
+parse_fnptr(parser *p, const nt_type *ret, nt_type *out, char **name,
+            int allow_name)
 {
-    nt_type t;
     nt_sig *fn;
-    token tok;
+    token tok = peek(p);
     int fn_const = 0;
 
-    *name = NULL;
-    memset(out, 0, sizeof(*out));
-    if (parse_type(p, &t) < 0)
-        return -1;
-    tok = peek(p);
-    if (allow_name && is_struct_value(&t))
-        return fail_struct_value(p, &t, &tok);
-    if (tok.kind == T_IDENT && allow_name)
-        return take_name(p, &tok, 1, name) < 0 ? -1 : (*out = t, 0);
-    if (tok.kind != T_LPAREN)
-        goto done;
-
-    advance(p, &tok);
-    tok = peek(p);
     if (tok.kind != T_STAR)
         return fail_token(p, &tok,
                           "'*' (function parameters must be pointers)");
@@ -777,14 +799,14 @@ parse_param(parser *p, nt_type *out, char **name, int allow_name)
         goto fail_free;
     }
     advance(p, &tok);
-    if (refuse_by_value(p, &t, tok.start) < 0)
+    if (refuse_by_value(p, ret, tok.start) < 0)
         goto fail_free;
     fn = calloc(1, sizeof(*fn));
     if (fn == NULL) {
         fail_memory(p);
         goto fail_free;
     }
-    fn->ret = t;
+    fn->ret = *ret;
     if (parse_params(p, fn) < 0) {
         nt_sig_free(fn);
         goto fail_free;
@@ -795,16 +817,40 @@ parse_param(parser *p, nt_type *out, char **name, int allow_name)
     out->fn = fn;
     return 0;
 
-done:
-    *out = t;
-    return 0;
-
 fail_name:
     fail_token(p, &tok, "')'");
 fail_free:
     free(*name);
     *name = NULL;
     return -1;
+}
+
+/*
+ * param := type [name]
+ *        | type '(' '*' {'const'} [name] ')' '(' params ')'
+ * With allow_name 0 (nt_type_parse) no name is read.
+ */
+static int
+parse_param(parser *p, nt_type *out, char **name, int allow_name)
+{
+    nt_type t;
+    token tok;
+
+    *name = NULL;
+    memset(out, 0, sizeof(*out));
+    if (parse_type(p, &t) < 0)
+        return -1;
+    tok = peek(p);
+    if (allow_name && is_struct_value(&t))
+        return fail_struct_value(p, &t, &tok);
+    if (tok.kind == T_IDENT && allow_name)
+        return take_name(p, &tok, 1, name) < 0 ? -1 : (*out = t, 0);
+    if (tok.kind != T_LPAREN) {
+        *out = t;
+        return 0;
+    }
+    advance(p, &tok);
+    return parse_fnptr(p, &t, out, name, allow_name);
 }
 
 static int
