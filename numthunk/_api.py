@@ -237,7 +237,7 @@ class Ref:
 
 ref = Ref
 
-_KIND_DTYPE = {k[0]: np.dtype(k[4]) for k in _core.kinds}
+_KIND_DTYPE = {k.name: np.dtype(k.dtype) for k in _core.kinds.values()}
 
 
 def _short(obj):

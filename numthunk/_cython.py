@@ -32,15 +32,29 @@ from ._signature import Signature
 __all__ = ["cython_function", "unpack"]
 
 
-# NumPy's numpy/__init__.pxd typedefs as C types the parser knows. int_t,
-# long_t, uint_t and ulong_t are NumPy 1.x's (npy_long); a module compiled
-# against NumPy 1 keeps those names in its capsules.
+# Cython spellings of C types that the C parser spells differently.
+_CYTHON_SPELLINGS = {
+    "long double": None, "long double complex": None,
+    "float complex": "__pyx_t_float_complex", "double complex": "__pyx_t_double_complex",
+}
+
+
+def _kind_typedef(k):
+    """What NumPy's <kind>_t typedef of a kind table row is: C's exact-width
+    integer of that name, or the row's float or complex type as Cython
+    spells it."""
+    if isinstance(k.max, int):
+        return f"{k.name}_t"
+    return _CYTHON_SPELLINGS.get(k.c, k.c)
+
+
+# NumPy's numpy/__init__.pxd typedefs as C types the parser knows: one
+# <kind>_t per kind of the kind table but bool (int32_t, float64_t,
+# complex128_t), then NumPy's other names. int_t, long_t, uint_t and ulong_t
+# are NumPy 1.x's (npy_long); a module compiled against NumPy 1 keeps those
+# names in its capsules.
 NUMPY_TYPEDEFS = {
-    "int8_t": "int8_t", "int16_t": "int16_t", "int32_t": "int32_t", "int64_t": "int64_t",
-    "uint8_t": "uint8_t", "uint16_t": "uint16_t", "uint32_t": "uint32_t",
-    "uint64_t": "uint64_t",
-    "float32_t": "float", "float64_t": "double",
-    "complex64_t": "__pyx_t_float_complex", "complex128_t": "__pyx_t_double_complex",
+    **{f"{k.name}_t": _kind_typedef(k) for k in _core.kinds.values() if k.name != "bool"},
     "cfloat_t": "__pyx_t_float_complex", "cdouble_t": "__pyx_t_double_complex",
     "complex_t": "__pyx_t_double_complex",
     "longlong_t": "long long", "ulonglong_t": "unsigned long long",
@@ -51,12 +65,6 @@ NUMPY_TYPEDEFS = {
     # NumPy 1.x's .pxd declares these in `cdef extern` as `ctypedef int`, a
     # stand-in: C's definition is pointer-sized.
     "Py_intptr_t": "intptr_t", "Py_uintptr_t": "uintptr_t",
-}
-
-# Cython spellings of C types that the C parser spells differently.
-_CYTHON_SPELLINGS = {
-    "long double": None, "long double complex": None,
-    "float complex": "__pyx_t_float_complex", "double complex": "__pyx_t_double_complex",
 }
 
 _IDENT_RE = re.compile(r"[A-Za-z_]\w*")

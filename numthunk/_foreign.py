@@ -348,13 +348,11 @@ def cffi_api_pointer(obj):
     return ffi.addressof(lib, obj.__name__)
 
 
-# C text cffi reads for the core's names of the same types
-_CFFI_NAMES = {"bool": "_Bool", "float complex": "float _Complex",
-               "double complex": "double _Complex"}
-
-
 def _cffi_type_of(text):
-    for core, cffi_name in _CFFI_NAMES.items():
+    """The text cffi reads for the core's C text ("_Bool *" for "bool *")."""
+    from ._signature import CFFI_OF_C
+
+    for core, cffi_name in CFFI_OF_C.items():
         if text == core or text.startswith(core + " ") or text.startswith("const " + core):
             return text.replace(core, cffi_name, 1)
     return text

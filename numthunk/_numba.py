@@ -35,12 +35,10 @@ __all__ = ["type_to_c", "signature_to_c", "string_to_c", "type_from_desc",
 
 # From the core's kind table: Numba's name for a kind (str(t) of a Numba
 # scalar type is that name, "bool" for boolean) and its C text.
-_SCALAR_C = {k[5]: k[3] for k in _core.kinds}
+_SCALAR_C = {k.numba: k.c for k in _core.kinds.values()}
 _SCALAR_C.update({"bool": "bool", "none": "void"})
-# the core's spelling table gives these their one C text ("int", "intptr_t")
-_SCALAR_C.update({n: n for n in ("int32", "uint32", "int64", "uint64")})
 # complex64 is refused as a Numba value (see type_from_desc)
-_KIND_NUMBA = {k[0]: k[5] for k in _core.kinds if k[0] != "complex64"}
+_KIND_NUMBA = {k.name: k.numba for k in _core.kinds.values() if k.name != "complex64"}
 
 
 # ---------------------------------------------------------------- Numba -> C

@@ -8,32 +8,31 @@ from . import _core
 __all__ = ["Signature", "ctypes_type_text", "ctypes_prototype"]
 
 
-def _int_name(ct, signed):
+def _int_text(ct):
     # ctypes aliases its integer classes by width (c_int64 is c_long on
-    # LP64), so the class cannot say which C name was meant: its width picks
-    # the one text the core prints for that width ("int", "intptr_t").
-    return f"{'' if signed else 'u'}int{8 * ctypes.sizeof(ct)}"
+    # LP64), so the class cannot say which C name was meant: the kind
+    # table's integer of its width and signedness gives the one text the
+    # core prints for that width ("int", "intptr_t").
+    size, signed = ctypes.sizeof(ct), ct(-1).value < 0
+    top = (1 << (8 * size - signed)) - 1
+    return next(k.c for k in _core.kinds.values()
+                if k.size == size and k.signed == signed and k.max == top)
 
 
 # ctypes classes by identity; aliases (c_int32 is c_int on most platforms)
-# resolve to the first entry that matches.
+# resolve to the first entry that matches: the char and short classes by
+# their C names, the classes ctypes aliases by width, then the kind table's
+# own classes (c_bool, c_float, c_double, the exact-width integers).
 _CTYPES_NAMES = [
-    (ctypes.c_bool, "bool"),
     (ctypes.c_char, "char"),
     (ctypes.c_byte, "signed char"),
     (ctypes.c_ubyte, "unsigned char"),
     (ctypes.c_short, "short"),
     (ctypes.c_ushort, "unsigned short"),
-    (ctypes.c_int, _int_name(ctypes.c_int, True)),
-    (ctypes.c_uint, _int_name(ctypes.c_uint, False)),
-    (ctypes.c_long, _int_name(ctypes.c_long, True)),
-    (ctypes.c_ulong, _int_name(ctypes.c_ulong, False)),
-    (ctypes.c_longlong, _int_name(ctypes.c_longlong, True)),
-    (ctypes.c_ulonglong, _int_name(ctypes.c_ulonglong, False)),
-    (ctypes.c_ssize_t, _int_name(ctypes.c_ssize_t, True)),
-    (ctypes.c_size_t, _int_name(ctypes.c_size_t, False)),
-    (ctypes.c_float, "float"),
-    (ctypes.c_double, "double"),
+    *((ct, _int_text(ct)) for ct in (ctypes.c_int, ctypes.c_uint, ctypes.c_long,
+                                     ctypes.c_ulong, ctypes.c_longlong, ctypes.c_ulonglong,
+                                     ctypes.c_ssize_t, ctypes.c_size_t)),
+    *((getattr(ctypes, k.ctypes), k.c) for k in _core.kinds.values() if k.ctypes),
     (ctypes.c_void_p, "void *"),
     (ctypes.c_char_p, "char *"),
 ]
@@ -88,7 +87,7 @@ def _cffi_type_text(ct, typedefs=None):
     if kind == "void":
         return "void"
     if kind == "primitive":
-        return _CFFI_COMPLEX.get(ct.cname, ct.cname)
+        return _C_OF_CFFI.get(ct.cname, ct.cname)
     if kind in ("pointer", "array"):
         item = ct.item
         if item.kind == "function":
@@ -105,11 +104,13 @@ def _cffi_type_text(ct, typedefs=None):
     raise TypeError(f"cffi type {ct.cname!r} has no C equivalent numthunk supports")
 
 
-# cffi's names for C99 complex types
-_CFFI_COMPLEX = {"_cffi_float_complex_t": "float complex",
-                 "_cffi_double_complex_t": "double complex",
-                 # cffi before 2.0
-                 "float _Complex": "float complex", "double _Complex": "double complex"}
+# The C text cffi reads for the core's where they differ (_Bool, float
+# _Complex), from the kind table, and back: with the names cffi 2.0 prints
+# for the complex types.
+CFFI_OF_C = {k.c: k.cffi for k in _core.kinds.values() if k.cffi != k.c}
+_C_OF_CFFI = {cffi_name: c for c, cffi_name in CFFI_OF_C.items()}
+_C_OF_CFFI.update({"_cffi_float_complex_t": "float complex",
+                   "_cffi_double_complex_t": "double complex"})
 
 
 def _cffi_fn_text(ct, pointer=False, typedefs=None):
@@ -243,7 +244,7 @@ def _numba_string_to_c(text):
         return None
 
 
-_CTYPES_OF_KIND = {k[0]: getattr(ctypes, k[6]) for k in _core.kinds if k[6]}
+_CTYPES_OF_KIND = {k.name: getattr(ctypes, k.ctypes) for k in _core.kinds.values() if k.ctypes}
 
 
 def _ctypes_of(desc):

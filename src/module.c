@@ -1,7 +1,7 @@
 /*
  * numthunk._core: module state and the small functions the Python package
- * needs from C (the kind table, checked scalar conversion for ref(),
- * backend_info()).
+ * needs from C (the kind table as _core.kinds, checked scalar conversion
+ * for ref(), backend_info()).
  */
 #include "pyapi.h"
 #include "native.h"
@@ -48,54 +48,101 @@ static PyObject *mod_scalar(PyObject *module, PyObject *args)
     return Py_BuildValue("(sN)", nt_kind_name(t.kind), v);
 }
 
-/* The scalar kinds, for the Python package: one table, read once, instead
-   of parallel mappings in each adapter. Per kind: (name, size, signed,
-   C text, NumPy dtype char, Numba type name, ctypes type name or None). */
-typedef struct {
-    int kind;
-    int is_signed;
-    const char *c_text;
-    const char *dtype;
-    const char *numba;
-    const char *ctypes;
-} kind_row;
+/* ---- the kind table (kinds.c) for the Python package ---- */
 
-static const kind_row kind_rows[] = {
-    { NT_BOOL, 0, "bool", "?", "boolean", "c_bool" },
-    { NT_I8, 1, "int8_t", "b", "int8", "c_int8" },
-    { NT_U8, 0, "uint8_t", "B", "uint8", "c_uint8" },
-    { NT_I16, 1, "int16_t", "h", "int16", "c_int16" },
-    { NT_U16, 0, "uint16_t", "H", "uint16", "c_uint16" },
-    { NT_I32, 1, sizeof(int) == 4 ? "int" : "int32_t", "i", "int32", "c_int32" },
-    { NT_U32, 0, sizeof(int) == 4 ? "unsigned int" : "uint32_t", "I", "uint32", "c_uint32" },
-    { NT_I64, 1, "int64_t", "q", "int64", "c_int64" },
-    { NT_U64, 0, "uint64_t", "Q", "uint64", "c_uint64" },
-    { NT_F32, 1, "float", "f", "float32", "c_float" },
-    { NT_F64, 1, "double", "d", "float64", "c_double" },
-    { NT_C64, 1, "float complex", "F", "complex64", NULL },
-    { NT_C128, 1, "double complex", "D", "complex128", NULL },
+/* One row per scalar kind, as named fields: the adapters derive their name
+   maps from these instead of keeping their own. */
+static PyStructSequence_Field kind_fields[] = {
+    { "name", "canonical name: 'int32', 'float64'" },
+    { "size", "bytes of a value" },
+    { "align", "alignment of a value" },
+    { "signed", "signed (floats and complex are; bool is not)" },
+    { "min", "the least value (floats and complex: of a part)" },
+    { "max", "the greatest finite value (floats and complex: of a part)" },
+    { "c", "the C text numthunk prints for it" },
+    { "dtype", "NumPy dtype character" },
+    { "numba", "numba.types name" },
+    { "ctypes", "ctypes class name, or None" },
+    { "cffi", "the C text cffi reads for it" },
+    { "formats", "PEP 3118 formats of its buffers, native sizes" },
+    { "std_formats", "PEP 3118 codes of its buffers after '=', '<', '>', '!'" },
+    { "dlpack", "(DLPack type code, bits)" },
+    { NULL, NULL }
 };
 
-static PyObject *kind_table(void)
+static PyStructSequence_Desc kind_desc = {
+    "numthunk._core.Kind",
+    "A value kind: one row of the C core's kind table (src/kinds.c).",
+    kind_fields, 14
+};
+
+/* The formats of a code mask: ('l', 'q'), ('Zf',) for a complex kind. */
+static PyObject *format_tuple(uint32_t mask, int is_complex)
 {
-    size_t n = sizeof(kind_rows) / sizeof(kind_rows[0]);
-    PyObject *t = PyTuple_New((Py_ssize_t)n);
-    if (t == NULL)
-        return NULL;
-    for (size_t k = 0; k < n; k++) {
-        const kind_row *r = &kind_rows[k];
-        nt_type ty = { (uint8_t)r->kind, 0, 0, 0, 0, NULL };
-        PyObject *row = Py_BuildValue("(snOsssz)", nt_kind_name(r->kind),
-                                      (Py_ssize_t)nt_type_size(&ty),
-                                      r->is_signed ? Py_True : Py_False, r->c_text,
-                                      r->dtype, r->numba, r->ctypes);
-        if (row == NULL) {
-            Py_DECREF(t);
+    PyObject *out = PyTuple_New(0);
+    for (const char *c = NT_FMT_CODES; out != NULL && *c != '\0'; c++) {
+        if (!(mask & nt_fmt_bit(*c)))
+            continue;
+        char text[3] = { is_complex ? 'Z' : *c, is_complex ? *c : '\0', '\0' };
+        PyObject *s = PyUnicode_FromString(text);
+        Py_ssize_t n = PyTuple_GET_SIZE(out);
+        if (s == NULL || _PyTuple_Resize(&out, n + 1) < 0) {
+            Py_XDECREF(s);
+            Py_XDECREF(out);
             return NULL;
         }
-        PyTuple_SET_ITEM(t, (Py_ssize_t)k, row);
+        PyTuple_SET_ITEM(out, n, s);
     }
-    return t;
+    return out;
+}
+
+static PyObject *kind_row(PyTypeObject *type, const nt_kind_info *r)
+{
+    int is_int = r->value == NT_VALUE_BOOL || r->value == NT_VALUE_INT;
+    int is_complex = r->value == NT_VALUE_COMPLEX;
+    PyObject *row = PyStructSequence_New(type);
+    PyObject *items[14] = {
+        PyUnicode_FromString(r->name), PyLong_FromLong(r->size), PyLong_FromLong(r->align),
+        PyBool_FromLong(r->is_signed),
+        is_int ? PyLong_FromLongLong(r->min) : PyFloat_FromDouble(-r->fmax),
+        is_int ? PyLong_FromUnsignedLongLong(r->max) : PyFloat_FromDouble(r->fmax),
+        PyUnicode_FromString(r->c_text), PyUnicode_FromStringAndSize(&r->dtype, 1),
+        PyUnicode_FromString(r->numba),
+        r->ctypes != NULL ? PyUnicode_FromString(r->ctypes) : Py_NewRef(Py_None),
+        PyUnicode_FromString(r->cffi), format_tuple(r->fmt_native, is_complex),
+        format_tuple(r->fmt_std, is_complex), Py_BuildValue("(ii)", r->dl_code, r->dl_bits),
+    };
+    int ok = row != NULL;
+    for (int i = 0; i < 14; i++) {
+        ok = ok && items[i] != NULL;
+        if (row != NULL && items[i] != NULL)
+            PyStructSequence_SET_ITEM(row, i, items[i]);
+        else
+            Py_XDECREF(items[i]);
+    }
+    if (!ok)
+        Py_CLEAR(row);
+    return row;
+}
+
+/* _core.kinds: {name: Kind} for the scalar kinds, in kind order. */
+static int add_kinds(PyObject *module)
+{
+    PyTypeObject *type = PyStructSequence_NewType(&kind_desc);
+    PyObject *kinds = PyDict_New();
+    int r = type != NULL && kinds != NULL ? 0 : -1;
+    for (int k = NT_BOOL; r == 0 && k <= NT_C128; k++) {
+        PyObject *row = kind_row(type, &nt_kinds[k]);
+        r = row != NULL ? PyDict_SetItemString(kinds, nt_kinds[k].name, row) : -1;
+        Py_XDECREF(row);
+    }
+    if (r == 0)
+        r = PyModule_AddObjectRef(module, "kinds", kinds);
+    if (r == 0)
+        r = PyModule_AddObjectRef(module, "Kind", (PyObject *)type);
+    Py_XDECREF(kinds);
+    Py_XDECREF((PyObject *)type);
+    return r;
 }
 
 /* What new thunks get now (after any executable-memory fallback), and the
@@ -254,16 +301,10 @@ PyMODINIT_FUNC PyInit__core(void)
         || PyModule_AddObjectRef(m, "Thunk", (PyObject *)&nt_ThunkType) < 0
         || PyModule_AddIntConstant(m, "MEMVIEW_SIZE", (long)sizeof(nt_memviewslice)) < 0
         || nt_markers_ready(m) < 0
-        || nt_capi_add(m) < 0) {
+        || nt_capi_add(m) < 0
+        || add_kinds(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }
-    PyObject *kinds = kind_table();
-    if (kinds == NULL || PyModule_AddObjectRef(m, "kinds", kinds) < 0) {
-        Py_XDECREF(kinds);
-        Py_DECREF(m);
-        return NULL;
-    }
-    Py_DECREF(kinds);
     return m;
 }
