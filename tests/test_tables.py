@@ -1,16 +1,23 @@
 """Type tables tested whole, each against an oracle that is not numthunk:
 
+- every row of the kind table (src/kinds.c, _core.kinds) against the C
+  compiler (sizeof, _Alignof, limits), ctypes, cffi, Numba, NumPy, the
+  struct module and DLPack's header, and each name it gives a foreign
+  library mapped there and back; its C-only columns (libffi types,
+  widening, cells) by tests/c/test_kinds.c against libffi and the compiler;
 - every ctypes type against ctypes' own sizeof and signedness;
 - every NumPy Cython typedef (the ctypedef lines of the installed NumPy's
   .pxd that Cython reads) against what numthunk's Cython resolver gives;
 - every C spelling in the parser's table (src/types.c) against the C
-  compiler's sizeof, signedness and floatness;
+  compiler's sizeof, signedness and floatness, and every NumPy or Numba
+  name in it against NumPy's or Numba's own type;
 - every Numba scalar type against its bitwidth and signedness.
 """
 
 import ctypes
 import os
 import re
+import struct
 import subprocess
 import sys
 import sysconfig
@@ -19,7 +26,7 @@ import numpy as np
 import pytest
 
 import numthunk as nt
-from numthunk import _cython
+from numthunk import _cython, _foreign, _numba, _signature
 
 import ntbuild
 
@@ -46,6 +53,258 @@ def ctypes_kind(ct):
 
 def described(sig, i=0):
     return nt.Signature(sig)._describe()[1][i]
+
+
+# ------------------------------------------------------------ the kind table
+
+KINDS = list(nt._core.kinds.values())
+ROOT = os.path.join(HERE, os.pardir)
+
+
+def kind_ids(rows):
+    return [k.name for k in rows]
+
+
+def kind_id(k):
+    return k.name
+
+
+def is_int(k):
+    return isinstance(k.max, int)
+
+
+def numpy_letter(k):
+    """NumPy's kind letter for a row: what NumPy calls its class."""
+    if k.name == "bool":
+        return "b"
+    if is_int(k):
+        return "i" if k.signed else "u"
+    return "c" if k.formats[0].startswith("Z") else "f"
+
+
+def test_kind_table_is_the_scalar_kinds():
+    assert kind_ids(KINDS) == ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32",
+                               "int64", "uint64", "float32", "float64", "complex64",
+                               "complex128"]
+    assert all(name == k.name for name, k in nt._core.kinds.items())
+    assert all(isinstance(k, nt._core.Kind) for k in KINDS)
+
+
+def test_kind_table_c_columns(tmp_path):
+    """tests/c/test_kinds.c: libffi types, widening, cells, float rounding,
+    C text, PEP 3118 codes and DLPack codes, in C."""
+    exe = tmp_path / "test_kinds"
+    src = os.path.join(ROOT, "src")
+    subprocess.run([ntbuild.compiler(), "-Wall", "-Wextra", "-Werror", "-std=c11",
+                    "-D_GNU_SOURCE", f"-I{src}", *(os.path.join(src, f) for f in
+                                                  ("kinds.c", "types.c", "sig.c")),
+                    os.path.join(HERE, "c", "test_kinds.c"), "-o", str(exe), "-lffi", "-lm"],
+                   check=True, env=ntbuild.compiler_env())
+    out = subprocess.run([str(exe)], capture_output=True, text=True,
+                         env=ntbuild.compiler_env())
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "all kind table tests passed" in out.stdout
+
+
+KIND_PROBE = r"""
+#include <complex.h>
+#include <float.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define MINOF(T) _Generic((T)0, _Bool: 0, char: CHAR_MIN, signed char: SCHAR_MIN, \
+    short: SHRT_MIN, int: INT_MIN, long: LONG_MIN, long long: LLONG_MIN, default: 0)
+#define MAXOF(T) _Generic((T)0, _Bool: 1, char: CHAR_MAX, signed char: SCHAR_MAX, \
+    unsigned char: UCHAR_MAX, short: SHRT_MAX, unsigned short: USHRT_MAX, int: INT_MAX, \
+    unsigned int: UINT_MAX, long: LONG_MAX, unsigned long: ULONG_MAX, long long: LLONG_MAX, \
+    unsigned long long: ULLONG_MAX, default: 0)
+#define FMAXOF(T) _Generic((T)0, float: FLT_MAX, double: DBL_MAX, float _Complex: FLT_MAX, \
+    double _Complex: DBL_MAX, default: 0.0)
+#define ROW(NAME, T) printf("%s|%zu|%zu|%d|%d|%lld|%llu|%.17g\n", NAME, sizeof(T), \
+    _Alignof(T), creall((T)-1) < 0, creall((T)0.5) == 0.5L, (long long)MINOF(T), \
+    (unsigned long long)MAXOF(T), (double)FMAXOF(T))
+
+int main(void)
+{
+%ROWS%
+    return 0;
+}
+"""
+
+
+def test_kind_rows_against_the_compiler(tmp_path):
+    """Each row's size, alignment, signedness and range are those of its C
+    text, as this compiler has them (sizeof, _Alignof, <limits.h>, <float.h>)."""
+    src = tmp_path / "kinds.c"
+    src.write_text(KIND_PROBE.replace("%ROWS%", "\n".join(
+        f'    ROW("{k.name}", {k.c});' for k in KINDS)))
+    exe = tmp_path / "kinds"
+    subprocess.run([ntbuild.compiler(), "-std=gnu11", "-w", "-o", str(exe), str(src)],
+                   check=True, env=ntbuild.compiler_env())
+    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True,
+                         env=ntbuild.compiler_env()).stdout
+    rows = {line.split("|")[0]: line.split("|")[1:] for line in out.splitlines()}
+    assert list(rows) == kind_ids(KINDS)
+    for k in KINDS:
+        size, align, signed, is_float, lo, hi, fmax = rows[k.name]
+        assert (int(size), int(align)) == (k.size, k.align), k
+        assert (signed == "1") == k.signed, k
+        assert (is_float == "1") == (not is_int(k)), k
+        if is_int(k):
+            assert (int(lo), int(hi)) == (k.min, k.max), k
+        else:
+            assert (float(fmax), -float(fmax)) == (k.max, k.min), k
+
+
+@pytest.mark.parametrize("k", [k for k in KINDS if k.ctypes], ids=kind_id)
+def test_kind_ctypes_both_ways(k):
+    ct = getattr(ctypes, k.ctypes)
+    assert (ctypes.sizeof(ct), ctypes.alignment(ct)) == (k.size, k.align)
+    if is_int(k) and k.name != "bool":
+        assert (ct(-1).value < 0) == k.signed
+    # ctypes' class -> numthunk's kind, and the kind -> the class
+    assert described(ctypes.CFUNCTYPE(None, ct))[0] == k.name
+    assert nt.Signature(f"void ({k.c})").to_ctypes()._argtypes_[0] is ct
+
+
+@pytest.mark.parametrize("k", [k for k in KINDS if not k.ctypes], ids=kind_id)
+def test_kinds_without_a_ctypes_class(k):
+    assert not is_int(k) and k.formats[0].startswith("Z")    # complex: no ctypes ABI
+    with pytest.raises(TypeError, match="no ctypes equivalent"):
+        nt.Signature(f"void ({k.c})").to_ctypes()
+
+
+@pytest.mark.parametrize("k", KINDS, ids=kind_id)
+def test_kind_cffi_both_ways(k):
+    import cffi
+
+    ffi = cffi.FFI()
+    t = ffi.typeof(k.cffi)
+    assert t.kind == "primitive" and (ffi.sizeof(t), ffi.alignof(t)) == (k.size, k.align)
+    if is_int(k) and k.name != "bool":
+        assert (int(ffi.cast(t, -1)) < 0) == k.signed
+    # cffi's type -> numthunk's kind and its C text, and the kind's C text ->
+    # the text cffi reads
+    text = _signature._cffi_type_text(t)
+    assert described(f"void ({text})")[0] == k.name
+    assert str(nt.Signature(f"void ({text})")) == f"void ({k.c})"
+    assert ffi.typeof(_foreign._cffi_type_of(k.c)) is t
+    assert ffi.typeof(_foreign._cffi_type_of(f"{k.c} *")) is ffi.typeof(f"{k.cffi} *")
+
+
+@pytest.mark.parametrize("k", KINDS, ids=kind_id)
+def test_kind_numba_both_ways(k):
+    import numba
+    from numba.core import types
+
+    t = getattr(types, k.numba)
+    assert numba.from_dtype(np.dtype(k.dtype)) == t
+    if k.name == "bool":
+        assert isinstance(t, types.Boolean)
+    else:
+        assert t.bitwidth == 8 * k.size
+        assert getattr(t, "signed", True) == k.signed
+    # Numba's type -> numthunk's kind, and the kind -> Numba's type
+    assert described(f"void ({_numba.type_to_c(t)})")[0] == k.name
+    if k.name != "complex64":          # refused as a Numba value (see type_from_desc)
+        assert _numba.type_from_desc(described(f"void ({k.c})")) == t
+
+
+@pytest.mark.parametrize("k", KINDS, ids=kind_id)
+def test_kind_numpy_both_ways(k):
+    d = np.dtype(k.dtype)
+    assert (d.name, d.itemsize, d.alignment) == (k.name, k.size, k.align)
+    assert d.kind == numpy_letter(k)
+    if k.name == "bool":
+        assert (k.min, k.max) == (0, 1)
+    elif is_int(k):
+        assert (np.iinfo(d).min, np.iinfo(d).max) == (k.min, k.max)
+    else:
+        assert (float(np.finfo(d).min), float(np.finfo(d).max)) == (k.min, k.max)
+    # the dtype ref() holds a value in, and an array of it bound to the kind
+    # (ndarray and buffer paths)
+    assert nt.ref(1, k.c).cell.dtype == d
+    f = nt.Function(0x1000, f"void (const {k.c} *)")
+    for arr in (np.zeros(3, d), memoryview(np.zeros(3, d))):
+        assert nt.bind(f, arr).address != 0
+
+
+NUMPY_NUMBERS = "?" + np.typecodes["AllInteger"] + np.typecodes["AllFloat"]
+
+
+@pytest.mark.parametrize("char", NUMPY_NUMBERS)
+def test_numpy_number_dtypes_bind_to_the_kind_of_their_class_and_size(char):
+    """Every NumPy number dtype binds to the one kind of its class and size,
+    and to no other; those without one (half, long double) to none."""
+    d = np.dtype(char)
+    want = [k.name for k in KINDS if numpy_letter(k) == d.kind and k.size == d.itemsize]
+    assert len(want) <= 1
+    for k in KINDS:
+        f = nt.Function(0x1000, f"void (const {k.c} *)")
+        for arr in (np.zeros(3, d), memoryview(np.zeros(3, d))):
+            if k.name in want:
+                nt.bind(f, arr)
+            else:
+                with pytest.raises(TypeError, match=r"^argument 1 .*expected a buffer of"):
+                    nt.bind(f, arr)
+
+
+# The struct module's codes by NumPy's class letters ('c' is char, of the
+# platform's signedness: either integer class); 'P' is a pointer.
+CODE_CLASS = {"?": "b", "c": "iu", "b": "i", "h": "i", "i": "i", "l": "i", "q": "i", "n": "i",
+              "B": "u", "H": "u", "I": "u", "L": "u", "Q": "u", "N": "u",
+              "e": "f", "f": "f", "d": "f", "P": ""}
+
+
+@pytest.mark.parametrize("code", sorted(CODE_CLASS))
+def test_buffer_codes_bind_to_the_kind_of_their_class_and_size(code):
+    """A buffer of each struct-module code binds to the kind that lists it,
+    the one of the code's class and native size, and to no other kind."""
+    size = struct.calcsize("@" + code)
+    want = [k for k in KINDS if numpy_letter(k) in CODE_CLASS[code] and k.size == size
+            and (code != "c" or code in k.formats)]
+    assert [k for k in KINDS if code in k.formats] == want
+    assert len(want) == (0 if code in "eP" else 1)
+    # memoryview.cast knows no 'e': NumPy's float16 exports it
+    view = (memoryview(np.zeros(4, code)) if code == "e"
+            else memoryview(bytearray(4 * size)).cast(code))
+    for k in KINDS:
+        f = nt.Function(0x1000, f"void (const {k.c} *)")
+        if k in want:
+            nt.bind(f, view)
+        else:
+            with pytest.raises(TypeError, match="expected a buffer of"):
+                nt.bind(f, view)
+
+
+@pytest.mark.parametrize("k", KINDS, ids=kind_id)
+def test_kind_formats_against_the_struct_module(k):
+    parts = 2 if numpy_letter(k) == "c" else 1
+    prefix = "Z" if parts == 2 else ""
+    for fmt in k.formats:
+        assert fmt.startswith(prefix) and parts * struct.calcsize("@" + fmt[-1]) == k.size
+    if parts == 2:
+        assert memoryview(np.zeros(1, k.dtype)).format in k.formats   # NumPy's 'Zf'
+    # standard sizes ('=', '<', '>', '!'): every code of the row's class and
+    # of its standard size, whatever the native one ('l' is 4 bytes there)
+    letter = "f" if parts == 2 else numpy_letter(k)
+    want = tuple(prefix + c for c in "?bBhHiIlLqQfd"
+                 if CODE_CLASS[c] == letter and parts * struct.calcsize("=" + c) == k.size)
+    assert tuple(f for f in k.std_formats if f[-1] != "c") == want
+    assert ("c" in "".join(k.std_formats)) == ("c" in "".join(k.formats))
+
+
+def test_kind_dlpack_codes_against_the_header():
+    with open(os.path.join(ROOT, "numthunk", "include", "numthunk", "dlpack.h")) as fh:
+        codes = {name: int(v) for name, v in re.findall(r"\b(kDL\w+) = (\d+)U", fh.read())}
+    for k in KINDS:
+        want = ("kDLBool" if k.name == "bool" else
+                ("kDLInt" if k.signed else "kDLUInt") if is_int(k) else
+                "kDLComplex" if k.formats[0].startswith("Z") else "kDLFloat")
+        assert k.dlpack == (codes[want], 8 * k.size), k
 
 
 # ------------------------------------------------------------ ctypes
@@ -203,14 +462,23 @@ def spellings():
         text = fh.read()
     table = text[text.index("nt_spellings[] = {"):]
     table = table[:table.index("};")]
-    rows = re.findall(r'\{\s*"([^"]+)"\s*,\s*[^,]+,\s*(NULL|"[^"]*")\s*\}', table)
-    assert len(rows) > 80, rows
+    rows = re.findall(r'\{\s*"([^"]+)"\s*,\s*[^,]+,\s*(NULL|KIND_TEXT|"[^"]*")\s*\}', table)
+    assert len(rows) > 100, rows
     out = []
     for name, c_name in rows:
         if name in ("void", "voidptr", "__Pyx_memviewslice", "DLTensor"):  # not scalars
             continue
+        if c_name == "KIND_TEXT":        # a NumPy or Numba name: see below
+            continue
         out.append((name, name if c_name == "NULL" else c_name.strip('"')))
     return out
+
+
+def non_c_spellings():
+    """The NumPy and Numba names of nt_spellings (printed as their kind's C text)."""
+    path = os.path.join(HERE, os.pardir, "src", "types.c")
+    with open(path) as fh:
+        return re.findall(r'\{\s*"([^"]+)"\s*,\s*[^,]+,\s*KIND_TEXT\s*\}', fh.read())
 
 
 C_PROBE = r"""
@@ -262,6 +530,22 @@ def test_c_spellings_against_the_compiler(tmp_path):
         assert got == want, f"{name}: C says {want}, numthunk parses {got}"
         seen += 1
     assert seen == len(rows)
+
+
+@pytest.mark.parametrize("name", non_c_spellings())
+def test_numpy_and_numba_spellings_against_their_library(name):
+    """A NumPy or Numba type name means what NumPy (or Numba) says, and
+    prints as the C text of its kind."""
+    from numba.core import types
+
+    if name == "boolean":
+        want = "bool" if isinstance(getattr(types, name), types.Boolean) else "?"
+    else:
+        d = np.dtype(name)
+        want = kind_of(d.itemsize, d.kind == "i", d.kind == "f", d.kind == "c", d.kind == "b")
+    got = described(f"void ({name})")[0]
+    assert got == want, f"{name}: NumPy/Numba say {want}, numthunk parses {got}"
+    assert str(nt.Signature(f"void ({name})")) == f"void ({nt._core.kinds[got].c})"
 
 
 # ------------------------------------------------------------ Numba scalar types
