@@ -223,28 +223,52 @@ nt_fmt_bit(char code)
     return p != NULL ? 1u << (p - NT_FMT_CODES) : 0;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Its inverses, for the bind path                                           */
+
+/* The kind of a PEP 3118 code, by [standard][complex][code], and of a value
+   class, signedness and size, by [value][signed][size]: the rows' columns
+   read the other way, so that decoding a buffer's format or a NumPy
+   dtype is one load, not a scan of the table. 0 (NT_VOID) for none. */
+static uint8_t by_code[2][2][128];
+static uint8_t by_class[NT_VALUE_MEMVIEW + 1][2][17];
+static int inverses_built;
+
+void
+nt_kinds_ready(void)
+{
+    if (inverses_built)
+        return;
+    /* the last row written wins: go backwards, so that the first row that
+       lists a code (or has a class and size) is the one found */
+    for (int k = NT_C128; k >= NT_BOOL; k--) {
+        const nt_kind_info *r = &nt_kinds[k];
+        int cx = r->value == NT_VALUE_COMPLEX;
+        for (const char *c = NT_FMT_CODES; *c != '\0'; c++) {
+            if (r->fmt_native & nt_fmt_bit(*c))
+                by_code[0][cx][(unsigned char)*c] = (uint8_t)k;
+            if (r->fmt_std & nt_fmt_bit(*c))
+                by_code[1][cx][(unsigned char)*c] = (uint8_t)k;
+        }
+        if (r->size < sizeof(by_class[0][0]))
+            by_class[r->value][r->is_signed][r->size] = (uint8_t)k;
+    }
+    inverses_built = 1;
+}
+
 int
 nt_kind_of_format(char code, int standard, int is_complex)
 {
-    uint32_t bit = nt_fmt_bit(code);
-    if (bit == 0)
-        return NT_VOID;
-    for (int k = NT_BOOL; k <= NT_C128; k++) {
-        const nt_kind_info *r = &nt_kinds[k];
-        if ((r->value == NT_VALUE_COMPLEX) == (is_complex != 0)
-            && ((standard ? r->fmt_std : r->fmt_native) & bit))
-            return k;
-    }
-    return NT_VOID;
+    nt_kinds_ready();
+    unsigned char c = (unsigned char)code;
+    return c < 128 ? by_code[standard != 0][is_complex != 0][c] : NT_VOID;
 }
 
 int
 nt_kind_find(int value, int is_signed, size_t size)
 {
-    for (int k = NT_BOOL; k <= NT_C128; k++) {
-        const nt_kind_info *r = &nt_kinds[k];
-        if (r->value == value && r->size == size && r->is_signed == (is_signed != 0))
-            return k;
-    }
-    return NT_VOID;
+    nt_kinds_ready();
+    if (value < 0 || value > NT_VALUE_MEMVIEW || size >= sizeof(by_class[0][0]))
+        return NT_VOID;
+    return by_class[value][is_signed != 0][size];
 }

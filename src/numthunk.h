@@ -203,6 +203,10 @@ int nt_kind_of_format(char code, int standard, int is_complex);
    letter and itemsize say as much); NT_VOID if none has them. */
 int nt_kind_find(int value, int is_signed, size_t size);
 
+/* Builds the two lookups above from the table (each also does so on first
+   use); the module calls it once at import, before any thread can. */
+void nt_kinds_ready(void);
+
 /* The memoryview slice struct, layout identical to Cython 0.29 .. 3.x. */
 #define NT_MEMVIEW_MAX_DIMS 8
 typedef struct {
