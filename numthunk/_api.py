@@ -303,7 +303,8 @@ class Function:
     ({index: value}), hiding them from bind(). ``depends``: the thunks the
     function's code calls by their addresses (a Numba ``@cfunc`` that
     captured thunks as globals or closure variables: :func:`as_function`
-    finds them); a thunk bound over this function depends on them.
+    finds them); a thunk bound over this function depends on them: it holds
+    them, counts them in its chain depth and takes their GIL need.
     ``structs`` declares the layout of the structs the function takes by
     pointer ({'pair_t': dtype}, a NumPy dtype, a ctypes Structure, a cffi
     type or a size in bytes): a ``pair_t *`` parameter then takes a NumPy
@@ -341,7 +342,8 @@ class Function:
                     raise type(exc)(f"memoryviews={{{i}: ...}}: {exc}") from None
         self.fixed = {_param_index(k, sig, "fixed="): v
                       for k, v in _mapping(fixed, "fixed=").items()}
-        self.depends = _thunk_tuple(depends, "Function depends=")
+        self.depends = (() if type(depends) is tuple and not depends
+                        else _thunk_tuple(depends, "Function depends="))
         self.structs = _struct_sizes(structs)
         self._user_params = [i for i in range(sig.nargs) if i not in self.fixed]
         self._call_thunk = None
@@ -421,7 +423,7 @@ class Function:
                 args = _with_fixed(self, args)
             owner = self.owner if not self.structs else _Declared(self.owner, self.structs)
             self._call_thunk = Thunk(self._signature, self.address, args, owner,
-                                     self.nogil, self.memoryviews, None, self.owner)
+                                     self.nogil, self.memoryviews, None, self.depends)
         return self._call_thunk
 
     def __call__(self, *args):
@@ -614,7 +616,6 @@ def bind(target, *args, signature=None, nogil=None, engine=None, keep=None):
                         f"or None, not {type(engine).__name__}")
     if fn.fixed:
         args = _with_fixed(fn, args)
-    via = fn.owner
     if keep is not None:
         # the thunk holds its target object, and this one holds keep
         fn = Function(fn.address, fn._signature, nogil=fn.nogil, owner=(fn, keep),
@@ -622,10 +623,10 @@ def bind(target, *args, signature=None, nogil=None, engine=None, keep=None):
                       depends=fn.depends, structs=fn.structs)
     # Positional: keyword parsing would be a fifth of the creation cost.
     # Values the core does not convert itself go through
-    # Thunk._resolve_values first; fn.owner tells the core when the target
-    # is itself a thunk (composed thunks).
+    # Thunk._resolve_values first. The core finds a target that is a thunk
+    # by its address; fn.depends names the thunks the target's code uses.
     return Thunk(fn._signature, fn.address, args, fn, fn.nogil, fn.memoryviews, engine,
-                 via)
+                 fn.depends)
 
 
 def _with_fixed(fn, args):
@@ -643,10 +644,12 @@ def _with_fixed(fn, args):
 class Thunk(_core.Thunk):
     """A C function pointer with some arguments bound, made by :func:`bind`.
 
-    ``.address``: the C address; ``.csig``: its own signature;
-    ``.ctypes``: a ctypes function pointer that keeps it alive;
+    ``.address``: the C address (it does not keep the thunk alive: keep
+    the thunk for as long as C code may call it); ``.csig``: its own
+    signature; ``.ctypes``: a ctypes function pointer that keeps it alive;
     ``thunk(*forwarded)``: call it from Python; ``rebind(i, value)``,
     ``reclaim()``, ``release()``; a context manager that releases it.
+    ``.dependencies``: the thunks it uses (and holds).
 
     >>> frexp = nt.Function.from_library("libm.so.6", "frexp", "double (double, int *e)")
     >>> e = np.zeros(1, dtype=np.intc)
@@ -899,7 +902,7 @@ def _resolve_one(obj, what, sig, i, desc, structs=None):
                 fn = as_function(fn._thunk())
             if fn._signature != fnsig:
                 raise TypeError(f"{what}: expected a function '{fnsig}', got '{fn._signature}'")
-            return Address(fn.address, owner=obj)
+            return Address(fn.address, owner=obj, nogil=fn.nogil)
         return obj
     if _foreign.is_foreign(obj):
         # ctypes and cffi pointers, BitGenerators: one rule (pointee

@@ -43,7 +43,7 @@ import numpy as np
 
 from ._api import (
     ARG, Address, Function, Ref, Strided, Thunk, _is_numba_cfunc, _numpy_ctypes_array,
-    as_function, bind, ref, shape, size, stride, strided,
+    _with_fixed, as_function, bind, ref, shape, size, stride, strided,
 )
 from ._signature import Signature
 
@@ -735,12 +735,42 @@ def _engine_of(t):
     return "ffi" if t.backend == "libffi" else None
 
 
+# pickle follows a composed thunk's target and bound thunks recursively:
+# about 5 levels of Python's recursion limit per thunk in the chain
+_PICKLE_FRAMES_PER_LEVEL = 5
+
+
+def _stack_depth():
+    f, n = sys._getframe(), 0
+    while f is not None:
+        f, n = f.f_back, n + 1
+    return n
+
+
+def _check_depth(t):
+    """A clear refusal where pickle would run out of recursion following a
+    deeply composed thunk (a bare RecursionError otherwise)."""
+    limit = sys.getrecursionlimit()
+    need = (t.chain + 1) * _PICKLE_FRAMES_PER_LEVEL
+    if need > limit // 4 and need + _stack_depth() + 50 > limit:
+        raise PicklingRefused(
+            f"cannot pickle the thunk: it is composed {t.chain + 1} thunks deep (each "
+            f"calling the next), and pickle follows each level recursively: that needs "
+            f"a recursion limit of about {need + _stack_depth() + 50}, not {limit} "
+            "(sys.setrecursionlimit)")
+
+
+class TooDeeplyComposed(RecursionError):
+    pass
+
+
 def reduce_thunk(t):
     """``Thunk.__reduce__``: the target's recipe and the bound values, in one
     tuple (the pickle memo keeps an array and the markers made from it one
-    object)."""
+    object); a subclass's class and ``__dict__`` go with them."""
     if t.released:
         raise PicklingRefused("cannot pickle a released thunk")
+    _check_depth(t)
     fn = t.target
     if not isinstance(fn, Function):
         raise PicklingRefused(f"cannot pickle the thunk: its target is a {type(fn).__name__}, "
@@ -750,7 +780,10 @@ def reduce_thunk(t):
     except PicklingRefused as exc:
         raise PicklingRefused(f"cannot pickle the thunk: {exc}") from None
     values = tuple(_travelling(t, i, v) for i, v in enumerate(t.bindings))
-    return (_thunk_from_recipe, (fn, values, _engine_of(t)))
+    if type(t) is Thunk:
+        return (_thunk_from_recipe, (fn, values, _engine_of(t)))
+    return (_thunk_from_recipe, (fn, values, _engine_of(t), type(t)),
+            getattr(t, "__dict__", None) or None)
 
 
 def _own_arrays(values):
@@ -784,27 +817,52 @@ def _own_arrays(values):
     return out if copies else values
 
 
-def _thunk_from_recipe(fn, values, engine):
+def _thunk_from_recipe(fn, values, engine, cls=None):
     values = _own_arrays(values)
     if fn.fixed:
         values = [values[i] for i in fn._user_params]
-    return bind(fn, *values, engine=engine)
+    if cls is None or cls is Thunk:
+        return bind(fn, *values, engine=engine)
+    # a subclass of Thunk: made by its own constructor, as bind() makes a Thunk
+    if not (isinstance(cls, type) and issubclass(cls, Thunk)):
+        raise pickle.UnpicklingError(f"{cls!r} is not a subclass of numthunk.Thunk")
+    if fn.fixed:
+        values = _with_fixed(fn, values)
+    return cls(fn._signature, fn.address, tuple(values), fn, fn.nogil, fn.memoryviews,
+               engine, fn.depends)
 
 
 def copy_thunk(t):
     """``copy.copy``: a new thunk, same target, the same bound objects (the
-    same arrays, live)."""
+    same arrays, live); a subclass's ``__dict__`` copied."""
     if t.released:
         raise ValueError("cannot copy a released thunk")
-    return _thunk_from_recipe(t.target, t.bindings, _engine_of(t))
+    new = _thunk_from_recipe(t.target, t.bindings, _engine_of(t), type(t))
+    state = getattr(t, "__dict__", None)
+    if state:
+        new.__dict__.update(state)
+    return new
 
 
 def deepcopy_thunk(t, memo):
     """``copy.deepcopy``: a new thunk, same target, copies of the bound
     arrays, markers and ref cells (one copy per array, as in a pickle);
-    functions, thunks' targets and raw addresses are shared as they are."""
+    functions, thunks' targets and raw addresses are shared as they are; a
+    subclass's ``__dict__`` deep-copied."""
     if t.released:
         raise ValueError("cannot copy a released thunk")
+    try:
+        return _deepcopy_thunk(t, memo)
+    except TooDeeplyComposed:
+        raise
+    except RecursionError:
+        raise TooDeeplyComposed(
+            "copy.deepcopy of a composed thunk: the thunks bound into one another nest "
+            "deeper than copy can follow within Python's recursion limit "
+            f"({sys.getrecursionlimit()}); raise it with sys.setrecursionlimit()") from None
+
+
+def _deepcopy_thunk(t, memo):
     values = []
     for v in t.bindings:
         if isinstance(v, Address):
@@ -818,7 +876,11 @@ def deepcopy_thunk(t, memo):
         else:
             arr = _numpy_ctypes_array(v)
             values.append(copy.deepcopy(arr if arr is not None else v, memo))
-    return _thunk_from_recipe(t.target, tuple(values), _engine_of(t))
+    new = _thunk_from_recipe(t.target, tuple(values), _engine_of(t), type(t))
+    state = getattr(t, "__dict__", None)
+    if state:
+        new.__dict__.update(copy.deepcopy(state, memo))
+    return new
 
 
 # ---------------------------------------------------------------- markers
@@ -861,7 +923,7 @@ class _LocalOwner:
 
 
 def _address_again(value, holder):
-    return Address(value, holder.address.owner)
+    return Address(value, holder.address.owner, nogil=holder.address.nogil)
 
 
 def _reduce_address(a):

@@ -40,6 +40,7 @@ struct nt_entry {
     _Atomic(nt_ctx *) ctx;     /* NULL once released: the handler traps */
     ffi_plan *fp;              /* one reference */
     ffi_closure *closure;
+    nt_what *what;             /* once released: what the trap names */
 };
 
 ffi_type *nt_ffi_type_of(const nt_type *t)
@@ -112,7 +113,8 @@ static void ffi_handler(ffi_cif *cif, void *ret, void **args, void *user)
     nt_entry *entry = user;
     nt_ctx *ctx = atomic_load_explicit(&entry->ctx, memory_order_acquire);
     if (ctx == NULL)
-        nt_trap_released();
+        nt_trap_released_at(entry->what != NULL ? entry->what->text : NULL,
+                            entry->what != NULL ? entry->what->target : NULL);
     const ffi_plan *fp = entry->fp;
     void *avalues[fp->nargs > 0 ? fp->nargs : 1];
     for (int i = 0; i < fp->nargs; i++) {
@@ -164,15 +166,18 @@ static void entry_leave(void *item)
     nt_entry *entry = item;
     ffi_closure_free(entry->closure);
     fp_unref(entry->fp);
+    nt_what_unref(entry->what);
     free(entry);
 }
 
-static void ffi_entry_free(nt_entry *entry)
+static void ffi_entry_free(nt_entry *entry, nt_what *what)
 {
     if (entry == NULL)
         return;
-    /* A late call traps on the NULL context; it still reads the entry and
-       entry->fp, both kept until the entry leaves the quarantine. */
+    /* A late call traps on the NULL context; it still reads the entry,
+       entry->fp and what the trap names, all kept until the entry leaves
+       the quarantine (stored first: the release-store publishes it). */
+    entry->what = nt_what_ref(what);
     atomic_store_explicit(&entry->ctx, NULL, memory_order_release);
     nt_quarantine_push(entry, entry_leave);
 }

@@ -337,9 +337,11 @@ int nt_pointer_value(PyObject *value, const char *what, uintptr_t *out)
 
 static PyObject *address_tp_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = { "value", "owner", NULL };
+    static char *kwlist[] = { "value", "owner", "nogil", NULL };
     PyObject *value, *owner = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O:address", kwlist, &value, &owner))
+    int nogil = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O$p:address", kwlist, &value, &owner,
+                                     &nogil))
         return NULL;
     uintptr_t v;
     if (nt_pointer_value(value, "address()", &v) < 0)
@@ -349,6 +351,7 @@ static PyObject *address_tp_new(PyTypeObject *type, PyObject *args, PyObject *kw
         return NULL;
     self->value = v;
     self->owner = Py_NewRef(owner);
+    self->needs_gil = !nogil;
     return (PyObject *)self;
 }
 
@@ -358,10 +361,17 @@ static PyObject *address_value(nt_AddressObject *self, void *closure)
     return PyLong_FromVoidPtr((void *)self->value);
 }
 
+static PyObject *address_nogil(nt_AddressObject *self, void *closure)
+{
+    (void)closure;
+    return PyBool_FromLong(!self->needs_gil);
+}
+
 static PyObject *address_repr(nt_AddressObject *self)
 {
-    char buf[40];
-    PyOS_snprintf(buf, sizeof(buf), "address(0x%llx)", (unsigned long long)self->value);
+    char buf[60];
+    PyOS_snprintf(buf, sizeof(buf), "address(0x%llx%s)", (unsigned long long)self->value,
+                  self->needs_gil ? ", nogil=False" : "");
     return PyUnicode_FromString(buf);
 }
 
@@ -373,6 +383,9 @@ static PyMemberDef address_members[] = {
 
 static PyGetSetDef address_getset[] = {
     { "value", (getter)address_value, NULL, "the pointer value (int)", NULL },
+    { "nogil", (getter)address_nogil, NULL,
+      "False for a function that needs the GIL: a thunk it is bound to keeps the GIL "
+      "when called from Python", NULL },
     { NULL, NULL, NULL, NULL, NULL }
 };
 
@@ -383,9 +396,11 @@ PyTypeObject nt_AddressType = {
     .tp_dealloc = (destructor)address_dealloc,
     .tp_repr = (reprfunc)address_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "address(n, owner=None): an explicit pointer value for a pointer parameter\n"
-              "(a bare int is refused there). Nothing checks what it points to; owner is\n"
-              "kept alive with the binding, and nothing else is.\n\n"
+    .tp_doc = "address(n, owner=None, *, nogil=True): an explicit pointer value for a\n"
+              "pointer parameter (a bare int is refused there). Nothing checks what it\n"
+              "points to; owner is kept alive with the binding, and nothing else is.\n"
+              "nogil=False marks a function pointer whose code needs the GIL: a thunk it\n"
+              "is bound to keeps the GIL when called from Python.\n\n"
               ">>> frexp = nt.Function.from_library(\"libm.so.6\", \"frexp\",\n"
               "...                                  \"double (double, int *)\")\n"
               ">>> e = np.zeros(1, dtype=np.intc)\n"

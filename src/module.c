@@ -293,7 +293,7 @@ PyMODINIT_FUNC PyInit__core(void)
     if (check_config() < 0)
         return NULL;
     nt_kinds_ready();
-    if (PyType_Ready(&nt_SignatureType) < 0 || PyType_Ready(&nt_ThunkType) < 0)
+    if (PyType_Ready(&nt_SignatureType) < 0 || nt_thunk_ready() < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module_def);
     if (m == NULL)

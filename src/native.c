@@ -65,8 +65,12 @@ static size_t policy_at;
 static char fallbacks[NT_FALLBACK_MAX][NT_REASON_MAX];
 static int nfallbacks;
 
-/* Every released slot points here; word 0 is the trap. */
+/* A released slot points at its thunk's description (nt_what), laid out
+   as a context whose handler, trap_code, calls nt_trap_released_at with its
+   text and target. Where there is none, the slot points here; word 0 is the
+   trap, which then names nothing. */
 static nt_ctx released_ctx = { (void *)nt_trap_released, NULL, NULL, 0 };
+static void *trap_code;
 
 /* ------------------------------------------------------------------------ */
 /* Executable memory with fallback                                           */
@@ -154,6 +158,8 @@ after_fork_child(void)
         nt_execmem_policies[i]->after_fork_child();
 }
 
+static void make_trap_handler(void);
+
 static void
 init(void)
 {
@@ -185,6 +191,7 @@ init(void)
                                    - arch->stub_size * i));
     choose_policy(0);
     nt_fork_hooks(&lock, after_fork_child);
+    make_trap_handler();
 }
 
 /* 1 if native code can still be placed (engine lock not needed: policy
@@ -344,6 +351,35 @@ handler_for(const nt_plan *plan, const uint8_t *key, size_t keylen,
     return hd;
 }
 
+/* The code a released slot's description runs: the handler of a plan
+   "void (const char *, const void *)" with both parameters bound, whose
+   target (nt_what.trap) is nt_trap_released_at. Made once, at init; left
+   NULL where it cannot be (released slots then name nothing). */
+static void
+make_trap_handler(void)
+{
+    nt_error err = { NT_OK, -1, "" };
+    nt_sig *sig = nt_sig_parse("void (const char *, const void *)", NULL, 0, &err);
+    nt_plan *plan = sig != NULL ? nt_plan_new(sig, &err) : NULL;
+    if (plan != NULL && policy != NULL) {
+        nt_plan_set_bound(plan, 0);
+        nt_plan_set_bound(plan, 1);
+        uint8_t key[NT_SHAPE_KEY_MAX];
+        if (nt_plan_finish(plan, &err) == NT_OK
+            && nt_handler_supports(&arch->abi, plan) == NT_OK) {
+            size_t keylen = nt_handler_key(&arch->abi, plan, key);
+            pthread_mutex_lock(&lock);
+            /* its reference is never dropped: the code is never evicted */
+            handler *hd = handler_for(plan, key, keylen, &err);
+            pthread_mutex_unlock(&lock);
+            if (hd != NULL)
+                __atomic_store_n(&trap_code, hd->code, __ATOMIC_RELEASE);
+        }
+    }
+    nt_plan_free(plan);
+    nt_sig_free(sig);
+}
+
 /* Quarantine leave: no plan took the handler back meanwhile, so no call can
    be running its code any more; the code goes back to its policy. */
 static void
@@ -426,6 +462,9 @@ take_slot(nt_error *err)
 static void
 slot_leave(void *item)
 {
+    xslot *slot = item;
+    if (slot->ctx != &released_ctx)
+        nt_what_unref((nt_what *)slot->ctx);
     pthread_mutex_lock(&lock);
     if (nfree == free_cap) {
         size_t ncap = free_cap ? 2 * free_cap : 1024;
@@ -547,9 +586,15 @@ nt_native_entry_swap(nt_entry *entry, nt_ctx *ctx)
 }
 
 void
-nt_native_entry_free(nt_entry *entry)
+nt_native_entry_free(nt_entry *entry, nt_what *what)
 {
     xslot *slot = (xslot *)entry;
-    __atomic_store_n(&slot->ctx, &released_ctx, __ATOMIC_RELEASE);
+    nt_ctx *tomb = &released_ctx;
+    void *code = __atomic_load_n(&trap_code, __ATOMIC_ACQUIRE);
+    if (what != NULL && code != NULL) {
+        __atomic_store_n(&what->handler, code, __ATOMIC_RELAXED);
+        tomb = (nt_ctx *)nt_what_ref(what);
+    }
+    __atomic_store_n(&slot->ctx, tomb, __ATOMIC_RELEASE);
     nt_quarantine_push(slot, slot_leave);
 }

@@ -112,7 +112,7 @@ void nt_native_plan_release(nt_plan *plan);
 nt_status nt_native_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry_ref *out,
                               void **address, nt_error *err);
 void nt_native_entry_swap(nt_entry *entry, nt_ctx *ctx);
-void nt_native_entry_free(nt_entry *entry);
+void nt_native_entry_free(nt_entry *entry, nt_what *what);
 const char *nt_native_memory_policy(void);
 
 /* A native thunk's handler jumps to its target (no frame) or builds one

@@ -305,6 +305,9 @@ typedef struct nt_plan {
     const struct nt_backend *backend;
     void *backend_data;       /* owned by the backend (cifs, handler, ...) */
     void *handler;            /* native: handler stored in word 0 of each ctx */
+    char *text;               /* "<thunk signature> over <target's>", made
+                                 when a thunk of this plan is first torn down */
+    struct nt_what *what;     /* the description last made from it */
 } nt_plan;
 
 /*
@@ -332,6 +335,32 @@ void nt_plan_set_arg(nt_plan *plan, int i);
 void nt_plan_set_bound(nt_plan *plan, int i);
 int nt_plan_finish(nt_plan *plan, nt_error *err); /* computes fwd, offsets */
 void nt_plan_free(nt_plan *plan);
+/*
+ * What the released trap says of a thunk: "double (void) over double
+ * (const double *, int)" (its own signature and its target's) and the
+ * target's address. Laid out as a context (nt_ctx), so that a released
+ * native entry's slot points straight at it: the handler the native engine
+ * stores in it passes `text` and `target` (its two values) to
+ * nt_trap_released_at. Shared by the thunks of a plan with one target and
+ * by their released entries, reference-counted (a plan may go while its
+ * released entries wait in the quarantine); immutable once made but for
+ * `handler`, which is only ever set to the one trap handler.
+ */
+typedef struct nt_what {
+    void *handler;            /* offset 0: the native trap handler, or NULL */
+    void *trap;               /* offset 8: nt_trap_released_at */
+    void *unused_;            /* offset 16 */
+    size_t refs;              /* offset 24; atomic */
+    const char *text;         /* offset 32: the context's first value */
+    const void *target;       /* offset 40: its second */
+    char chars[];             /* what text points to */
+} nt_what;
+
+/* The description of the plan's thunks with this target, made or shared
+   (GIL held); NULL when out of memory. Borrowed: nt_what_ref() to keep it. */
+nt_what *nt_plan_what(nt_plan *plan, const void *target);
+nt_what *nt_what_ref(nt_what *what);         /* NULL passes through */
+void nt_what_unref(nt_what *what);
 
 /*
  * Plans are cached per target signature and shared by every thunk with the
@@ -421,8 +450,9 @@ typedef struct nt_backend {
                            void **address, nt_error *err);
     /* Publishes ctx (release-store); the old one stays valid. */
     void (*entry_swap)(nt_entry *entry, nt_ctx *ctx);
-    /* The entry's address becomes a trap ("called a released thunk"). */
-    void (*entry_free)(nt_entry *entry);
+    /* The entry's address becomes a trap that names the thunk with what
+       (the engine takes its own reference; NULL: no description). */
+    void (*entry_free)(nt_entry *entry, nt_what *what);
     /* A short description of the executable-memory policy in use. */
     const char *(*memory_policy)(void);
 } nt_backend;
@@ -434,12 +464,13 @@ nt_entry_swap(const nt_entry_ref *ref, nt_ctx *ctx)
     ref->engine->entry_swap(ref->entry, ctx);
 }
 
-/* Frees the entry, if any, through its own engine; the ref becomes empty. */
+/* Frees the entry, if any, through its own engine, its trap naming the
+   thunk with what; the ref becomes empty. */
 static inline void
-nt_entry_free(nt_entry_ref *ref)
+nt_entry_free(nt_entry_ref *ref, nt_what *what)
 {
     if (ref->entry != NULL)
-        ref->engine->entry_free(ref->entry);
+        ref->engine->entry_free(ref->entry, what);
     ref->entry = NULL;
 }
 
@@ -449,7 +480,23 @@ struct _ffi_type *nt_ffi_type_of(const nt_type *t);
 /* NULL on platforms without a native backend. */
 extern const nt_backend *const nt_backend_native;
 
-/* Writes "numthunk: called a released thunk" to stderr and aborts. */
+/* Writes "numthunk: called a released thunk", what the thunk was (what:
+   nt_what text, and its target; either may be NULL) and what usually
+   causes this to stderr, and aborts: with write() only, as it runs in any
+   thread, without the GIL, maybe where nothing else is safe. */
 void nt_trap_released(void);
+void nt_trap_released_at(const char *what, const void *target);
+/* The longest description text, with its NUL. */
+#define NT_WHAT_MAX 224
+
+/* ------------------------------------------------------------------------ */
+/* Registry: live thunks by entry address (registry.c)                      */
+
+/* Enters owner at address. -1: no memory. */
+int nt_registry_add(const void *address, void *owner);
+/* The owner at address, or NULL. */
+void *nt_registry_find(const void *address);
+/* owner, at address, leaves. */
+void nt_registry_remove(const void *address, const void *owner);
 
 #endif /* NUMTHUNK_H */

@@ -7,6 +7,7 @@
  * backend can load any scalar cell with one 64-bit move.
  */
 #include "numthunk.h"
+#include <stddef.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -72,7 +73,75 @@ void nt_plan_free(nt_plan *plan)
         plan->backend->plan_release(plan);
     free(plan->slots);
     free(plan->fwd_index);
+    free(plan->text);
+    nt_what_unref(plan->what);
     free(plan);
+}
+
+nt_what *nt_what_ref(nt_what *what)
+{
+    if (what != NULL)
+        __atomic_add_fetch(&what->refs, 1, __ATOMIC_RELAXED);
+    return what;
+}
+
+void nt_what_unref(nt_what *what)
+{
+    if (what != NULL && __atomic_sub_fetch(&what->refs, 1, __ATOMIC_ACQ_REL) == 0)
+        free(what);
+}
+
+_Static_assert(offsetof(nt_what, handler) == NT_CTX_HANDLER_OFFSET
+               && offsetof(nt_what, text) == NT_CTX_VALUES_OFFSET
+               && offsetof(nt_what, target) == NT_CTX_VALUES_OFFSET + sizeof(void *),
+               "nt_what is laid out as a context with two values");
+
+/* "double (void) over double (const double *, int)", once per plan */
+static const char *plan_text(nt_plan *plan)
+{
+    if (plan->text != NULL)
+        return plan->text;
+    /* the thunk's own signature: the return type and the forwarded
+       parameters (shallow copies: formatting only reads them) */
+    nt_type none;
+    nt_sig own = { plan->target->ret, plan->nfwd, &none, NULL };
+    if (plan->nfwd > 0 && (own.args = malloc((size_t)plan->nfwd * sizeof(nt_type))) == NULL)
+        return NULL;
+    for (int k = 0; k < plan->nfwd; k++)
+        own.args[k] = plan->target->args[plan->fwd_index[k]];
+    char text[NT_WHAT_MAX];
+    size_t n = nt_sig_format(&own, text, sizeof(text));
+    if (own.args != &none)
+        free(own.args);
+    if (n + 6 < sizeof(text)) {
+        memcpy(text + n, " over ", 7);
+        nt_sig_format(plan->target, text + n + 6, sizeof(text) - n - 6);
+    }
+    plan->text = strdup(text);
+    return plan->text;
+}
+
+nt_what *nt_plan_what(nt_plan *plan, const void *target)
+{
+    if (plan->what != NULL && plan->what->target == target)
+        return plan->what;
+    const char *text = plan_text(plan);
+    if (text == NULL)
+        return NULL;
+    size_t len = strlen(text);
+    nt_what *what = malloc(sizeof(nt_what) + len + 1);
+    if (what == NULL)
+        return NULL;
+    memcpy(what->chars, text, len + 1);
+    what->handler = NULL;
+    what->trap = (void *)nt_trap_released_at;
+    what->unused_ = NULL;
+    what->refs = 1;            /* the plan's */
+    what->text = what->chars;
+    what->target = target;
+    nt_what_unref(plan->what);
+    plan->what = what;
+    return what;
 }
 
 nt_ctx *nt_ctx_new(const nt_plan *plan, void *target, nt_error *err)

@@ -45,6 +45,7 @@ typedef struct {
     PyObject_HEAD
     PyObject *owner;          /* kept alive with the binding */
     uintptr_t value;
+    int needs_gil;            /* a function that needs the GIL (nogil=False) */
 } nt_AddressObject;
 
 #define nt_is_derived(v)  (Py_TYPE(v) == &nt_DerivedType)
@@ -162,6 +163,8 @@ PyObject *nt_to_python(const nt_type *t, const void *ret);
 /* ---- Thunk ---- */
 
 extern PyTypeObject nt_ThunkType;
+/* Readies the type (and counts fork()s, for calls in flight). */
+int nt_thunk_ready(void);
 
 /*
  * The commit of a new thunk, where Thunk() and the C API (capi.c) end:

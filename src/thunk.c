@@ -27,10 +27,24 @@
  *
  * The entry never needs the GIL. __call__ (from Python) releases it only
  * for targets that declare nogil.
+ *
+ * Thunks that use thunks. A thunk depends on the thunks its calls reach:
+ * its target when that is a thunk's address, each bound function-pointer
+ * value that is one, and those its target declares (Function.depends, for
+ * code that calls thunks the core cannot see). The registry (registry.c)
+ * finds a thunk from its address whatever spelling carried it. A thunk
+ * holds what it depends on (strong references) and is listed, weakly, in
+ * each of them as a user; from that graph come the chain depth (bounded,
+ * so a call cannot overflow the C stack), the GIL need (a target that
+ * needs it makes every thunk above it keep it), and `broken`: a thunk
+ * below was released, so a call from Python raises instead of reaching the
+ * released thunk's trap. A thunk never depends on itself: a bind or rebind
+ * that would close a cycle is refused.
  */
 #include "pyapi.h"
 
 #include <ffi.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -42,19 +56,35 @@ typedef struct {
     uint64_t key;        /* layout key of the buffer it reads, 0 if none */
 } binding;
 
+typedef struct thunk_object ThunkObject;
+
+/* A thunk this one depends on, and why. */
+#define DEP_TARGET   (-1)      /* its target */
+#define DEP_DECLARED (-2)      /* its target's Function.depends */
+typedef struct {
+    ThunkObject *thunk;        /* a strong reference */
+    int param;                 /* DEP_*, or the bound function-pointer parameter */
+} dep;
+
 /* What most thunks never need, allocated on first use. */
 typedef struct {
     PyObject *csig;            /* the thunk's own Signature */
     PyObject *numba_type;      /* Numba's type of this function value */
     ffi_type **call_types;     /* non-NULL once call_cif is prepared */
     ffi_cif call_cif;          /* for __call__ */
+    int fwd_functions;         /* a forwarded parameter is a function pointer */
     nt_mvspec *mvspecs;        /* nargs, for __Pyx_memviewslice parameters */
     PyObject **retired;        /* values replaced by rebind(), until reclaim() */
     Py_ssize_t nretired, capretired;
     nt_held *retired_held;     /* their buffers */
+    dep *deps;                 /* the thunks this one depends on now */
+    int ndeps, capdeps;
+    ThunkObject **users;       /* the thunks that depend on this one now (weak) */
+    int nusers, capusers;
+    uint64_t mark;             /* graph walks: visited in walk number `mark` */
 } extra;
 
-typedef struct {
+struct thunk_object {
     PyObject_VAR_HEAD          /* ob_size: the target's parameter count */
     nt_SignatureObject *sig;   /* the target's signature */
     PyObject *owner;           /* keeps the target's code alive */
@@ -67,12 +97,17 @@ typedef struct {
     PyObject *weakreflist;
     int32_t inflight;          /* calls from Python in progress */
     uint32_t gen;              /* bumped by every published rebind */
-    uint16_t chain;            /* thunks between this one and a real target */
+    uint16_t chain;            /* longest path of thunks below this one */
     uint16_t chain_limit;      /* the least chain_limit of the engines on it */
-    uint8_t nogil : 1, released : 1, torn : 1, reclaim_pending : 1,
-            plan_owned : 1;
+    uint16_t fork_gen;         /* the fork generation inflight counts in */
+    uint16_t nogil : 1,        /* calls from Python may release the GIL: */
+             own_nogil : 1,    /*   the target says so, */
+             gil_values : 1,   /*   no bound function needs it, none below */
+             released : 1, torn : 1, reclaim_pending : 1, plan_owned : 1,
+             broken : 1,       /* a thunk below was released */
+             fn_bound : 1;     /* a function-pointer parameter is bound */
     binding b[];
-} ThunkObject;
+};
 
 /* The thunks this thread is calling through __call__, innermost first:
    release() must not wait for its own caller. */
@@ -90,6 +125,30 @@ static int in_own_call(ThunkObject *self)
             return 1;
     return 0;
 }
+
+/* Bumped in the child of every fork(): calls that other threads had in
+   flight in the parent do not exist there. */
+static uint16_t fork_gen;
+
+static void after_fork_child(void)
+{
+    fork_gen++;
+}
+
+/* In a child of fork(), calls from Python in flight are counted again:
+   only this thread's own calls of the thunk (on its frame list) go on. */
+static void recount(ThunkObject *self)
+{
+    int32_t n = 0;
+    for (call_frame *f = calls; f != NULL; f = f->up)
+        n += f->thunk == self;
+    self->inflight = n;
+    self->fork_gen = fork_gen;
+}
+
+/* Calls from Python in flight. */
+#define inflight(self) \
+    ((self)->fork_gen == fork_gen ? (self)->inflight : (recount(self), (self)->inflight))
 
 static extra *extra_of(ThunkObject *self)
 {
@@ -112,6 +171,267 @@ static int released_error(ThunkObject *self)
 {
     if (self->released) {
         PyErr_SetString(PyExc_ValueError, "the thunk has been released");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the dependency graph ---- */
+
+/* The live thunk whose entry is at address, NULL if none. */
+static ThunkObject *thunk_at(const void *address)
+{
+    return (ThunkObject *)nt_registry_find(address);
+}
+
+/* "double (void) over double (const double *, int), target at 0x..." */
+static void describe(ThunkObject *t, char *buf, size_t n)
+{
+    nt_what *what = nt_plan_what(t->plan, t->target);
+    PyOS_snprintf(buf, n, "%s, target at %p", what != NULL ? what->text : "a thunk",
+                  t->target);
+}
+
+/* Where a dependency comes from, for messages. */
+static void dep_label(ThunkObject *self, int param, char *buf, size_t n)
+{
+    if (param == DEP_TARGET)
+        PyOS_snprintf(buf, n, "the target");
+    else if (param == DEP_DECLARED)
+        PyOS_snprintf(buf, n, "a thunk the target declares it uses (Function.depends)");
+    else
+        nt_param_label(self->sig->sig, param, buf, n);
+}
+
+/* The released thunk t is, or that t uses (t released or broken). */
+static ThunkObject *released_below(ThunkObject *t)
+{
+    while (!t->released) {
+        ThunkObject *next = NULL;
+        for (int k = 0; t->x != NULL && k < t->x->ndeps && next == NULL; k++) {
+            ThunkObject *d = t->x->deps[k].thunk;
+            if (d->released || d->broken)
+                next = d;
+        }
+        if (next == NULL)
+            break;
+        t = next;
+    }
+    return t;
+}
+
+/* ValueError: what (a parameter, the target...) is the thunk d, which is
+   released or uses a released one. */
+static int refuse_released(const char *what, ThunkObject *d, const char *verb)
+{
+    char desc[NT_WHAT_MAX + 40];
+    ThunkObject *r = released_below(d);
+    describe(r, desc, sizeof(desc));
+    if (r == d)
+        PyErr_Format(PyExc_ValueError,
+                     "%s is a released thunk (%s); %s a live thunk (a released thunk's "
+                     "address traps when called)", what, desc, verb);
+    else
+        PyErr_Format(PyExc_ValueError,
+                     "%s uses a released thunk (%s), which would trap when called; %s a "
+                     "thunk whose dependencies are live", what, desc, verb);
+    return -1;
+}
+
+/* A call from Python of a thunk that is released, or that uses one. */
+static int unusable_error(ThunkObject *self)
+{
+    if (self->released)
+        return released_error(self);
+    for (int k = 0; self->x != NULL && k < self->x->ndeps; k++) {
+        dep *d = &self->x->deps[k];
+        if (d->thunk->released || d->thunk->broken) {
+            char what[300], desc[NT_WHAT_MAX + 40];
+            dep_label(self, d->param, what, sizeof(what));
+            describe(released_below(d->thunk), desc, sizeof(desc));
+            PyErr_Format(PyExc_ValueError,
+                         "this thunk uses a released thunk (%s) through %s: a call would "
+                         "reach the released thunk's trap; rebind that parameter, or bind "
+                         "again with live thunks", desc, what);
+            return -1;
+        }
+    }
+    PyErr_SetString(PyExc_ValueError, "this thunk uses a released thunk");
+    return -1;
+}
+
+#define UNUSABLE(self) ((self)->released || (self)->broken)
+
+/* Room in d's users for one more. */
+static int reserve_user(ThunkObject *d)
+{
+    extra *x = extra_of(d);
+    if (x == NULL)
+        return -1;
+    if (x->nusers < x->capusers)
+        return 0;
+    int cap = x->capusers ? 2 * x->capusers : 4;
+    ThunkObject **u = PyMem_Realloc(x->users, (size_t)cap * sizeof(*u));
+    if (u == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    x->users = u;
+    x->capusers = cap;
+    return 0;
+}
+
+static void add_user(ThunkObject *d, ThunkObject *user)
+{
+    d->x->users[d->x->nusers++] = user;      /* reserved */
+}
+
+static void remove_user(ThunkObject *d, ThunkObject *user)
+{
+    extra *x = d->x;
+    for (int k = 0; x != NULL && k < x->nusers; k++) {
+        if (x->users[k] == user) {
+            x->users[k] = x->users[--x->nusers];
+            return;
+        }
+    }
+}
+
+/* Room in self's dependencies for n more. */
+static int reserve_deps(ThunkObject *self, int n)
+{
+    extra *x = extra_of(self);
+    if (x == NULL)
+        return -1;
+    if (x->ndeps + n <= x->capdeps)
+        return 0;
+    int cap = 2 * (x->ndeps + n);
+    dep *d = PyMem_Realloc(x->deps, (size_t)cap * sizeof(dep));
+    if (d == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    x->deps = d;
+    x->capdeps = cap;
+    return 0;
+}
+
+/* t was released: every thunk that uses it, at any level, is broken. */
+static void break_users(ThunkObject *t)
+{
+    for (int k = 0; t->x != NULL && k < t->x->nusers; k++) {
+        ThunkObject *u = t->x->users[k];
+        if (!UNUSABLE(u)) {
+            u->broken = 1;
+            break_users(u);
+        }
+    }
+}
+
+/* What a thunk takes from those it uses, recomputed after one of them
+   changed; the thunks above follow when it changes. */
+static void refresh(ThunkObject *t)
+{
+    int chain = 0, limit = t->entry.engine->chain_limit;
+    int nogil = t->own_nogil && !t->gil_values, broken = 0;
+    for (int k = 0; t->x != NULL && k < t->x->ndeps; k++) {
+        ThunkObject *d = t->x->deps[k].thunk;
+        if (d->chain + 1 > chain)
+            chain = d->chain + 1;
+        if (d->chain_limit < limit)
+            limit = d->chain_limit;
+        nogil &= d->nogil;
+        broken |= UNUSABLE(d);
+    }
+    if (chain == t->chain && limit == t->chain_limit && nogil == t->nogil
+        && broken == t->broken)
+        return;
+    t->chain = (uint16_t)chain;
+    t->chain_limit = (uint16_t)limit;
+    t->nogil = nogil;
+    t->broken = broken;
+    for (int k = 0; t->x != NULL && k < t->x->nusers; k++)
+        refresh(t->x->users[k]);
+}
+
+/* Whether `from` is `to` or uses it, at any level. Each walk has its own
+   number, so a thunk reached twice is walked once. */
+static uint64_t walks;
+
+static int uses(ThunkObject *from, ThunkObject *to, uint64_t walk)
+{
+    if (from == to)
+        return 1;
+    extra *x = from->x;
+    if (x == NULL || x->ndeps == 0 || x->mark == walk)
+        return 0;
+    x->mark = walk;
+    for (int k = 0; k < x->ndeps; k++)
+        if (uses(x->deps[k].thunk, to, walk))
+            return 1;
+    return 0;
+}
+
+/* "libffi: 128, native-x86_64-sysv: 1024": how deep each engine's thunks
+   may nest. */
+static void chain_limits(char *buf, size_t n)
+{
+    const nt_backend *native = nt_backend_native;
+    int len = snprintf(buf, n, "%s: %d", nt_backend_ffi.name, nt_backend_ffi.chain_limit);
+    if (native != NULL && len >= 0 && (size_t)len < n)
+        snprintf(buf + len, n - (size_t)len, ", %s: %d", native->name, native->chain_limit);
+}
+
+static int chain_error(int levels, int limit)
+{
+    char limits[160];
+    chain_limits(limits, sizeof(limits));
+    PyErr_Format(PyExc_ValueError,
+                 "this would make a chain of %d thunks, each calling the next (as its "
+                 "target, through a bound function pointer or a declared dependency); "
+                 "composed thunks may nest at most %d levels on the engines in this chain "
+                 "(%s; each level calls the next, and a deeper chain could overflow a "
+                 "thread's C stack)", levels, limit, limits);
+    return -1;
+}
+
+/* Whether t, and every thunk above it, stays within the chain limit when
+   t's depth becomes chain and the least limit of the engines at or below
+   it limit. */
+static int within_limit(ThunkObject *t, int chain, int limit)
+{
+    if (chain + 1 > limit)
+        return chain_error(chain + 1, limit);
+    if (chain <= t->chain && limit >= t->chain_limit)
+        return 0;                /* nothing above t changes */
+    for (int k = 0; t->x != NULL && k < t->x->nusers; k++) {
+        ThunkObject *u = t->x->users[k];
+        if (within_limit(u, chain + 1, u->chain_limit < limit ? u->chain_limit : limit) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* ValueError unless d, found where `what` points (the target, a bound
+   value), may be used by self: live, with live dependencies, and neither
+   self nor a thunk that uses self. address: what is bound there. */
+static int check_dep(ThunkObject *self, const void *address, ThunkObject *d,
+                     const char *what, const char *verb)
+{
+    if (address != NULL && address == self->address) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s is this thunk's own address: a call would call itself for ever",
+                     what);
+        return -1;
+    }
+    if (d == NULL)
+        return 0;
+    if (UNUSABLE(d))
+        return refuse_released(what, d, verb);
+    if (uses(d, self, ++walks)) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s is a thunk that uses this one (directly or through others): "
+                     "binding it would make a cycle, and a call would never return", what);
         return -1;
     }
     return 0;
@@ -147,18 +467,42 @@ static void reclaim_now(ThunkObject *self)
     PyMem_Free(objs);
 }
 
-/* The address traps from now on; contexts, buffers and bound values go.
-   Only with no call from Python in flight. Idempotent. */
+/* Marks the thunk released: calls from Python of every thunk that uses it
+   raise from now on. */
+static void mark_released(ThunkObject *self)
+{
+    if (!self->released) {
+        self->released = 1;
+        break_users(self);
+    }
+}
+
+/* The address traps from now on (naming the thunk); contexts, buffers,
+   bound values and dependencies go. Only with no call from Python in
+   flight. Idempotent. */
 static void teardown(ThunkObject *self)
 {
     if (self->torn)
         return;
-    self->released = 1;
+    mark_released(self);
     self->torn = 1;
-    nt_entry_free(&self->entry);
+    nt_registry_remove(self->address, self);
+    if (self->entry.entry != NULL)     /* none yet: creation failed before */
+        nt_entry_free(&self->entry, nt_plan_what(self->plan, self->target));
     reclaim_now(self);
     nt_ctx_free_chain(self->ctx);
     self->ctx = NULL;
+    /* what it used: detached from the graph first, then let go */
+    dep *deps = NULL;
+    int ndeps = 0;
+    if (self->x != NULL) {
+        deps = self->x->deps;
+        ndeps = self->x->ndeps;
+        self->x->deps = NULL;
+        self->x->ndeps = self->x->capdeps = 0;
+        for (int k = 0; k < ndeps; k++)
+            remove_user(deps[k].thunk, self);
+    }
     for (Py_ssize_t i = 0; i < Py_SIZE(self); i++) {
         nt_held *h = self->b[i].held;
         self->b[i].held = NULL;
@@ -166,6 +510,9 @@ static void teardown(ThunkObject *self)
         nt_held_release(h);
         Py_CLEAR(self->b[i].value);
     }
+    for (int k = 0; k < ndeps; k++)
+        Py_DECREF(deps[k].thunk);
+    PyMem_Free(deps);
 }
 
 /* A call from Python ends: the last one out does what release() or
@@ -194,6 +541,8 @@ static int thunk_traverse(ThunkObject *self, visitproc visit, void *arg)
     if (self->x != NULL) {
         Py_VISIT(self->x->csig);
         Py_VISIT(self->x->numba_type);
+        for (int k = 0; k < self->x->ndeps; k++)
+            Py_VISIT(self->x->deps[k].thunk);
         for (Py_ssize_t k = 0; k < self->x->nretired; k++)
             Py_VISIT(self->x->retired[k]);
         for (nt_held *h = self->x->retired_held; h != NULL; h = h->next)
@@ -205,7 +554,7 @@ static int thunk_traverse(ThunkObject *self, visitproc visit, void *arg)
 static int thunk_clear(ThunkObject *self)
 {
     /* A thunk with a call in flight is reachable from that call. */
-    if (self->inflight > 0)
+    if (inflight(self) > 0)
         return 0;
     teardown(self);
     Py_CLEAR(self->owner);
@@ -229,6 +578,7 @@ static void thunk_dealloc(ThunkObject *self)
         Py_XDECREF(self->x->numba_type);
         PyMem_Free(self->x->call_types);
         PyMem_Free(self->x->mvspecs);
+        PyMem_Free(self->x->users);
         PyMem_Free(self->x);
     }
     Py_XDECREF(self->owner);
@@ -455,43 +805,165 @@ static int take_plan(ThunkObject *self, PyObject *values, const nt_backend *want
     return 0;
 }
 
-/* "libffi: 128, native-x86_64-sysv: 1024": how deep each engine's thunks
-   may nest. */
-static void chain_limits(char *buf, size_t n)
+/* The declared dependencies (via): None, a thunk, or a tuple of thunks
+   (Function.depends). */
+static int check_via(PyObject *via)
 {
-    const nt_backend *native = nt_backend_native;
-    int len = snprintf(buf, n, "%s: %d", nt_backend_ffi.name, nt_backend_ffi.chain_limit);
-    if (native != NULL && len >= 0 && (size_t)len < n)
-        snprintf(buf + len, n - (size_t)len, ", %s: %d", native->name, native->chain_limit);
-}
-
-/* A thunk whose target is another thunk (via) runs through both: the
-   chain is bounded so that a call cannot run out of C stack, by the
-   engines its entries run on (a native plan's entries are libffi closures
-   once executable memory has run out). */
-static int check_chain(ThunkObject *self, PyObject *via)
-{
-    int limit = self->entry.engine->chain_limit;
-    if (via == NULL || via == Py_None || !PyObject_TypeCheck(via, &nt_ThunkType)) {
-        self->chain_limit = (uint16_t)limit;
+    if (via == NULL || via == Py_None)
+        return 0;
+    if (PyTuple_Check(via)) {
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(via); k++) {
+            PyObject *d = PyTuple_GET_ITEM(via, k);
+            if (!PyObject_TypeCheck(d, &nt_ThunkType)) {
+                PyErr_Format(PyExc_TypeError,
+                             "the thunks a target uses (Function.depends, Thunk(via=...)) "
+                             "must be thunks; item %zd is a %.100s", k, Py_TYPE(d)->tp_name);
+                return -1;
+            }
+        }
         return 0;
     }
-    ThunkObject *inner = (ThunkObject *)via;
-    int chain = inner->chain + 1;
-    if (inner->chain_limit < limit)
-        limit = inner->chain_limit;
-    self->chain_limit = (uint16_t)limit;
-    if (chain + 1 > limit) {
-        char limits[160];
-        chain_limits(limits, sizeof(limits));
-        PyErr_Format(PyExc_ValueError,
-                     "this thunk would make a chain of %d thunks, each the target of "
-                     "the next; composed thunks may nest at most %d levels on the engines "
-                     "in this chain (%s; each level calls the next, and a deeper chain "
-                     "could overflow a thread's C stack)", chain + 1, limit, limits);
-        return -1;
+    if (PyObject_TypeCheck(via, &nt_ThunkType))
+        return 0;
+    PyErr_Format(PyExc_TypeError,
+                 "Thunk(via=...) takes the thunks the target uses: a thunk or a tuple of "
+                 "thunks (Function.depends), not a %.100s", Py_TYPE(via)->tp_name);
+    return -1;
+}
+
+/* The function pointer bound at parameter i, if one is: its address, and
+   whether it was declared to need the GIL. */
+static void *bound_function(ThunkObject *self, int i, int *needs_gil)
+{
+    PyObject *v = self->b[i].value;
+    *needs_gil = 0;
+    if (self->sig->sig->args[i].kind != NT_FNPTR || v == NULL || !nt_is_address(v))
+        return NULL;
+    *needs_gil = ((nt_AddressObject *)v)->needs_gil;
+    return (void *)((nt_AddressObject *)v)->value;
+}
+
+/* Whether a bound function that is not a thunk was declared to need the
+   GIL (address(..., nogil=False)); a thunk's own need counts through its
+   dependency, however its address was spelled. */
+static int gil_of_values(ThunkObject *self)
+{
+    for (int i = 0; i < Py_SIZE(self); i++) {
+        int needs_gil, is_thunk = 0;
+        if (bound_function(self, i, &needs_gil) == NULL || !needs_gil)
+            continue;
+        for (int k = 0; self->x != NULL && k < self->x->ndeps; k++)
+            is_thunk |= self->x->deps[k].param == i;
+        if (!is_thunk)
+            return 1;
     }
+    return 0;
+}
+
+/* Appends a dependency (a new reference); the room is reserved. */
+static void push_dep(ThunkObject *self, ThunkObject *d, int param)
+{
+    extra *x = self->x;
+    x->deps[x->ndeps].thunk = (ThunkObject *)Py_NewRef(d);
+    x->deps[x->ndeps].param = param;
+    x->ndeps++;
+}
+
+/* What a new thunk uses, found before its values are converted (their
+   __index__ or __float__ may release any of them, or drop the last
+   reference to one): its target if that is a thunk's address, each bound
+   function-pointer value that is one, and the declared ones (via). Each is
+   held from here; link_deps checks them once nothing can change. */
+static int gather_deps(ThunkObject *self, PyObject *values, PyObject *via)
+{
+    const nt_sig *sig = self->sig->sig;
+    ThunkObject *target = thunk_at(self->target);
+    int n = target != NULL;
+    for (int i = 0; i < sig->nargs; i++) {
+        PyObject *v = PyTuple_GET_ITEM(values, i);
+        if (sig->args[i].kind != NT_FNPTR || v == NT_ARG)
+            continue;
+        self->fn_bound = 1;
+        n += nt_is_address(v) && thunk_at((void *)((nt_AddressObject *)v)->value) != NULL;
+    }
+    Py_ssize_t ndeclared = via == NULL || via == Py_None ? 0
+                           : PyTuple_Check(via) ? PyTuple_GET_SIZE(via) : 1;
+    n += (int)ndeclared;
+    if (n == 0)
+        return 0;                  /* a plain thunk: nothing below it */
+    if (reserve_deps(self, n) < 0)
+        return -1;
+    if (target != NULL)
+        push_dep(self, target, DEP_TARGET);
+    for (int i = 0; i < sig->nargs; i++) {
+        PyObject *v = PyTuple_GET_ITEM(values, i);
+        ThunkObject *d = sig->args[i].kind == NT_FNPTR && nt_is_address(v)
+                         ? thunk_at((void *)((nt_AddressObject *)v)->value) : NULL;
+        if (d != NULL)
+            push_dep(self, d, i);
+    }
+    for (Py_ssize_t k = 0; k < ndeclared; k++)
+        push_dep(self, (ThunkObject *)(PyTuple_Check(via) ? PyTuple_GET_ITEM(via, k) : via),
+                 DEP_DECLARED);
+    return 0;
+}
+
+/* The new thunk's dependencies, checked now that its values are converted
+   and its entry made (no Python code runs from here to the publication):
+   none released, none closing a cycle; chain depth, its limit and the GIL
+   follow from them, and it is listed as a user of each. */
+static int link_deps(ThunkObject *self)
+{
+    const nt_sig *sig = self->sig->sig;
+    extra *x = self->x;
+    /* the entry's engine's limit: a native plan's entries are libffi
+       closures once executable memory has run out */
+    int limit = self->entry.engine->chain_limit;
+    int ndeps = x != NULL ? x->ndeps : 0;
+    char what[300];
+    /* its own address among its values: a reused address, bound before */
+    if (self->target == self->address)
+        return check_dep(self, self->target, NULL, "the target", "bind");
+    int gil = 0;
+    for (int i = 0; i < sig->nargs && self->fn_bound; i++) {
+        int needs_gil;
+        void *p = bound_function(self, i, &needs_gil);
+        gil |= needs_gil;
+        if (p != NULL && p == self->address) {
+            nt_param_label(sig, i, what, sizeof(what));
+            return check_dep(self, p, NULL, what, "bind");
+        }
+    }
+    if (ndeps == 0 && !gil) {      /* a plain thunk: nothing below it */
+        self->chain_limit = (uint16_t)limit;
+        self->nogil = self->own_nogil;
+        return 0;
+    }
+    int chain = 0, nogil = self->own_nogil;
+    for (int k = 0; k < ndeps; k++) {
+        ThunkObject *d = x->deps[k].thunk;
+        if (UNUSABLE(d)) {
+            dep_label(self, x->deps[k].param, what, sizeof(what));
+            return refuse_released(what, d, "bind");
+        }
+        if (d->chain + 1 > chain)
+            chain = d->chain + 1;
+        if (d->chain_limit < limit)
+            limit = d->chain_limit;
+        nogil &= d->nogil;
+    }
+    self->gil_values = gil && gil_of_values(self);
+    self->chain_limit = (uint16_t)limit;
+    if (chain + 1 > limit)
+        return chain_error(chain + 1, limit);
     self->chain = (uint16_t)chain;
+    self->nogil = nogil && !self->gil_values;
+    /* listed as a user of each (teardown undoes a part done) */
+    for (int k = 0; k < ndeps; k++) {
+        if (reserve_user(x->deps[k].thunk) < 0)
+            return -1;
+        add_user(x->deps[k].thunk, self);
+    }
     return 0;
 }
 
@@ -549,7 +1021,7 @@ PyObject *nt_thunk_create(PyTypeObject *type, nt_SignatureObject *sig, void *tar
                           PyObject *values, PyObject *owner, int nogil, PyObject *memviews,
                           const nt_backend *wanted, PyObject *via)
 {
-    if (check_values(sig->sig, values) < 0)
+    if (check_values(sig->sig, values) < 0 || check_via(via) < 0)
         return NULL;
     Py_ssize_t nargs = sig->sig->nargs;
     /* Not tracked by the collector until complete: nothing can reach it
@@ -557,12 +1029,15 @@ PyObject *nt_thunk_create(PyTypeObject *type, nt_SignatureObject *sig, void *tar
     ThunkObject *self = PyObject_GC_NewVar(ThunkObject, type, nargs);
     if (self == NULL)
         return NULL;
-    memset((char *)self + sizeof(PyVarObject), 0,
-           offsetof(ThunkObject, b) - sizeof(PyVarObject) + (size_t)nargs * sizeof(binding));
+    /* All of it: a subclass without __slots__ keeps its __dict__ pointer
+       after the bindings, which must start out NULL. */
+    size_t size = (size_t)type->tp_basicsize + (size_t)nargs * (size_t)type->tp_itemsize;
+    size = (size + sizeof(void *) - 1) & ~(sizeof(void *) - 1);
+    memset((char *)self + sizeof(PyVarObject), 0, size - sizeof(PyVarObject));
     self->sig = (nt_SignatureObject *)Py_NewRef(sig);
     self->owner = Py_NewRef(owner != NULL ? owner : Py_None);
     self->target = target;
-    self->nogil = nogil != 0;
+    self->own_nogil = nogil != 0;
     nt_error err = { NT_OK, -1, "" };
     if (collect_mvspecs(self, memviews != NULL ? memviews : Py_None) < 0
         || take_plan(self, values, wanted) < 0)
@@ -570,13 +1045,17 @@ PyObject *nt_thunk_create(PyTypeObject *type, nt_SignatureObject *sig, void *tar
     self->ctx = nt_ctx_new(self->plan, target, &err);
     if (self->ctx == NULL)
         goto error_nt;
-    if (convert_bound(self, values) < 0)
+    if (gather_deps(self, values, via) < 0 || convert_bound(self, values) < 0)
         goto error;
     if (self->plan->backend->entry_new(self->plan, self->ctx, &self->entry, &self->address,
                                        &err) != NT_OK)
         goto error_nt;
-    if (check_chain(self, via) < 0)
+    if (link_deps(self) < 0)
         goto error;
+    if (nt_registry_add(self->address, self) < 0) {
+        PyErr_NoMemory();
+        goto error;
+    }
     PyObject_GC_Track(self);
     return (PyObject *)self;
 
@@ -713,6 +1192,19 @@ static PyObject *thunk_chain(ThunkObject *self, void *closure)
     return PyLong_FromLong(self->chain);
 }
 
+/* (thunk, ...): what this thunk uses now, in the order recorded */
+static PyObject *thunk_dependencies(ThunkObject *self, void *closure)
+{
+    (void)closure;
+    int n = self->x != NULL ? self->x->ndeps : 0;
+    PyObject *t = PyTuple_New(n);
+    if (t == NULL)
+        return NULL;
+    for (int k = 0; k < n; k++)
+        PyTuple_SET_ITEM(t, k, Py_NewRef((PyObject *)self->x->deps[k].thunk));
+    return t;
+}
+
 static PyObject *thunk_backend(ThunkObject *self, void *closure)
 {
     (void)closure;
@@ -753,8 +1245,10 @@ static int prepare_call_cif(ThunkObject *self)
         PyErr_NoMemory();
         return -1;
     }
-    for (int k = 0; k < plan->nfwd; k++)
+    for (int k = 0; k < plan->nfwd; k++) {
         types[k] = nt_ffi_type_of(&sig->args[plan->fwd_index[k]]);
+        x->fwd_functions |= sig->args[plan->fwd_index[k]].kind == NT_FNPTR;
+    }
     if (ffi_prep_cif(&x->call_cif, FFI_DEFAULT_ABI, (unsigned)plan->nfwd,
                      nt_ffi_type_of(&sig->ret), types) != FFI_OK) {
         PyMem_Free(types);
@@ -794,6 +1288,34 @@ static PyObject *resolve_call_args(ThunkObject *self, PyObject *args)
     return Py_NewRef(args);
 }
 
+/* Functions forwarded to function-pointer parameters, converted: a
+   released thunk is refused (its address would trap), and one that needs
+   the GIL makes this call keep it. */
+static int forwarded_functions(ThunkObject *self, PyObject *args,
+                               const nt_memviewslice *cells, int *nogil)
+{
+    const nt_plan *plan = self->plan;
+    for (int k = 0; k < plan->nfwd; k++) {
+        int i = plan->fwd_index[k];
+        if (self->sig->sig->args[i].kind != NT_FNPTR)
+            continue;
+        void *p;
+        memcpy(&p, &cells[k], sizeof(p));
+        ThunkObject *d = thunk_at(p);
+        if (d != NULL && UNUSABLE(d)) {
+            char what[300];
+            nt_param_label(self->sig->sig, i, what, sizeof(what));
+            return refuse_released(what, d, "pass");
+        }
+        PyObject *v = PyTuple_GET_ITEM(args, k);
+        if (d != NULL)
+            *nogil &= d->nogil;
+        else if (nt_is_address(v) && ((nt_AddressObject *)v)->needs_gil)
+            *nogil = 0;
+    }
+    return 0;
+}
+
 static PyObject *call_target(ThunkObject *self, PyObject *args)
 {
     const nt_plan *plan = self->plan;
@@ -827,11 +1349,18 @@ static PyObject *call_target(ThunkObject *self, PyObject *args)
                         "the thunk was released while its arguments were converted");
         goto done;
     }
+    if (self->broken) {
+        unusable_error(self);
+        goto done;
+    }
+    int nogil = self->nogil;
+    if (self->x->fwd_functions && forwarded_functions(self, args, cells, &nogil) < 0)
+        goto done;
     union { uint64_t w[2]; double d[2]; ffi_arg a; } ret;
     memset(&ret, 0, sizeof(ret));
     void *fn = self->address;
     ffi_cif *cif = &self->x->call_cif;
-    if (self->nogil) {
+    if (nogil) {
         Py_BEGIN_ALLOW_THREADS
         ffi_call(cif, FFI_FN(fn), &ret, avalues);
         Py_END_ALLOW_THREADS
@@ -839,7 +1368,7 @@ static PyObject *call_target(ThunkObject *self, PyObject *args)
         ffi_call(cif, FFI_FN(fn), &ret, avalues);
     }
     /* A target that needs the GIL (Cython) may return with an exception set. */
-    if (!self->nogil && PyErr_Occurred())
+    if (!nogil && PyErr_Occurred())
         goto done;
     result = nt_to_python(&sig->ret, &ret);
 done:
@@ -859,7 +1388,7 @@ static PyObject *thunk_call(ThunkObject *self, PyObject *args, PyObject *kwds)
     if (resolved == NULL)
         return NULL;
     PyObject *result = NULL;
-    if (released_error(self) < 0)
+    if (UNUSABLE(self) && unusable_error(self) < 0)
         goto out;
     Py_ssize_t nargs = PyTuple_GET_SIZE(resolved);
     if (nargs != self->plan->nfwd) {
@@ -869,10 +1398,11 @@ static PyObject *thunk_call(ThunkObject *self, PyObject *args, PyObject *kwds)
     }
     /* In flight from here: release() and reclaim() leave the entry, the
        contexts and the buffers alone until this call returns. */
-    self->inflight++;
+    self->inflight = inflight(self) + 1;
     call_frame frame = { self, calls };
     calls = &frame;
     result = call_target(self, resolved);
+    inflight(self);              /* a fork() meanwhile: count this call again */
     calls = frame.up;
     call_done(self);
 out:
@@ -942,18 +1472,84 @@ static void prep_free(rebind_prep *p)
     free(p->fresh);
 }
 
-/* Derived values read from the array parameter i holds now follow the new
-   value. Runs no Python code of its own, but allocating a marker may start
-   a collection (finalizers): the caller checks the thunk again after. */
+/* Whether bound value p is a buffer that derived values may follow. */
+static int holds_buffer(const ThunkObject *self, int p)
+{
+    PyObject *v = self->b[p].value;
+    return v != NULL && !nt_is_derived(v) && self->b[p].key != 0;
+}
+
+static PyObject *array_of(PyObject *v)
+{
+    return nt_is_strided(v) ? ((nt_StridedObject *)v)->obj : v;
+}
+
+/*
+ * Which bound buffer the derived value at j (size(arr), shape, stride) was
+ * bound beside, the one it follows when rebound; -1 for none. Candidates
+ * are the buffers holding the marker's array object itself; if none does,
+ * those reading the same memory with the same layout (the array bound in
+ * another form: memoryview(arr), a ctypes array on it). Of several (the
+ * same array bound to several parameters), the k-th derived value of a kind
+ * (size, or shape/stride of one axis) pairs with the k-th candidate when
+ * there are as many of each (x, n, y, m and n, m, x, y alike); otherwise
+ * the nearest candidate before j, else the nearest after it.
+ */
+static int followed(const ThunkObject *self, int j)
+{
+    const nt_DerivedObject *d = (const nt_DerivedObject *)self->b[j].value;
+    uint64_t key = self->b[j].key;
+    int n = (int)Py_SIZE(self), by_layout = 1, count = 0;
+    for (int p = 0; p < n; p++)
+        if (holds_buffer(self, p) && array_of(self->b[p].value) == d->obj)
+            by_layout = 0;
+    for (int p = 0; p < n; p++)
+        count += holds_buffer(self, p) && (by_layout ? self->b[p].key == key
+                                           : array_of(self->b[p].value) == d->obj);
+#define CANDIDATE(p) (holds_buffer(self, p) && (by_layout ? self->b[p].key == key \
+                      : array_of(self->b[p].value) == d->obj))
+    if (count == 0)
+        return -1;
+    int rank = 0, peers = 0;
+    for (int q = 0; q < n && count > 1; q++) {
+        PyObject *v = self->b[q].value;
+        if (v == NULL || !nt_is_derived(v))
+            continue;
+        const nt_DerivedObject *e = (const nt_DerivedObject *)v;
+        if (e->kind != d->kind || (d->kind != NT_DERIVED_SIZE && e->axis != d->axis)
+            || (by_layout ? self->b[q].key != key : e->obj != d->obj))
+            continue;
+        rank += q < j;
+        peers++;
+    }
+    if (count == 1 || peers == count) {
+        int k = count == 1 ? 0 : rank;
+        for (int p = 0; p < n; p++)
+            if (CANDIDATE(p) && k-- == 0)
+                return p;
+    }
+    for (int p = j - 1; p >= 0; p--)
+        if (CANDIDATE(p))
+            return p;
+    for (int p = j + 1; p < n; p++)
+        if (CANDIDATE(p))
+            return p;
+#undef CANDIDATE
+    return -1;
+}
+
+/* Derived values bound beside the array parameter i holds now follow the
+   new value. Runs no Python code of its own, but allocating a marker may
+   start a collection (finalizers): the caller checks the thunk again after. */
 static int prepare_followers(ThunkObject *self, int i, PyObject *value, uint64_t newkey,
                              rebind_prep *p)
 {
     const nt_sig *sig = self->sig->sig;
-    uint64_t oldkey = self->b[i].key;
-    PyObject *source = nt_is_strided(value) ? ((nt_StridedObject *)value)->obj : value;
-    for (int j = 0; j < sig->nargs && oldkey != 0; j++) {
+    PyObject *source = array_of(value);
+    for (int j = 0; j < sig->nargs && holds_buffer(self, i); j++) {
         PyObject *v = self->b[j].value;
-        if (j == i || v == NULL || !nt_is_derived(v) || self->b[j].key != oldkey)
+        if (j == i || v == NULL || !nt_is_derived(v) || self->b[j].key != self->b[i].key
+            || followed(self, j) != i)
             continue;
         nt_DerivedObject *d = (nt_DerivedObject *)v;
         if (newkey == 0) {
@@ -982,7 +1578,7 @@ static int prepare_followers(ThunkObject *self, int i, PyObject *value, uint64_t
     extra *x = extra_of(self);
     if (x == NULL)
         return -1;
-    Py_ssize_t need = x->nretired + 1 + p->n;
+    Py_ssize_t need = x->nretired + 2 + p->n;    /* + a dependency it replaces */
     if (need > x->capretired) {
         Py_ssize_t cap = need * 2;
         PyObject **r = PyMem_Realloc(x->retired, (size_t)cap * sizeof(PyObject *));
@@ -1039,6 +1635,69 @@ static void commit(ThunkObject *self, int i, PyObject *value, const void *cell,
         p->marker[k] = NULL;
     }
     p->n = 0;
+}
+
+/* A function-pointer parameter rebound: the thunk the new value is, if
+   any, checked as bind() checks it (live, not this thunk nor one that uses
+   it), the chain depth with it in place, and room for the change, so that
+   commit_dep cannot fail. Runs no Python code. */
+static int prepare_dep(ThunkObject *self, int i, const void *cell, ThunkObject **out)
+{
+    void *p;
+    memcpy(&p, cell, sizeof(p));
+    char what[300];
+    nt_param_label(self->sig->sig, i, what, sizeof(what));
+    ThunkObject *d = thunk_at(p);
+    if (check_dep(self, p, d, what, "rebind to") < 0)
+        return -1;
+    int chain = 0, limit = self->entry.engine->chain_limit;
+    for (int k = 0; self->x != NULL && k < self->x->ndeps; k++) {
+        ThunkObject *o = self->x->deps[k].thunk;
+        if (self->x->deps[k].param == i)
+            continue;
+        if (o->chain + 1 > chain)
+            chain = o->chain + 1;
+        if (o->chain_limit < limit)
+            limit = o->chain_limit;
+    }
+    if (d != NULL) {
+        if (d->chain + 1 > chain)
+            chain = d->chain + 1;
+        if (d->chain_limit < limit)
+            limit = d->chain_limit;
+        if (within_limit(self, chain, limit) < 0 || reserve_deps(self, 1) < 0
+            || reserve_user(d) < 0)
+            return -1;
+    }
+    *out = d;
+    return 0;
+}
+
+/* After commit(): parameter i's dependency is d now. The one it replaces
+   stays held with the retired values (an old context may still call it)
+   until reclaim(). */
+static void commit_dep(ThunkObject *self, int i, ThunkObject *d)
+{
+    extra *x = self->x;
+    int at = -1;
+    for (int k = 0; k < x->ndeps; k++)
+        if (x->deps[k].param == i)
+            at = k;
+    if (at >= 0) {
+        ThunkObject *old = x->deps[at].thunk;
+        remove_user(old, self);
+        x->retired[x->nretired++] = (PyObject *)old;     /* the reference moves */
+        if (d != NULL)
+            x->deps[at].thunk = (ThunkObject *)Py_NewRef(d);
+        else
+            x->deps[at] = x->deps[--x->ndeps];
+    } else if (d != NULL) {
+        push_dep(self, d, i);
+    }
+    if (d != NULL)
+        add_user(d, self);
+    self->gil_values = gil_of_values(self);
+    refresh(self);
 }
 
 #define REBIND_RETRIES 100
@@ -1108,7 +1767,14 @@ static PyObject *thunk_rebind(ThunkObject *self, PyObject *args)
             goto error;
         }
     }
+    /* From here no Python code runs until the change is published. */
+    int function = sig->args[i].kind == NT_FNPTR;
+    ThunkObject *d = NULL;
+    if (function && prepare_dep(self, i, &cell, &d) < 0)
+        goto error;
     commit(self, i, value, &cell, held, newkey, &p);
+    if (function)
+        commit_dep(self, i, d);
     prep_free(&p);
     Py_RETURN_NONE;
 error:
@@ -1122,7 +1788,7 @@ static PyObject *thunk_reclaim(ThunkObject *self, PyObject *unused)
     (void)unused;
     if (released_error(self) < 0)
         return NULL;
-    if (self->inflight > 0)
+    if (inflight(self) > 0)
         self->reclaim_pending = 1;    /* the last call out reclaims */
     else
         reclaim_now(self);
@@ -1133,18 +1799,21 @@ static PyObject *thunk_release(ThunkObject *self, PyObject *unused)
 {
     (void)unused;
     if (!self->released) {
-        self->released = 1;
+        mark_released(self);
         /* Calls from other threads are waited for; a call of this thread
-           (we are inside it: its target called back) tears down on return. */
-        if (self->inflight > 0 && !in_own_call(self)) {
-            while (self->inflight > 0 && !self->torn) {
+           (we are inside it: its target called back) tears down on return.
+           The wait takes signals: on Ctrl-C the last call out tears down. */
+        if (inflight(self) > 0 && !in_own_call(self)) {
+            while (inflight(self) > 0 && !self->torn) {
                 Py_BEGIN_ALLOW_THREADS
                 usleep(50);
                 Py_END_ALLOW_THREADS
+                if (PyErr_CheckSignals() < 0)
+                    return NULL;
             }
         }
     }
-    if (self->inflight == 0)
+    if (inflight(self) == 0)
         teardown(self);
     Py_RETURN_NONE;
 }
@@ -1245,17 +1914,29 @@ int nt_thunk_release(PyObject *thunk)
 }
 
 static PyGetSetDef thunk_getset[] = {
-    { "address", (getter)thunk_address, NULL, "the thunk's C address (int)", NULL },
+    { "address", (getter)thunk_address, NULL,
+      "the thunk's C address (int). An address does not hold the thunk: keep the thunk "
+      "itself (in a variable, or `with nt.bind(...) as t:`) for as long as C code may "
+      "call it. solver(nt.bind(...).address) hands over the address of a temporary, "
+      "released when the expression ends: its calls reach the released-thunk trap. "
+      "Bound again (an int with signature=, numthunk.address(n), a function-pointer "
+      "value), the address is recognised and the new thunk holds this one", NULL },
     { "csig", (getter)thunk_csig, NULL, "the thunk's own C signature", NULL },
     { "target_signature", (getter)thunk_target_signature, NULL, "the target's signature", NULL },
     { "target", (getter)thunk_target, NULL, "the target object", NULL },
     { "target_address", (getter)thunk_target_address, NULL, "the target's C address", NULL },
-    { "nogil", (getter)thunk_nogil, NULL, "whether the target may run without the GIL", NULL },
+    { "nogil", (getter)thunk_nogil, NULL,
+      "whether a call may run without the GIL: the target and every thunk and function "
+      "it uses allow it", NULL },
     { "released", (getter)thunk_released, NULL, "whether release() was called", NULL },
     { "backend", (getter)thunk_backend, NULL, "the engine running this thunk", NULL },
     { "bindings", (getter)thunk_bindings, NULL, "bound values, ARG where forwarded", NULL },
     { "chain", (getter)thunk_chain, NULL,
-      "how many thunks stand between this one and a target that is not a thunk", NULL },
+      "the longest path of thunks below this one, each calling the next (as a target, a "
+      "bound function pointer or a declared dependency)", NULL },
+    { "dependencies", (getter)thunk_dependencies, NULL,
+      "the thunks this one uses now (its target, bound function pointers, the target's "
+      "Function.depends); it holds them", NULL },
     { "_numba_type_", (getter)thunk_numba_type, NULL, "Numba's type of this function value", NULL },
     { NULL, NULL, NULL, NULL, NULL }
 };
@@ -1295,3 +1976,13 @@ PyTypeObject nt_ThunkType = {
     .tp_methods = thunk_methods,
     .tp_new = thunk_new,
 };
+
+int nt_thunk_ready(void)
+{
+    static int once;
+    if (!once) {
+        once = 1;
+        pthread_atfork(NULL, NULL, after_fork_child);
+    }
+    return PyType_Ready(&nt_ThunkType);
+}

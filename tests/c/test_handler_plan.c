@@ -509,7 +509,7 @@ test_keys(const char *name, const nt_abi *abi)
         a.sig.nargs = 2;
         a.sig.args = a.args;
         a.plan = (nt_plan){ &a.sig, 2, a.slots, 1, a.fwd_index, 8, NULL,
-                            NULL, NULL };
+                            NULL, NULL, NULL, NULL };
         b = a;
         b.sig.args = b.args;
         b.plan.target = &b.sig;

@@ -165,7 +165,7 @@ fail:
 static void
 drop_thunk(thunk *t)
 {
-    nt_entry_free(&t->entry);
+    nt_entry_free(&t->entry, NULL);
     if (t->plan != NULL)
         be->plan_release(t->plan);
     nt_ctx_free_chain(t->ctx);
@@ -1019,21 +1019,32 @@ test_release_trap(void)
         long (*fn)(long) = (long (*)(long))t.address;
         if (fn(1) != 6)
             _exit(4);
-        nt_entry_free(&t.entry);
+        nt_what *what = nt_plan_what(t.plan, (void *)f_l_ll);
+        if (what == NULL)
+            _exit(3);
+        nt_entry_free(&t.entry, what);    /* the trap names it */
         fn(1);                 /* must not return */
         _exit(5);
     }
     close(p[1]);
-    char buf[256] = "";
-    ssize_t n = read(p[0], buf, sizeof(buf) - 1);
-    buf[n > 0 ? n : 0] = '\0';
+    char buf[1024] = "";
+    size_t got = 0;
+    ssize_t n;
+    while (got < sizeof(buf) - 1 && (n = read(p[0], buf + got, sizeof(buf) - 1 - got)) > 0)
+        got += (size_t)n;
+    buf[got] = '\0';
     close(p[0]);
     int st = 0;
     waitpid(pid, &st, 0);
     CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT,
           "released thunk: child status %#x", st);
-    CHECK(strstr(buf, "numthunk: called a released thunk") != NULL,
-          "released thunk: stderr was '%s'", buf);
+    char want[128];
+    snprintf(want, sizeof(want), "numthunk: called a released thunk: intptr_t (intptr_t) "
+             "over intptr_t (intptr_t, intptr_t), target at %p\n", (void *)f_l_ll);
+    CHECK(strstr(buf, want) != NULL,
+          "released thunk: stderr was '%s', expected '%s'", buf, want);
+    CHECK(strstr(buf, "a temporary whose address was kept") != NULL,
+          "released thunk: no advice in '%s'", buf);
     fprintf(stderr, "  release: trap aborts with \"%.*s\"\n",
             (int)strcspn(buf, "\n"), buf);
 }
@@ -1080,7 +1091,7 @@ test_no_execmem(void)
     CHECK(fn(1) == 6, "no memory: call gave %ld", fn(1));
     nt_entry_swap(&e, c2);
     CHECK(fn(1) == 11, "no memory: call after swap gave %ld", fn(1));
-    nt_entry_free(&e);
+    nt_entry_free(&e, NULL);
     be->plan_release(plan);
     nt_plan_free(plan);
     free(c1);
@@ -1536,7 +1547,7 @@ run_loop(const char *kind, long n, bench_thunks *bt)
         }
         acc = (now_ns() - t0) / (double)n;
         for (long i = 0; i < n; i++) {
-            nt_entry_free(&es[i]);
+            nt_entry_free(&es[i], NULL);
             nt_ctx_free_chain(cs[i]);
         }
         free(es);
@@ -1620,7 +1631,7 @@ bench(void)
     double t_entry = (now_ns() - t0) / NCREATE;
     long rss1 = rss_kb();
     for (int i = 0; i < NCREATE; i++) {
-        nt_entry_free(&ts[i].entry);
+        nt_entry_free(&ts[i].entry, NULL);
         nt_ctx_free_chain(ts[i].ctx);
     }
     int all[2] = { 1, 1 };

@@ -1,0 +1,108 @@
+/*
+ * numthunk registry: live thunks by entry address.
+ *
+ * Place in the pipeline: beside the engines, above them. A thunk's address
+ * reaches bind() again in many spellings (an int with signature=,
+ * t.ctypes, t.cffi(ffi), a capsule, a LowLevelCallable's function, a ctypes
+ * cast of the int...); the registry turns any of them back into its thunk,
+ * so that the thunk that uses it can hold it, count it in its chain depth,
+ * take its GIL need and refuse cycles (thunk.c). A thunk is entered when it
+ * is made and leaves when it is torn down (release() or collection).
+ *
+ * The registry holds no reference: values are opaque owner pointers (the
+ * thunk objects). Every call runs with the GIL held (thunk.c); these three
+ * functions are the only ones that touch the table, so a free-threaded
+ * build locks here.
+ *
+ * Open addressing with linear probing and backward-shift deletion, at most
+ * half full: 16 bytes a slot.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "numthunk.h"
+
+typedef struct {
+    const void *address;      /* NULL: an empty slot */
+    void *owner;
+} rslot;
+
+static rslot *table;
+static size_t cap;            /* a power of two, or 0 */
+static size_t count;
+static unsigned shift;        /* 64 - log2(cap) */
+
+static size_t home(const void *address)
+{
+    /* Fibonacci hashing of the address */
+    return (size_t)(((uint64_t)(uintptr_t)address * 0x9E3779B97F4A7C15ull) >> shift);
+}
+
+static rslot *probe(const void *address)
+{
+    size_t i = home(address);
+    while (table[i].address != NULL && table[i].address != address)
+        i = (i + 1) & (cap - 1);
+    return &table[i];
+}
+
+static int grow(void)
+{
+    size_t ncap = cap ? 2 * cap : 64;
+    rslot *old = table;
+    size_t ocap = cap;
+    rslot *fresh = calloc(ncap, sizeof(rslot));
+    if (fresh == NULL)
+        return -1;
+    table = fresh;
+    cap = ncap;
+    shift = 64;
+    for (size_t c = ncap; c > 1; c >>= 1)
+        shift--;
+    for (size_t i = 0; i < ocap; i++)
+        if (old[i].address != NULL)
+            *probe(old[i].address) = old[i];
+    free(old);
+    return 0;
+}
+
+int nt_registry_add(const void *address, void *owner)
+{
+    if (2 * (count + 1) > cap && grow() != 0)
+        return -1;
+    rslot *s = probe(address);
+    if (s->address == NULL)
+        count++;
+    s->address = address;
+    s->owner = owner;
+    return 0;
+}
+
+void *nt_registry_find(const void *address)
+{
+    if (count == 0 || address == NULL)
+        return NULL;
+    return probe(address)->owner;
+}
+
+void nt_registry_remove(const void *address, const void *owner)
+{
+    if (count == 0 || address == NULL)
+        return;
+    rslot *s = probe(address);
+    if (s->address == NULL || s->owner != owner)
+        return;
+    /* backward shift: later members of the run move into the hole unless
+       their home lies cyclically in (hole, i] */
+    size_t hole = (size_t)(s - table);
+    for (size_t i = (hole + 1) & (cap - 1); table[i].address != NULL; i = (i + 1) & (cap - 1)) {
+        size_t h = home(table[i].address);
+        if (hole < i ? (h <= hole || h > i) : (h <= hole && h > i)) {
+            table[hole] = table[i];
+            hole = i;
+        }
+    }
+    table[hole].address = NULL;
+    table[hole].owner = NULL;
+    count--;
+}
