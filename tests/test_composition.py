@@ -1,0 +1,356 @@
+"""Thunks that use thunks, on both engines: whatever spelling carries a
+thunk's address (the thunk, an int with signature=, t.ctypes, t.cffi(ffi),
+a LowLevelCallable's capsule, a Function, a ctypes cast, numthunk.address),
+a thunk bound to it as target or as a function-pointer value holds it,
+counts it in its chain depth, keeps the GIL it needs, refuses cycles at bind
+and at rebind, and raises from Python (never aborts) once it is released."""
+
+import copy
+import ctypes
+import gc
+import pickle
+import threading
+import weakref
+
+import cffi
+import pytest
+
+import numthunk as nt
+
+ENGINES = ["native", "ffi"]
+BACKEND = {"native": "native-x86_64-sysv", "ffi": "libffi"}
+D_D = "double (double)"
+APPLY = "double (double (*f)(double), double x)"
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request):
+    return request.param
+
+
+@pytest.fixture
+def fns(cfn):
+    class F:
+        d = cfn("f_d_d", D_D)
+        apply = cfn("f_d_Fd", APPLY)
+        integrate = cfn("f_d_Fddi", "double (double (*f)(double), double a, double b, int n)")
+        call_int = cfn("f_i_F", "int (int (*f)(void))")
+    return F
+
+
+def bind(engine, target, *args, **kw):
+    t = nt.bind(target, *args, engine=engine, **kw)
+    assert t.backend == BACKEND[engine]
+    return t
+
+
+class Releasing:
+    """A float whose conversion releases a thunk first."""
+
+    def __init__(self, thunk, value=1.0):
+        self.thunk, self.value = thunk, value
+
+    def __float__(self):
+        self.thunk.release()
+        return self.value
+
+
+def collected(ref):
+    gc.collect()
+    return ref() is None
+
+
+# ---------------------------------------------------------------- spellings
+
+_FFI = cffi.FFI()
+
+
+def _target_spellings():
+    cast = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double)
+    return {
+        "thunk": lambda t: (t, {}),
+        "int": lambda t: (t.address, {"signature": D_D}),
+        "ctypes": lambda t: (t.ctypes, {}),
+        "cffi": lambda t: (t.cffi(_FFI), {}),
+        "capsule": lambda t: (t.lowlevelcallable().function, {}),
+        "Function": lambda t: (nt.Function(t.address, D_D), {}),
+        "ctypes cast": lambda t: (ctypes.cast(t.address, cast), {}),
+    }
+
+
+def _value_spellings():
+    cast = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double)
+    return {
+        "thunk": lambda t: t,
+        "address": lambda t: nt.address(t.address),
+        "ctypes": lambda t: t.ctypes,
+        "cffi": lambda t: t.cffi(_FFI),
+        "capsule": lambda t: t.lowlevelcallable().function,
+        "Function": lambda t: nt.Function(t.address, D_D),
+        "ctypes cast": lambda t: ctypes.cast(t.address, cast),
+    }
+
+
+@pytest.mark.parametrize("spelling", list(_target_spellings()))
+def test_a_target_spelled_any_way_is_its_thunk(fns, engine, spelling):
+    inner = bind(engine, fns.d, nt.ARG)
+    target, kw = _target_spellings()[spelling](inner)
+    outer = bind(engine, target, nt.ARG, **kw)
+    assert outer.dependencies == (inner,)
+    assert outer.chain == 1
+    ref = weakref.ref(inner)
+    del inner, target
+    assert not collected(ref)               # the outer thunk holds it
+    assert outer(2.5) == 2.5
+    del outer
+    assert collected(ref)
+
+
+@pytest.mark.parametrize("spelling", list(_value_spellings()))
+def test_a_function_value_spelled_any_way_is_its_thunk(fns, engine, spelling):
+    inner = bind(engine, fns.d, nt.ARG)
+    value = _value_spellings()[spelling](inner)
+    outer = bind(engine, fns.apply, value, nt.ARG)
+    assert outer.dependencies == (inner,)
+    assert outer.chain == 1
+    ref = weakref.ref(inner)
+    del inner, value
+    assert not collected(ref)               # even a bare address(t.address)
+    assert outer(4.0) == 4.0
+    outer.release()
+    assert collected(ref)
+
+
+def test_registry_finds_live_thunks_among_many_released(fns, engine):
+    # entries leave the registry's table as thunks go: those left behind
+    # are still found, the released ones no longer are
+    thunks = [bind(engine, fns.d, nt.ARG) for _ in range(3000)]
+    for t in thunks[::2]:
+        t.release()
+    live = thunks[1::2]
+    for t in live[::97]:
+        assert bind(engine, t.address, nt.ARG, signature=D_D).dependencies == (t,)
+    for t in live:
+        t.release()
+
+
+# ---------------------------------------------------------------- chain depth
+
+
+def test_chain_through_ctypes_is_bounded_at_bind(fns):
+    """20,000 libffi levels through t.ctypes would overflow the C stack: the
+    chain is refused where bind(thunk) chains are."""
+    t = nt.bind(fns.d, nt.ARG, engine="ffi")
+    chain = [t]
+    with pytest.raises(ValueError, match="at most 128 levels when a libffi thunk"):
+        for _ in range(20_000):
+            chain.append(nt.bind(chain[-1].ctypes, nt.ARG, engine="ffi"))
+    assert len(chain) == 128 and chain[-1].chain == 127
+    threading.stack_size(256 * 1024)
+    try:
+        out = []
+        th = threading.Thread(target=lambda: out.append(chain[-1](1.5)))
+        th.start()
+        th.join(30)
+        assert out == [1.5]
+    finally:
+        threading.stack_size(0)
+
+
+@pytest.mark.parametrize("how", ["int", "function value"])
+def test_native_chains_of_any_spelling_are_bounded(fns, how):
+    t = nt.bind(fns.d, nt.ARG, engine="native")
+    chain = [t]
+    with pytest.raises(ValueError, match="at most 1024 levels"):
+        for _ in range(5000):
+            if how == "int":
+                chain.append(nt.bind(chain[-1].address, nt.ARG, signature=D_D,
+                                     engine="native"))
+            else:
+                chain.append(nt.bind(fns.apply, nt.address(chain[-1].address), nt.ARG,
+                                     engine="native"))
+    assert chain[-1].chain == 1023
+    assert chain[-1](3.0) == 3.0
+
+
+def test_rebind_that_deepens_a_chain_is_refused(fns):
+    leaf = nt.bind(fns.d, nt.ARG, engine="ffi")
+    bottom = nt.bind(fns.apply, leaf, nt.ARG, engine="ffi")
+    above = [bottom]
+    for _ in range(100):
+        above.append(nt.bind(above[-1], nt.ARG, engine="ffi"))
+    deep = [leaf]
+    for _ in range(40):
+        deep.append(nt.bind(fns.apply, deep[-1], nt.ARG, engine="ffi"))
+    assert above[-1].chain == 101
+    with pytest.raises(ValueError, match="at most 128 levels"):
+        bottom.rebind(0, deep[-1])          # 101 + 40 levels
+    assert bottom.dependencies == (leaf,) and above[-1](2.0) == 2.0
+    bottom.rebind(0, deep[10])              # 101 + 10: fits
+    assert bottom.chain == 11 and above[-1].chain == 111
+    assert above[-1](2.0) == 2.0
+    bottom.rebind(0, leaf)                  # shallower again: the chain follows
+    assert above[-1].chain == 101
+
+
+# ---------------------------------------------------------------- cycles
+
+
+def test_a_thunk_rebound_into_itself_is_refused(fns, engine):
+    t = bind(engine, fns.apply, bind(engine, fns.d, nt.ARG), nt.ARG)
+    for spelled in (t, nt.address(t.address), t.ctypes):
+        with pytest.raises(ValueError, match="own address: a call would call itself"):
+            t.rebind(0, spelled)
+    assert t(1.25) == 1.25                  # unchanged
+
+
+def test_cycles_are_refused_at_rebind(fns, engine):
+    leaf = bind(engine, fns.d, nt.ARG)
+    a = bind(engine, fns.apply, leaf, nt.ARG)
+    b = bind(engine, fns.apply, leaf, nt.ARG)
+    a.rebind(0, b)                          # a uses b
+    with pytest.raises(ValueError, match="uses this one .* would make a cycle"):
+        b.rebind(0, a)
+    with pytest.raises(ValueError, match="would make a cycle"):
+        b.rebind(0, nt.address(a.address))
+    c = bind(engine, a, nt.ARG)             # through a target: c -> a -> b
+    with pytest.raises(ValueError, match="would make a cycle"):
+        b.rebind(0, c)
+    assert a(2.0) == b(2.0) == c(2.0) == 2.0
+
+
+def test_deep_chains_pickle_and_deepcopy_say_why(fns):
+    t = nt.bind(fns.d, nt.ARG)
+    for _ in range(600):
+        t = nt.bind(fns.apply, t, nt.ARG)
+    with pytest.raises(pickle.PicklingError, match="composed 601 thunks deep"):
+        pickle.dumps(t)
+    with pytest.raises(RecursionError, match="nest deeper than copy can follow"):
+        copy.deepcopy(t)
+
+
+# ---------------------------------------------------------------- Function.depends
+
+
+def test_declared_dependencies(fns, engine):
+    used = bind(engine, fns.d, nt.ARG)
+    fn = nt.Function(fns.d.address, D_D, owner=fns.d.owner, depends=(used,))
+    t = bind(engine, fn, 2.0)
+    assert t.dependencies == (used,) and t.chain == 1
+    ref = weakref.ref(used)
+    del used
+    assert not collected(ref)
+    ref().release()
+    with pytest.raises(ValueError, match="uses a released thunk .* declares it uses"):
+        t()
+    with pytest.raises(ValueError, match="is a released thunk"):
+        bind(engine, fn, 2.0)
+    # one thunk stands for a tuple of one; anything else is refused
+    assert nt.Function(fns.d.address, D_D, depends=t).depends == (t,)
+    with pytest.raises(TypeError, match="depends= takes thunks"):
+        nt.Function(fns.d.address, D_D, depends=(1,))
+    fn.depends = ("not a thunk",)
+    with pytest.raises(TypeError, match="must be thunks; item 0 is a str"):
+        bind(engine, fn, 2.0)
+
+
+def test_declared_dependencies_count_in_depth_and_gil(fns, engine, gil_check):
+    holder = bind(engine, gil_check.needs)
+    fn = nt.Function(fns.d.address, D_D, owner=fns.d.owner, depends=(holder,))
+    t = bind(engine, fn, nt.ARG)
+    assert not t.nogil and t.chain == 1
+    with pytest.raises(ValueError, match="at most"):
+        deep = t
+        for _ in range(2000):
+            deep = bind(engine, nt.Function(fns.d.address, D_D, depends=(deep,)), nt.ARG)
+
+
+# ---------------------------------------------------------------- the GIL
+
+
+@pytest.fixture
+def gil_check():
+    """int PyGILState_Check(void), as a function that needs the GIL and as
+    one that does not: through a thunk, 1 means the GIL was held."""
+    addr = ctypes.cast(ctypes.pythonapi.PyGILState_Check, ctypes.c_void_p).value
+
+    class G:
+        needs = nt.Function(addr, "int (void)", nogil=False)
+        free = nt.Function(addr, "int (void)", nogil=True)
+    return G
+
+
+def test_a_gil_needing_thunk_bound_as_a_function_keeps_the_gil(fns, engine, gil_check):
+    needs = bind(engine, gil_check.needs)
+    free = bind(engine, gil_check.free)
+    assert not needs.nogil and free.nogil
+    outer = bind(engine, fns.call_int, needs)
+    assert not outer.nogil and outer() == 1          # the GIL is kept
+    other = bind(engine, fns.call_int, free)
+    assert other.nogil and other() == 0              # released: nothing needs it
+    top = bind(engine, fns.call_int, other)          # one more level
+    assert top.nogil and top() == 0
+    other.rebind(0, needs)                           # the need travels up
+    assert not other.nogil and not top.nogil and top() == 1
+    other.rebind(0, free)
+    assert other.nogil and top.nogil and top() == 0
+
+
+def test_a_gil_needing_function_forwarded_keeps_the_gil(fns, engine, gil_check):
+    fwd = bind(engine, fns.call_int, nt.ARG)
+    assert fwd.nogil
+    assert fwd(bind(engine, gil_check.free)) == 0
+    assert fwd(bind(engine, gil_check.needs)) == 1
+    assert fwd(gil_check.needs) == 1                 # a Function, not a thunk
+    assert fwd(gil_check.free) == 0
+    assert fwd(nt.address(gil_check.needs.address, nogil=False)) == 1
+    # bound, a non-thunk function's own need counts too
+    assert bind(engine, fns.call_int, gil_check.needs)() == 1
+
+
+# ---------------------------------------------------------------- released dependencies
+
+
+@pytest.mark.parametrize("how", ["target", "function value"])
+def test_calling_a_thunk_whose_dependency_was_released_raises(fns, engine, how):
+    inner = bind(engine, fns.d, nt.ARG)
+    outer = bind(engine, inner, nt.ARG) if how == "target" \
+        else bind(engine, fns.apply, inner, nt.ARG)
+    top = bind(engine, fns.apply, outer, nt.ARG)
+    assert top(1.0) == 1.0
+    target = f"{fns.d.address:#x}"
+    inner.release()
+    what = "the target" if how == "target" else r"argument 1 \(f: double \(\*\)\(double\)\)"
+    with pytest.raises(ValueError, match=rf"uses a released thunk \(double \(double\) over "
+                                         rf"double \(double\), target at {target}\) "
+                                         rf"through {what}"):
+        outer(1.0)
+    with pytest.raises(ValueError, match="uses a released thunk .* through argument 1"):
+        top(1.0)                              # any level up
+    with pytest.raises(ValueError, match="uses a released thunk"):
+        bind(engine, fns.apply, outer, nt.ARG)
+    fwd = bind(engine, fns.apply, nt.ARG, nt.ARG)
+    with pytest.raises(ValueError, match="uses a released thunk"):
+        fwd(outer, 1.0)                       # forwarded
+    if how == "function value":               # rebinding a live one mends it
+        outer.rebind(0, bind(engine, fns.d, nt.ARG))
+        assert outer(3.0) == 3.0 and top(3.0) == 3.0
+
+
+def test_dependency_released_while_the_outer_thunk_converts(fns, engine):
+    inner = bind(engine, fns.d, nt.ARG)
+    with pytest.raises(ValueError, match=r"argument 1 \(f: .*\) is a released thunk"):
+        bind(engine, fns.integrate, inner, Releasing(inner), 1.0, 10)
+    inner = bind(engine, fns.d, nt.ARG)
+    with pytest.raises(ValueError, match="the target is a released thunk"):
+        bind(engine, inner, Releasing(inner))
+
+
+def test_rebind_to_a_thunk_that_uses_a_released_one_is_refused(fns, engine):
+    inner = bind(engine, fns.d, nt.ARG)
+    broken = bind(engine, fns.apply, inner, nt.ARG)
+    t = bind(engine, fns.apply, bind(engine, fns.d, nt.ARG), nt.ARG)
+    inner.release()
+    with pytest.raises(ValueError, match="uses a released thunk"):
+        t.rebind(0, broken)
+    assert t(5.0) == 5.0
