@@ -301,6 +301,77 @@ def test_rebind_to_a_pointer_with_a_follower_is_refused(cfn, engine):
     assert t() == 6.0
 
 
+PIPI = "double (const double *x, int n, const double *y, int m)"
+IIPP = "double (int n, int m, const double *x, const double *y)"   # x + 10 y
+
+
+def test_same_array_twice_each_size_follows_its_own_parameter(cfn, engine):
+    a, big, other = np.arange(4.0), np.arange(100.0), np.arange(7.0)
+    t = bind(engine, cfn("f_d_pipi", PIPI), a, nt.size(a), a, nt.size(a))
+    t.rebind(0, big)                    # moves n only: m stays 4
+    assert t() == big.sum() + a.sum()
+    assert t.bindings[1].obj is big and t.bindings[3].obj is a
+    t.rebind(2, other)
+    assert t() == big.sum() + other.sum()
+    t.rebind("x", a)
+    assert t() == a.sum() + other.sum()
+
+
+def test_sizes_before_their_arrays_pair_by_position(cfn, engine):
+    a, big = np.arange(4.0), np.arange(100.0)
+    t = bind(engine, cfn("f_d_iipp", IIPP), nt.size(a), nt.size(a), a, a)
+    t.rebind(2, big)                    # x: the first size follows
+    assert t() == big.sum() + 10 * a.sum()
+    t.rebind(3, big[:50].copy())        # y: the second one
+    assert t() == big.sum() + 10 * big[:50].sum()
+
+
+def test_one_size_of_an_array_bound_twice_follows_the_buffer_before_it(cfn, engine):
+    a, big = np.arange(4.0), np.arange(100.0)
+    t = bind(engine, cfn("f_d_pipi", PIPI), a, nt.size(a), a, 2)
+    t.rebind(2, big)                    # y: n was bound beside x, and stays
+    assert t() == a.sum() + big[:2].sum()
+    t.rebind(0, big)                    # x: n follows
+    assert t() == big.sum() + big[:2].sum()
+
+
+def test_a_size_follows_the_buffer_holding_its_array_object(cfn, engine):
+    a, big = np.arange(4.0), np.arange(100.0)
+    # x holds a memoryview of a, y holds a itself: size(a) was made from a
+    t = bind(engine, cfn("f_d_pipi", PIPI), memoryview(a), 2, a, nt.size(a))
+    t.rebind(0, big)
+    assert t() == big[:2].sum() + a.sum()
+    t.rebind(2, big)
+    assert t() == big[:2].sum() + big.sum()
+
+
+def test_kernel_reads_each_array_by_its_own_size_under_asan(engine):
+    """The issue's case: one array bound to two pointer parameters, each with
+    its size(); after rebind(0, big) the kernel reads n elements of x and m
+    of y. Built with AddressSanitizer, a read past y is a report."""
+    from conftest import HERE, compile_shared
+    cc = os.environ.get("CC") or "gcc"
+    path = compile_shared(os.path.join(HERE, "fixtures", "fixture.c"), "fixture",
+                          compiler=cc, extra=["-fsanitize=address", "-g"], label="asan")
+    runtime = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True,
+                             text=True, check=True).stdout.strip()
+    assert os.path.isabs(runtime), f"{cc} has no AddressSanitizer runtime: {runtime!r}"
+    code = f"""
+import ctypes, numpy as np, numthunk as nt
+lib = ctypes.CDLL({path!r})
+fn = nt.Function(ctypes.cast(lib.f_d_pipi, ctypes.c_void_p).value, {PIPI!r}, owner=lib)
+a, big = np.arange(4.0), np.arange(100.0)
+t = nt.bind(fn, a, nt.size(a), a, nt.size(a), engine={engine!r})
+t.rebind(0, big)
+print(t())
+"""
+    env = {**os.environ, "LD_PRELOAD": runtime, "ASAN_OPTIONS": "detect_leaks=0"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert "AddressSanitizer" not in out.stderr, out.stderr[-3000:]
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert float(out.stdout) == sum(range(100)) + 6.0
+
+
 # ---------------------------------------------------------------- 6: garbage collection
 
 
@@ -403,6 +474,88 @@ def test_composed_depth_of_native_chains(cfn):
         assert run_bounded(lambda: chain[-1](2.5)) == 2.5
     finally:
         threading.stack_size(0)
+
+
+# ---------------------------------------------------------------- fork, signals
+
+IN_CALL = """
+import ctypes, os, signal, sys, threading, time, numthunk as nt
+started, finish = threading.Event(), threading.Event()
+
+def body(x):
+    started.set()
+    finish.wait(30)
+    return x
+
+cb = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double)(body)
+t = nt.bind(cb, nt.ARG, engine=ENGINE)
+results = []
+th = threading.Thread(target=lambda: results.append(t(1.0)))
+th.start()
+assert started.wait(10)
+"""
+
+
+def run_script(code, timeout=60):
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_fork_while_another_thread_is_in_a_call(engine):
+    """In the child, the other thread's call does not exist: release() must
+    not wait for it (it did, for ever)."""
+    code = IN_CALL.replace("ENGINE", repr(engine)) + """
+pid = os.fork()
+if pid == 0:
+    t0 = time.monotonic()
+    t.release()
+    os._exit(0 if t.released and time.monotonic() - t0 < 5 else 3)
+deadline = time.monotonic() + 20
+while time.monotonic() < deadline:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        break
+    time.sleep(0.05)
+else:
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    status = "hung"
+finish.set()
+th.join(10)
+print(status if status == "hung" else os.waitstatus_to_exitcode(status), results)
+"""
+    out = run_script(code)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["0", "[1.0]"], out.stdout + out.stderr
+
+
+def test_ctrl_c_stops_a_release_that_waits(engine):
+    """release() waits for a call in another thread; Ctrl-C stops the wait
+    with KeyboardInterrupt, and the call, when it returns, tears down."""
+    code = IN_CALL.replace("ENGINE", repr(engine)) + """
+threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+threading.Timer(6.0, finish.set).start()       # ends the wait the slow way
+t0 = time.monotonic()
+try:
+    t.release()
+    what = "returned"
+except KeyboardInterrupt:
+    what = "interrupted"
+elapsed = time.monotonic() - t0
+released = t.released
+finish.set()
+th.join(10)
+try:
+    t(1.0)
+    after = "called"
+except ValueError:
+    after = "refused"
+print(what, elapsed < 3, released, results, after)
+"""
+    out = run_script(code)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["interrupted", "True", "True", "[1.0]", "refused"], \
+        out.stdout + out.stderr
 
 
 # ---------------------------------------------------------------- the core without the package
