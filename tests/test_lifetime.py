@@ -163,3 +163,76 @@ print("survived")
         assert out.returncode != 0, backend
         assert "numthunk: called a released thunk" in out.stderr, (backend, out.stderr)
         assert "survived" not in out.stdout
+
+
+@pytest.mark.parametrize("engine", ["native", "ffi"])
+def test_a_temporary_s_address_traps_naming_the_thunk(fixture_path, engine):
+    """solver(nt.bind(...).address, ...): the thunk is gone when the
+    expression ends, before the solver calls it. The trap names the thunk
+    and says what usually causes it."""
+    code = f"""
+import ctypes, numthunk as nt
+lib = ctypes.CDLL({fixture_path!r})
+fn = nt.Function(ctypes.cast(lib.f_d_d, ctypes.c_void_p).value, "double (double)")
+solver = lib.f_d_Fddi
+solver.restype = ctypes.c_double
+solver.argtypes = [ctypes.c_void_p, ctypes.c_double, ctypes.c_double, ctypes.c_int]
+print(hex(fn.address), flush=True)
+solver(nt.bind(fn, nt.ARG, engine={engine!r}).address, 0.0, 1.0, 10)
+print("survived")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    target = out.stdout.split()[0]
+    assert out.returncode == -6, (out.returncode, out.stderr)    # SIGABRT
+    assert "survived" not in out.stdout
+    lines = out.stderr.splitlines()
+    assert lines[0] == ("numthunk: called a released thunk: double (double) over "
+                        f"double (double), target at {target}"), out.stderr
+    assert "a temporary whose address was kept" in lines[1]
+    assert "with nt.bind(...) as t:" in lines[1]
+
+
+def test_the_address_docstring_says_what_holds_a_thunk():
+    doc = nt.Thunk.address.__doc__
+    assert "does not hold the thunk" in doc and "solver(nt.bind(...).address)" in doc
+
+
+class Labelled(nt.Thunk):
+    """A subclass without __slots__: instances have a __dict__."""
+
+
+class CoreLabelled(nt._core.Thunk):
+    pass
+
+
+def _make(cls, fn, *values):
+    """A new instance in memory that held garbage: a field the allocation
+    leaves unset (the __dict__ pointer after the bindings) reads as such."""
+    size = sys.getsizeof(cls(fn.csig, fn.address, values, fn))
+    junk = [b"\xff" * (size - sys.getsizeof(b"")) for _ in range(64)]
+    del junk
+    return cls(fn.csig, fn.address, values, fn)
+
+
+@pytest.mark.parametrize("cls", [Labelled, CoreLabelled])
+def test_subclass_without_slots_has_attributes(cfn, cls):
+    a = np.arange(4.0)
+    t = _make(cls, cfn("f_d_pi", SUM), a, nt.size(a))
+    assert t.__dict__ == {}
+    t.label = "sum of a"
+    t.data = [1, 2]
+    assert t.label == "sum of a" and t.__dict__ == {"label": "sum of a", "data": [1, 2]}
+    assert t() == 6.0
+    del t.label
+    assert not hasattr(t, "label")
+
+
+@pytest.mark.parametrize("cls", [Labelled, CoreLabelled])
+def test_subclass_dict_is_traversed_by_the_collector(cfn, cls):
+    a = np.arange(4.0)
+    t = _make(cls, cfn("f_d_pi", SUM), a, nt.size(a))
+    t.me = t                            # a cycle through the instance dict
+    ref, ref_a = weakref.ref(t), weakref.ref(a)
+    del t, a
+    gc.collect()
+    assert ref() is None and ref_a() is None

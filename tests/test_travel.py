@@ -739,3 +739,20 @@ def test_pickling_a_thunk_bound_to_a_memoryview_is_refused_by_name(fixture_path)
                                               "NumPy array"):
         pickle.dumps(t)
     assert pickle.loads(pickle.dumps(nt.bind(fn, np.arange(3.0), 3)))() == 3.0
+
+
+class LabelledThunk(nt.Thunk):
+    """A subclass with a __dict__, importable: pickle finds it by name."""
+
+
+def test_a_subclass_keeps_its_class_and_attributes(fixture_path):
+    fn = nt.Function.from_library(fixture_path, "f_d_pi", SUM)
+    a = np.arange(4.0)
+    t = LabelledThunk(fn.signature, fn.address, (a, nt.size(a)), fn)
+    t.label = ["four"]
+    shallow, deep, pickled = copy.copy(t), copy.deepcopy(t), pickle.loads(pickle.dumps(t))
+    for c in (shallow, deep, pickled):
+        assert type(c) is LabelledThunk and c is not t
+        assert c.label == ["four"] and c() == 6.0
+    assert shallow.bindings[0] is a and shallow.label is t.label
+    assert deep.bindings[0] is not a and deep.label is not t.label
