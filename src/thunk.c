@@ -64,7 +64,14 @@ typedef struct thunk_object ThunkObject;
 typedef struct {
     ThunkObject *thunk;        /* a strong reference */
     int param;                 /* DEP_*, or the bound function-pointer parameter */
+    int at;                    /* this thunk's index in thunk's users, -1 if none */
 } dep;
+
+/* A thunk that depends on this one. */
+typedef struct {
+    ThunkObject *thunk;        /* weak: it leaves before it goes */
+    int dep;                   /* the index of this edge in thunk's deps */
+} user;
 
 /* What most thunks never need, allocated on first use. */
 typedef struct {
@@ -79,9 +86,10 @@ typedef struct {
     nt_held *retired_held;     /* their buffers */
     dep *deps;                 /* the thunks this one depends on now */
     int ndeps, capdeps;
-    ThunkObject **users;       /* the thunks that depend on this one now (weak) */
+    user *users;               /* the thunks that depend on this one now */
     int nusers, capusers;
-    uint64_t mark;             /* graph walks: visited in walk number `mark` */
+    uint64_t mark;             /* graph walks: visited in walk number `mark`, */
+    int mark_chain, mark_limit; /*  at this depth, under this chain limit */
 } extra;
 
 struct thunk_object {
@@ -271,7 +279,7 @@ static int reserve_user(ThunkObject *d)
     if (x->nusers < x->capusers)
         return 0;
     int cap = x->capusers ? 2 * x->capusers : 4;
-    ThunkObject **u = PyMem_Realloc(x->users, (size_t)cap * sizeof(*u));
+    user *u = PyMem_Realloc(x->users, (size_t)cap * sizeof(*u));
     if (u == NULL) {
         PyErr_NoMemory();
         return -1;
@@ -281,20 +289,29 @@ static int reserve_user(ThunkObject *d)
     return 0;
 }
 
-static void add_user(ThunkObject *d, ThunkObject *user)
+/* Lists self as a user of its dependency k (room reserved). */
+static void link_user(ThunkObject *self, int k)
 {
-    d->x->users[d->x->nusers++] = user;      /* reserved */
+    dep *e = &self->x->deps[k];
+    extra *x = e->thunk->x;
+    x->users[x->nusers] = (user){ self, k };
+    e->at = x->nusers++;
 }
 
-static void remove_user(ThunkObject *d, ThunkObject *user)
+/* Takes self off the users of its dependency k: the last user moves into
+   its place, and that user's edge follows. */
+static void unlink_user(ThunkObject *self, int k)
 {
-    extra *x = d->x;
-    for (int k = 0; x != NULL && k < x->nusers; k++) {
-        if (x->users[k] == user) {
-            x->users[k] = x->users[--x->nusers];
-            return;
-        }
+    dep *e = &self->x->deps[k];
+    if (e->at < 0)
+        return;
+    extra *x = e->thunk->x;
+    user last = x->users[--x->nusers];
+    if (e->at != x->nusers) {
+        x->users[e->at] = last;
+        last.thunk->x->deps[last.dep].at = e->at;
     }
+    e->at = -1;
 }
 
 /* Room in self's dependencies for n more. */
@@ -320,7 +337,7 @@ static int reserve_deps(ThunkObject *self, int n)
 static void break_users(ThunkObject *t)
 {
     for (int k = 0; t->x != NULL && k < t->x->nusers; k++) {
-        ThunkObject *u = t->x->users[k];
+        ThunkObject *u = t->x->users[k].thunk;
         if (!UNUSABLE(u)) {
             u->broken = 1;
             break_users(u);
@@ -351,7 +368,7 @@ static void refresh(ThunkObject *t)
     t->nogil = nogil;
     t->broken = broken;
     for (int k = 0; t->x != NULL && k < t->x->nusers; k++)
-        refresh(t->x->users[k]);
+        refresh(t->x->users[k].thunk);
 }
 
 /* Whether `from` is `to` or uses it, at any level. Each walk has its own
@@ -397,16 +414,24 @@ static int chain_error(int levels, int limit)
 
 /* Whether t, and every thunk above it, stays within the chain limit when
    t's depth becomes chain and the least limit of the engines at or below
-   it limit. */
-static int within_limit(ThunkObject *t, int chain, int limit)
+   it limit. A thunk reached again in the same walk, no deeper and with no
+   less room, is not walked again. */
+static int within_limit(ThunkObject *t, int chain, int limit, uint64_t walk)
 {
     if (chain + 1 > limit)
         return chain_error(chain + 1, limit);
-    if (chain <= t->chain && limit >= t->chain_limit)
+    extra *x = t->x;
+    if ((chain <= t->chain && limit >= t->chain_limit) || x == NULL)
         return 0;                /* nothing above t changes */
-    for (int k = 0; t->x != NULL && k < t->x->nusers; k++) {
-        ThunkObject *u = t->x->users[k];
-        if (within_limit(u, chain + 1, u->chain_limit < limit ? u->chain_limit : limit) < 0)
+    if (x->mark == walk && chain <= x->mark_chain && limit >= x->mark_limit)
+        return 0;
+    x->mark = walk;
+    x->mark_chain = chain;
+    x->mark_limit = limit;
+    for (int k = 0; k < x->nusers; k++) {
+        ThunkObject *u = x->users[k].thunk;
+        if (within_limit(u, chain + 1, u->chain_limit < limit ? u->chain_limit : limit,
+                         walk) < 0)
             return -1;
     }
     return 0;
@@ -498,10 +523,10 @@ static void teardown(ThunkObject *self)
     if (self->x != NULL) {
         deps = self->x->deps;
         ndeps = self->x->ndeps;
+        for (int k = 0; k < ndeps; k++)
+            unlink_user(self, k);
         self->x->deps = NULL;
         self->x->ndeps = self->x->capdeps = 0;
-        for (int k = 0; k < ndeps; k++)
-            remove_user(deps[k].thunk, self);
     }
     for (Py_ssize_t i = 0; i < Py_SIZE(self); i++) {
         nt_held *h = self->b[i].held;
@@ -864,8 +889,7 @@ static int gil_of_values(ThunkObject *self)
 static void push_dep(ThunkObject *self, ThunkObject *d, int param)
 {
     extra *x = self->x;
-    x->deps[x->ndeps].thunk = (ThunkObject *)Py_NewRef(d);
-    x->deps[x->ndeps].param = param;
+    x->deps[x->ndeps] = (dep){ (ThunkObject *)Py_NewRef(d), param, -1 };
     x->ndeps++;
 }
 
@@ -962,7 +986,7 @@ static int link_deps(ThunkObject *self)
     for (int k = 0; k < ndeps; k++) {
         if (reserve_user(x->deps[k].thunk) < 0)
             return -1;
-        add_user(x->deps[k].thunk, self);
+        link_user(self, k);
     }
     return 0;
 }
@@ -1665,7 +1689,7 @@ static int prepare_dep(ThunkObject *self, int i, const void *cell, ThunkObject *
             chain = d->chain + 1;
         if (d->chain_limit < limit)
             limit = d->chain_limit;
-        if (within_limit(self, chain, limit) < 0 || reserve_deps(self, 1) < 0
+        if (within_limit(self, chain, limit, ++walks) < 0 || reserve_deps(self, 1) < 0
             || reserve_user(d) < 0)
             return -1;
     }
@@ -1684,18 +1708,23 @@ static void commit_dep(ThunkObject *self, int i, ThunkObject *d)
         if (x->deps[k].param == i)
             at = k;
     if (at >= 0) {
-        ThunkObject *old = x->deps[at].thunk;
-        remove_user(old, self);
-        x->retired[x->nretired++] = (PyObject *)old;     /* the reference moves */
-        if (d != NULL)
+        unlink_user(self, at);
+        x->retired[x->nretired++] = (PyObject *)x->deps[at].thunk;  /* the reference moves */
+        if (d != NULL) {
             x->deps[at].thunk = (ThunkObject *)Py_NewRef(d);
-        else
+        } else {
+            /* the last edge moves into the hole: its user entry follows */
             x->deps[at] = x->deps[--x->ndeps];
+            dep *moved = &x->deps[at];
+            if (at != x->ndeps && moved->at >= 0)
+                moved->thunk->x->users[moved->at].dep = at;
+        }
     } else if (d != NULL) {
         push_dep(self, d, i);
+        at = x->ndeps - 1;
     }
     if (d != NULL)
-        add_user(d, self);
+        link_user(self, at);
     self->gil_values = gil_of_values(self);
     refresh(self);
 }

@@ -10,6 +10,7 @@ import ctypes
 import gc
 import pickle
 import threading
+import time
 import weakref
 
 import cffi
@@ -142,7 +143,8 @@ def test_chain_through_ctypes_is_bounded_at_bind(fns):
     chain is refused where bind(thunk) chains are."""
     t = nt.bind(fns.d, nt.ARG, engine="ffi")
     chain = [t]
-    with pytest.raises(ValueError, match="at most 128 levels when a libffi thunk"):
+    with pytest.raises(ValueError, match=r"chain of 129 thunks.*at most 128 levels on the "
+                                         r"engines in this chain \(libffi: 128"):
         for _ in range(20_000):
             chain.append(nt.bind(chain[-1].ctypes, nt.ARG, engine="ffi"))
     assert len(chain) == 128 and chain[-1].chain == 127
@@ -191,6 +193,48 @@ def test_rebind_that_deepens_a_chain_is_refused(fns):
     assert above[-1](2.0) == 2.0
     bottom.rebind(0, leaf)                  # shallower again: the chain follows
     assert above[-1].chain == 101
+
+
+def test_a_thunk_used_by_many(fns, engine):
+    inner = bind(engine, fns.d, nt.ARG)
+    outers = [bind(engine, fns.apply, inner, nt.ARG) for _ in range(20_000)]
+    order = list(range(len(outers)))
+    order = order[1::2] + order[::4]               # released out of order
+    for k in order:
+        outers[k].release()
+    kept = [t for k, t in enumerate(outers) if k % 4 == 2]
+    inner.release()                                # every remaining user breaks
+    assert all(t.released for k, t in enumerate(outers) if k % 4 != 2)
+    for t in kept[::250]:
+        with pytest.raises(ValueError, match="uses a released thunk"):
+            t(1.0)
+    fresh = bind(engine, fns.d, nt.ARG)
+    for t in kept:
+        t.rebind(0, fresh)
+    assert all(t(2.0) == 2.0 for t in kept[::250])
+
+
+def test_rebind_under_a_lattice_of_thunks_is_quick(cfn, fns, engine):
+    """Each level uses both thunks of the level below: 2**60 paths from top
+    to bottom. A rebind at the bottom walks each thunk once."""
+    both = cfn("f_d_FFd", "double (double (*f)(double), double (*g)(double), double x)")
+    leaf = bind(engine, fns.d, nt.ARG)
+    bottom = [bind(engine, fns.apply, leaf, nt.ARG) for _ in range(2)]
+    level = bottom
+    for _ in range(60):
+        level = [bind(engine, both, level[0], level[1], nt.ARG) for _ in range(2)]
+    assert level[0].chain == 61
+    deeper = bind(engine, fns.apply, bind(engine, fns.d, nt.ARG), nt.ARG)
+    t0 = time.monotonic()
+    bottom[0].rebind(0, deeper)                    # every thunk above deepens
+    leaf.release()                                 # bottom[1] breaks, and all above
+    assert time.monotonic() - t0 < 5
+    assert level[0].chain == 62
+    with pytest.raises(ValueError, match="uses a released thunk"):
+        level[1](1.0)
+    bottom[1].rebind(0, deeper)                    # mended, all the way up
+    assert not any(t.released for t in level)
+    assert bottom[1](3.0) == 3.0
 
 
 # ---------------------------------------------------------------- cycles
