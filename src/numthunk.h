@@ -490,9 +490,9 @@ void nt_trap_released_at(const char *what, const void *target);
 #define NT_WHAT_MAX 224
 
 /* ------------------------------------------------------------------------ */
-/* Registry: live thunks by entry address (registry.c)                      */
+/* Registry: thunks by entry address (registry.c)                           */
 
-/* Enters owner at address. -1: no memory. */
+/* Enters owner at address, in place of any other there. -1: no memory. */
 int nt_registry_add(const void *address, void *owner);
 /* The owner at address, or NULL. */
 void *nt_registry_find(const void *address);

@@ -1,5 +1,5 @@
 /*
- * numthunk registry: live thunks by entry address.
+ * numthunk registry: thunks by entry address.
  *
  * Place in the pipeline: beside the engines, above them. A thunk's address
  * reaches bind() again in many spellings (an int with signature=,
@@ -7,7 +7,9 @@
  * cast of the int...); the registry turns any of them back into its thunk,
  * so that the thunk that uses it can hold it, count it in its chain depth,
  * take its GIL need and refuse cycles (thunk.c). A thunk is entered when it
- * is made and leaves when it is torn down (release() or collection).
+ * is made and leaves when it is freed; released meanwhile, it stays and is
+ * refused when bound (it says so itself). An address reused by a new thunk
+ * after the quarantine replaces the entry of a released one still alive.
  *
  * The registry holds no reference: values are opaque owner pointers (the
  * thunk objects). Every call runs with the GIL held (thunk.c); these three

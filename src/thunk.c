@@ -186,7 +186,8 @@ static int released_error(ThunkObject *self)
 
 /* ---- the dependency graph ---- */
 
-/* The live thunk whose entry is at address, NULL if none. */
+/* The thunk whose entry is at address (live, or released but not yet
+   freed), NULL if none. */
 static ThunkObject *thunk_at(const void *address)
 {
     return (ThunkObject *)nt_registry_find(address);
@@ -511,7 +512,6 @@ static void teardown(ThunkObject *self)
         return;
     mark_released(self);
     self->torn = 1;
-    nt_registry_remove(self->address, self);
     if (self->entry.entry != NULL)     /* none yet: creation failed before */
         nt_entry_free(&self->entry, nt_plan_what(self->plan, self->target));
     reclaim_now(self);
@@ -596,6 +596,11 @@ static void thunk_dealloc(ThunkObject *self)
     if (self->weakreflist != NULL)
         PyObject_ClearWeakRefs((PyObject *)self);
     teardown(self);
+    /* Released, a thunk stays in the registry while it exists: whatever
+       still holds it (t.ctypes, a capsule, address(owner=t)) and is bound
+       again is recognised and refused. Its address, reused meanwhile by a
+       new thunk (after the quarantine), is that thunk's entry now. */
+    nt_registry_remove(self->address, self);
     if (self->plan_owned)
         nt_plan_free(self->plan);
     if (self->x != NULL) {

@@ -122,6 +122,22 @@ def test_a_function_value_spelled_any_way_is_its_thunk(fns, engine, spelling):
     assert collected(ref)
 
 
+def test_a_cycle_through_a_dependency_is_collected(fns, engine):
+    """The inner thunk's target (a ctypes callback) refers to the outer
+    thunk, which holds the inner one: a cycle the collector frees."""
+    proto = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double)
+    box = {}
+    cb = proto(lambda x: x + (1.0 if "outer" in box else 0.0))
+    inner = bind(engine, cb, nt.ARG)
+    box["outer"] = bind(engine, fns.apply, inner, nt.ARG)
+    cb.box = box
+    assert box["outer"](1.0) == 2.0
+    refs = [weakref.ref(inner), weakref.ref(box["outer"])]
+    del inner, cb, box
+    gc.collect()
+    assert [r() for r in refs] == [None, None]
+
+
 def test_registry_finds_live_thunks_among_many_released(fns, engine):
     # entries leave the registry's table as thunks go: those left behind
     # are still found, the released ones no longer are
@@ -379,6 +395,26 @@ def test_calling_a_thunk_whose_dependency_was_released_raises(fns, engine, how):
     if how == "function value":               # rebinding a live one mends it
         outer.rebind(0, bind(engine, fns.d, nt.ARG))
         assert outer(3.0) == 3.0 and top(3.0) == 3.0
+
+
+@pytest.mark.parametrize("spelling", list(_value_spellings()))
+def test_a_released_thunk_spelled_any_way_is_refused(fns, engine, spelling):
+    inner = bind(engine, fns.d, nt.ARG)
+    value = _value_spellings()[spelling](inner)     # made while it was live
+    inner.release()
+    fwd = bind(engine, fns.apply, nt.ARG, nt.ARG)
+    if spelling == "thunk":                          # its address is gone
+        with pytest.raises(ValueError, match="released"):
+            bind(engine, fns.apply, value, nt.ARG)
+        return
+    with pytest.raises(ValueError, match=r"argument 1 \(f: .*\) is a released thunk"):
+        bind(engine, fns.apply, value, nt.ARG)
+    with pytest.raises(ValueError, match=r"argument 1 \(f: .*\) is a released thunk"):
+        fwd(value, 1.0)
+    live = bind(engine, fns.apply, bind(engine, fns.d, nt.ARG), nt.ARG)
+    with pytest.raises(ValueError, match="is a released thunk"):
+        live.rebind(0, value)
+    assert live(2.0) == 2.0
 
 
 def test_dependency_released_while_the_outer_thunk_converts(fns, engine):
