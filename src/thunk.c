@@ -271,22 +271,28 @@ static int unusable_error(ThunkObject *self)
 
 #define UNUSABLE(self) ((self)->released || (self)->broken)
 
+/* items (a PyMem array of `size`-byte items, *cap of them) with room for
+   need: the array, moved maybe, or NULL with MemoryError (items intact). */
+static void *room(void *items, int *cap, int need, size_t size)
+{
+    if (need <= *cap && items != NULL)
+        return items;
+    int ncap = need < 2 ? 4 : 2 * need;
+    void *grown = PyMem_Realloc(items, (size_t)ncap * size);
+    if (grown == NULL)
+        return PyErr_NoMemory();
+    *cap = ncap;
+    return grown;
+}
+
 /* Room in d's users for one more. */
 static int reserve_user(ThunkObject *d)
 {
     extra *x = extra_of(d);
-    if (x == NULL)
+    user *u = x != NULL ? room(x->users, &x->capusers, x->nusers + 1, sizeof(user)) : NULL;
+    if (u == NULL)
         return -1;
-    if (x->nusers < x->capusers)
-        return 0;
-    int cap = x->capusers ? 2 * x->capusers : 4;
-    user *u = PyMem_Realloc(x->users, (size_t)cap * sizeof(*u));
-    if (u == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
     x->users = u;
-    x->capusers = cap;
     return 0;
 }
 
@@ -319,18 +325,10 @@ static void unlink_user(ThunkObject *self, int k)
 static int reserve_deps(ThunkObject *self, int n)
 {
     extra *x = extra_of(self);
-    if (x == NULL)
+    dep *d = x != NULL ? room(x->deps, &x->capdeps, x->ndeps + n, sizeof(dep)) : NULL;
+    if (d == NULL)
         return -1;
-    if (x->ndeps + n <= x->capdeps)
-        return 0;
-    int cap = 2 * (x->ndeps + n);
-    dep *d = PyMem_Realloc(x->deps, (size_t)cap * sizeof(dep));
-    if (d == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
     x->deps = d;
-    x->capdeps = cap;
     return 0;
 }
 
