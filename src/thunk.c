@@ -144,7 +144,11 @@ static void after_fork_child(void)
 }
 
 /* In a child of fork(), calls from Python in flight are counted again:
-   only this thread's own calls of the thunk (on its frame list) go on. */
+   only this thread's own calls of the thunk (on its frame list) go on.
+   Out of line: the call path reads this thread's frame list only here. */
+#if defined(__GNUC__)
+__attribute__((noinline, cold))
+#endif
 static void recount(ThunkObject *self)
 {
     int32_t n = 0;
