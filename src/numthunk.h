@@ -492,11 +492,14 @@ void nt_trap_released_at(const char *what, const void *target);
 /* ------------------------------------------------------------------------ */
 /* Registry: thunks by entry address (registry.c)                           */
 
-/* Enters owner at address, in place of any other there. -1: no memory. */
-int nt_registry_add(const void *address, void *owner);
+/* Owners keep their entry address at this offset (a pointer). */
+void nt_registry_init(size_t address_offset);
+/* Enters owner at its address, in place of any other there. -1: no
+   memory. */
+int nt_registry_add(void *owner);
 /* The owner at address, or NULL. */
 void *nt_registry_find(const void *address);
-/* owner, at address, leaves. */
-void nt_registry_remove(const void *address, const void *owner);
+/* owner leaves, if it is the one entered at its address. */
+void nt_registry_remove(const void *owner);
 
 #endif /* NUMTHUNK_H */

@@ -11,28 +11,32 @@
  * refused when bound (it says so itself). An address reused by a new thunk
  * after the quarantine replaces the entry of a released one still alive.
  *
- * The registry holds no reference: values are opaque owner pointers (the
- * thunk objects). Every call runs with the GIL held (thunk.c); these three
- * functions are the only ones that touch the table, so a free-threaded
- * build locks here.
+ * The registry holds no reference. A slot is the owner pointer alone (8
+ * bytes): an owner's address is read from the owner itself, at the offset
+ * nt_registry_init was given. Every call runs with the GIL held (thunk.c);
+ * these functions are the only ones that touch the table, so a
+ * free-threaded build locks here.
  *
  * Open addressing with linear probing and backward-shift deletion, at most
- * half full: 16 bytes a slot.
+ * half full.
  */
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "numthunk.h"
 
-typedef struct {
-    const void *address;      /* NULL: an empty slot */
-    void *owner;
-} rslot;
-
-static rslot *table;
+static void **table;          /* owners; NULL: an empty slot */
 static size_t cap;            /* a power of two, or 0 */
 static size_t count;
 static unsigned shift;        /* 64 - log2(cap) */
+static size_t key_offset;     /* where an owner keeps its address */
+
+#define KEY(owner) (*(void *const *)((const char *)(owner) + key_offset))
+
+void nt_registry_init(size_t address_offset)
+{
+    key_offset = address_offset;
+}
 
 static size_t home(const void *address)
 {
@@ -40,10 +44,11 @@ static size_t home(const void *address)
     return (size_t)(((uint64_t)(uintptr_t)address * 0x9E3779B97F4A7C15ull) >> shift);
 }
 
-static rslot *probe(const void *address)
+/* The slot holding address's owner, or the empty slot ending its run. */
+static void **probe(const void *address)
 {
     size_t i = home(address);
-    while (table[i].address != NULL && table[i].address != address)
+    while (table[i] != NULL && KEY(table[i]) != address)
         i = (i + 1) & (cap - 1);
     return &table[i];
 }
@@ -51,9 +56,9 @@ static rslot *probe(const void *address)
 static int grow(void)
 {
     size_t ncap = cap ? 2 * cap : 64;
-    rslot *old = table;
+    void **old = table;
     size_t ocap = cap;
-    rslot *fresh = calloc(ncap, sizeof(rslot));
+    void **fresh = calloc(ncap, sizeof(void *));
     if (fresh == NULL)
         return -1;
     table = fresh;
@@ -62,21 +67,19 @@ static int grow(void)
     for (size_t c = ncap; c > 1; c >>= 1)
         shift--;
     for (size_t i = 0; i < ocap; i++)
-        if (old[i].address != NULL)
-            *probe(old[i].address) = old[i];
+        if (old[i] != NULL)
+            *probe(KEY(old[i])) = old[i];
     free(old);
     return 0;
 }
 
-int nt_registry_add(const void *address, void *owner)
+int nt_registry_add(void *owner)
 {
     if (2 * (count + 1) > cap && grow() != 0)
         return -1;
-    rslot *s = probe(address);
-    if (s->address == NULL)
-        count++;
-    s->address = address;
-    s->owner = owner;
+    void **s = probe(KEY(owner));
+    count += *s == NULL;
+    *s = owner;               /* in place of a released owner of the address */
     return 0;
 }
 
@@ -84,27 +87,26 @@ void *nt_registry_find(const void *address)
 {
     if (count == 0 || address == NULL)
         return NULL;
-    return probe(address)->owner;
+    return *probe(address);
 }
 
-void nt_registry_remove(const void *address, const void *owner)
+void nt_registry_remove(const void *owner)
 {
-    if (count == 0 || address == NULL)
+    if (count == 0 || KEY(owner) == NULL)
         return;
-    rslot *s = probe(address);
-    if (s->address == NULL || s->owner != owner)
-        return;
+    void **s = probe(KEY(owner));
+    if (*s != owner)
+        return;               /* not entered, or replaced since */
     /* backward shift: later members of the run move into the hole unless
        their home lies cyclically in (hole, i] */
     size_t hole = (size_t)(s - table);
-    for (size_t i = (hole + 1) & (cap - 1); table[i].address != NULL; i = (i + 1) & (cap - 1)) {
-        size_t h = home(table[i].address);
+    for (size_t i = (hole + 1) & (cap - 1); table[i] != NULL; i = (i + 1) & (cap - 1)) {
+        size_t h = home(KEY(table[i]));
         if (hole < i ? (h <= hole || h > i) : (h <= hole && h > i)) {
             table[hole] = table[i];
             hole = i;
         }
     }
-    table[hole].address = NULL;
-    table[hole].owner = NULL;
+    table[hole] = NULL;
     count--;
 }

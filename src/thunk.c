@@ -602,7 +602,7 @@ static void thunk_dealloc(ThunkObject *self)
        still holds it (t.ctypes, a capsule, address(owner=t)) and is bound
        again is recognised and refused. Its address, reused meanwhile by a
        new thunk (after the quarantine), is that thunk's entry now. */
-    nt_registry_remove(self->address, self);
+    nt_registry_remove(self);
     if (self->plan_owned)
         nt_plan_free(self->plan);
     if (self->x != NULL) {
@@ -1083,7 +1083,7 @@ PyObject *nt_thunk_create(PyTypeObject *type, nt_SignatureObject *sig, void *tar
         goto error_nt;
     if (link_deps(self) < 0)
         goto error;
-    if (nt_registry_add(self->address, self) < 0) {
+    if (nt_registry_add(self) < 0) {
         PyErr_NoMemory();
         goto error;
     }
@@ -2019,6 +2019,7 @@ int nt_thunk_ready(void)
     if (!once) {
         once = 1;
         pthread_atfork(NULL, NULL, after_fork_child);
+        nt_registry_init(offsetof(ThunkObject, address));
     }
     return PyType_Ready(&nt_ThunkType);
 }
