@@ -350,11 +350,12 @@ def test_kernel_reads_each_array_by_its_own_size_under_asan(engine):
     its size(); after rebind(0, big) the kernel reads n elements of x and m
     of y. Built with AddressSanitizer, a read past y is a report."""
     from conftest import HERE, compile_shared
+    from ntbuild import compiler_env
     cc = os.environ.get("CC") or "gcc"
     path = compile_shared(os.path.join(HERE, "fixtures", "fixture.c"), "fixture",
                           compiler=cc, extra=["-fsanitize=address", "-g"], label="asan")
     runtime = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True,
-                             text=True, check=True).stdout.strip()
+                             text=True, check=True, env=compiler_env()).stdout.strip()
     assert os.path.isabs(runtime), f"{cc} has no AddressSanitizer runtime: {runtime!r}"
     code = f"""
 import ctypes, numpy as np, numthunk as nt
