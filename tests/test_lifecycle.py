@@ -534,6 +534,9 @@ def test_ctrl_c_stops_a_release_that_waits(engine):
     """release() waits for a call in another thread; Ctrl-C stops the wait
     with KeyboardInterrupt, and the call, when it returns, tears down."""
     code = IN_CALL.replace("ENGINE", repr(engine)) + """
+# Python's own handler, as in an interactive session (a run started in the
+# background inherits SIGINT ignored, and so does this child)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
 threading.Timer(6.0, finish.set).start()       # ends the wait the slow way
 t0 = time.monotonic()
