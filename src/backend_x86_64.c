@@ -11,7 +11,7 @@
  * architecture (native.c, quarantine.c); plans the planner refuses go to
  * libffi.
  *
- * Layout (DESIGN.md, "Engine layout that we want"):
+ * Layout (docs/architecture.md, "The context: what word sits where"):
  *
  *   address --> stub (16 bytes, one per thunk, code identical but for its
  *               rip-relative offset; made 512 at a time and sealed RX)

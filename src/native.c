@@ -6,8 +6,8 @@
  * (mem_*.c). The handler planner (handler_plan.c) decides which plans run
  * here, their shape keys and their handlers' code, over the architecture
  * file named by backend.c (nt_arch_native: its ABI description, stub and
- * emitters); this file owns what every architecture shares (DESIGN.md,
- * "Engine layout"):
+ * emitters); this file owns what every architecture shares
+ * (docs/architecture.md, "The engine contract"):
  *
  *   - stub blocks: BLOCK_STUBS identical stubs, sealed read+execute, then
  *     one page of slots (private read+write) at a fixed distance, so stub i

@@ -2,8 +2,8 @@
  * numthunk native engine, the architecture-neutral half (native.c).
  *
  * A native thunk is an entry stub, a slot holding its context pointer, and
- * a handler shared by every plan of the same shape (DESIGN.md, "Engine
- * layout"). Everything here belongs to no architecture: stub blocks and
+ * a handler shared by every plan of the same shape (docs/architecture.md,
+ * "The pipeline"). Everything here belongs to no architecture: stub blocks and
  * their slot pages, the handler cache keyed by shape, the choice of and
  * fallback between executable-memory policies, the released trap context.
  * The handler planner (handler_plan.h) decides from an architecture's ABI
