@@ -396,7 +396,7 @@ PyTypeObject nt_AddressType = {
     .tp_dealloc = (destructor)address_dealloc,
     .tp_repr = (reprfunc)address_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "address(n, owner=None, *, nogil=True): an explicit pointer value for a\n"
+    .tp_doc = "``address(n, owner=None, *, nogil=True)``: an explicit pointer value for a\n"
               "pointer parameter (a bare int is refused there). Nothing checks what it\n"
               "points to; owner is kept alive with the binding, and nothing else is.\n"
               "nogil=False marks a function pointer whose code needs the GIL: a thunk it\n"
