@@ -26,18 +26,43 @@ runs instead, marked "[fallback set]".
 
 Results: killed, survived, timeout (a hang: counted as killed), stale,
 build-error (the mutant does not compile: fix the replacement).
+
+Operator mode generates the mutants instead, from the sources as they are
+(tools/mutate_ops.py: relational flips, off-by-one constants in
+comparisons, dropped branches of && / || / and / or, && <-> ||, dropped !
+/ not, dropped casts, dropped keyword arguments, dropped new references),
+across every C file of src/ and Python file of numthunk/:
+
+    python tools/mutate.py --operators --sample 60 --seed 1
+    python tools/mutate.py --operators --sample 60 --engine ffi
+    python tools/mutate.py --operators --list --files 'src/convert.c'
+
+Each test selection first runs once on the unmutated tree (it must pass;
+its time sets the timeout). A C mutant recompiles only the translation
+unit it is in; one whose object code equals the unmutated one is reported
+"equivalent" (so is a Python mutant with the same bytecode), one that does
+not compile "build-error": neither counts in the score, killed / (killed +
+survived). --engine ffi runs the tests with NUMTHUNK_BACKEND=ffi. Mutants
+run in scratch copies, --jobs of them at once (default: the core count).
 """
 
 import argparse
 import concurrent.futures
+import fnmatch
+import json
 import os
+import random
 import re
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mutate_ops  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -349,11 +374,21 @@ def build(scratch, timeout):
 _NODE_RE = re.compile(r"(tests/[\w/.-]+\.py::[^\s]+)")
 
 
-def run_tests(scratch, tests, timeout):
+def test_env(engine=None):
+    """The environment of a mutant's test run: NUMTHUNK_BACKEND=ffi for
+    --engine ffi; unset (the native engine where there is one) otherwise."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("NUMTHUNK_BACKEND", None)
+    if engine == "ffi":
+        env["NUMTHUNK_BACKEND"] = "ffi"
+    return env
+
+
+def run_tests(scratch, tests, timeout, engine=None):
     """('passed'|'failed'|'timeout'|'crash', killing test or '', seconds)."""
     cmd = [sys.executable, "-m", "pytest", "-x", "-v", "-p", "no:cacheprovider", "-rfE",
            "--tb=line", *tests]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    env = test_env(engine)
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=scratch, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, env=env, start_new_session=True)
@@ -394,7 +429,7 @@ class Worker:
                 raise RuntimeError("the unmutated tree does not build:\n" + log)
             self.built_clean = True
 
-    def run(self, m, full, timeout):
+    def run(self, m, full, timeout, engine=None):
         path = os.path.join(self.dir, m["file"])
         with open(path) as fh:
             orig = fh.read()
@@ -421,7 +456,7 @@ class Worker:
             if not exists:
                 exists = [t for t in self.fallback if os.path.exists(os.path.join(self.dir, t))]
                 note = "[fallback set] "
-            status, test, _ = run_tests(self.dir, exists, timeout)
+            status, test, _ = run_tests(self.dir, exists, timeout, engine)
             test = note + test
         finally:
             with open(path, "w") as fh:
@@ -460,6 +495,323 @@ def check(mutants, repo):
     return 1 if bad else 0
 
 
+# ---------------------------------------------------------------------------
+# Operator mode (--operators): mutants generated from the current sources by
+# tools/mutate_ops.py, sampled with a seed, each built incrementally (only
+# the translation unit it is in) and compared with the unmutated object
+# code first: a mutant that compiles to the same code is equivalent (and a
+# file this platform does not build, backend_aarch64.c on x86-64, compiles
+# to nothing new); one that does not compile is reported as such.
+
+T_TRAVEL = "tests/test_travel.py"
+T_INTEROP = "tests/test_interop.py"
+T_SCIPY = "tests/test_scipy.py"
+T_MAIN = "tests/test_main.py"
+
+# What every C mutant runs: the core of the suite (a minute or two), not
+# the slow Cython/Numba/documentation files.
+OP_CORE = [T_BIND, T_BAD, T_EDGES, T_PROPS, T_TRUST, T_SIG, T_TABLES, T_DIFF, T_LIFE,
+           T_LIFECYCLE, T_KILLS, T_EXTRA, T_ENGINE, T_HARNESS, T_DLPACK, T_CAPI]
+
+# Files whose behaviour other test files reach first (they run before the
+# core, so that a kill comes early); a file not named here gets OP_CORE.
+OP_TESTS = {
+    "src/dlpack.c": [T_DLPACK, T_CAPI],
+    "src/capi.c": [T_CAPI, T_EXTRA],
+    "src/signature.c": [T_SIG, T_TABLES],
+    "src/sig.c": [T_SIG, T_HARNESS, T_TABLES, T_BAD],
+    "src/types.c": [T_TABLES, T_SIG],
+    "src/handler_plan.c": [T_HARNESS, T_TRUST, T_DIFF],
+    "src/backend_x86_64.c": [T_HARNESS, T_TRUST, T_DIFF],
+    "src/backend_aarch64.c": [T_HARNESS],
+    "src/mem_memfd.c": [T_ENGINE, T_KILLS],
+    "src/mem_mprotect.c": [T_ENGINE, T_KILLS],
+    "src/native.c": [T_ENGINE, T_HARNESS],
+    "src/quarantine.c": [T_ENGINE],
+    "numthunk/_cython.py": [T_CYTHON],
+    "numthunk/_numba.py": [T_NUMBA, T_TABLES],
+    "numthunk/_numba_ext.py": [T_NUMBA],
+    "numthunk/_recipe.py": [T_TRAVEL, T_DLPACK],
+    "numthunk/_foreign.py": [T_INTEROP, T_BIND, T_BAD],
+    "numthunk/_signature.py": [T_SIG, T_TABLES, T_BIND],
+    "numthunk/_api.py": [T_BIND, T_BAD, T_TRAVEL] + OP_CORE,
+    "numthunk/__main__.py": [T_MAIN],
+    "numthunk/__init__.py": [T_BIND],
+}
+# Python files: their own tests only (the C core is not theirs).
+OP_PY_ONLY = True
+
+
+def op_tests(rel):
+    own = OP_TESTS.get(rel, [])
+    if rel.endswith(".py") and own and OP_PY_ONLY:
+        picked = own
+    else:
+        picked = own + OP_CORE
+    return list(dict.fromkeys(picked))
+
+
+def _code_key(code):
+    """A code object without its positions: two sources that differ only in
+    layout (parentheses, spacing) compile to equal keys."""
+    consts = tuple(_code_key(c) if hasattr(c, "co_code") else (type(c).__name__, repr(c))
+                   for c in code.co_consts)
+    return (code.co_code, consts, code.co_names, code.co_varnames, code.co_freevars,
+            code.co_cellvars, code.co_flags, code.co_argcount, code.co_kwonlyargcount,
+            code.co_posonlyargcount)
+
+
+def _py_equivalent(orig, new, path):
+    try:
+        return _code_key(compile(orig, path, "exec")) == _code_key(compile(new, path, "exec"))
+    except SyntaxError:
+        return False
+
+
+_COMPILE_RE = re.compile(r"^\S*(?:gcc|cc|clang)\S*\s.*\s-c\s+(src/\S+\.c)\s+-o\s+(\S+\.o)")
+_COPY_RE = re.compile(r"^copying (\S+\.so) -> (\S+)$")
+
+
+class OpWorker(Worker):
+    """A scratch copy built once verbosely: the commands that compile each
+    translation unit and link the extension are kept, so that a mutant
+    recompiles only what includes its file."""
+
+    def __init__(self, repo, build_timeout):
+        super().__init__(repo, None, build_timeout)
+        env = {**os.environ}
+        env.pop("NUMTHUNK_WERROR", None)
+        r = subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace", "--force"],
+                           cwd=self.dir, capture_output=True, text=True, env=env,
+                           timeout=build_timeout)
+        if r.returncode != 0:
+            raise RuntimeError("the unmutated tree does not build:\n" + r.stdout[-3000:]
+                               + r.stderr[-3000:])
+        self.compile = {}            # "src/x.c" -> (argv, object)
+        self.link = None
+        self.copy = None
+        for line in (r.stdout + "\n" + r.stderr).splitlines():
+            m = _COMPILE_RE.match(line)
+            if m:
+                argv = shlex.split(line) + ["-g0"]     # no debug info: code only
+                self.compile[m.group(1)] = (argv, m.group(2))
+            elif " -shared " in line and "_core" in line:
+                self.link = shlex.split(line)
+            else:
+                c = _COPY_RE.match(line.strip())
+                if c:
+                    self.copy = (c.group(1), c.group(2))
+        if not self.compile or self.link is None:
+            raise RuntimeError("could not read the build commands from setup.py's output")
+        for src, (argv, obj) in self.compile.items():
+            self._run(argv, "compile " + src)
+        self._relink()
+        self.clean = {}
+        for src, (_argv, obj) in self.compile.items():
+            with open(os.path.join(self.dir, obj), "rb") as f:
+                self.clean[src] = f.read()
+        self.built_clean = True
+
+    def _run(self, argv, what):
+        r = subprocess.run(argv, cwd=self.dir, capture_output=True, text=True,
+                           timeout=self.build_timeout)
+        if r.returncode != 0:
+            raise RuntimeError(f"{what} failed:\n{r.stderr[-2000:]}")
+
+    def _relink(self):
+        self._run(self.link, "link")
+        if self.copy is not None:
+            src, dst = self.copy
+            dst = os.path.join(self.dir, dst)
+            if os.path.isdir(dst):
+                dst = os.path.join(dst, os.path.basename(src))
+            shutil.copy2(os.path.join(self.dir, src), dst)
+
+    def units_of(self, rel):
+        """The translation units a C file is compiled in: itself, or those
+        that #include it (directly or through a header)."""
+        if rel in self.compile:
+            return [rel]
+        name = os.path.basename(rel)
+        out = []
+        for src in self.compile:
+            with open(os.path.join(self.dir, src), encoding="utf-8") as f:
+                text = f.read()
+            if f'#include "{name}"' in text or (rel.endswith(".h") and _includes(
+                    self.dir, src, name)):
+                out.append(src)
+        return out
+
+    def run_op(self, m, timeout, engine, tests):
+        path = os.path.join(self.dir, m["file"])
+        with open(path, encoding="utf-8") as fh:
+            orig = fh.read()
+        new, why = mutate_ops.plant(orig, m)
+        if new is None:
+            return dict(result="stale", test=why, secs=0.0)
+        t0 = time.monotonic()
+        is_c = m["file"].endswith((".c", ".h"))
+        if not is_c and _py_equivalent(orig, new, m["file"]):
+            return dict(result="equivalent", test="same bytecode", secs=0.0)
+        units = self.units_of(m["file"]) if is_c else []
+        try:
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(new)
+            if is_c:
+                changed = False
+                for src in units:
+                    argv, obj = self.compile[src]
+                    r = subprocess.run(argv, cwd=self.dir, capture_output=True, text=True,
+                                       timeout=self.build_timeout)
+                    if r.returncode != 0:
+                        err = [ln for ln in r.stderr.splitlines() if "error" in ln][:1]
+                        return dict(result="build-error", test=(err or [""])[0][:120],
+                                    secs=time.monotonic() - t0)
+                    with open(os.path.join(self.dir, obj), "rb") as f:
+                        changed |= f.read() != self.clean[src]
+                if not changed:
+                    return dict(result="equivalent",
+                                test="same object code" if units else "not built here",
+                                secs=time.monotonic() - t0)
+                self._relink()
+            exists = [t for t in tests if os.path.exists(os.path.join(self.dir, t.split("::")[0]))]
+            status, test, _ = run_tests(self.dir, exists, timeout, engine)
+        finally:
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(orig)
+            if is_c:
+                for src in units:
+                    with open(os.path.join(self.dir, self.compile[src][1]), "wb") as f:
+                        f.write(self.clean[src])
+                self._relink()
+        result = {"passed": "survived", "failed": "killed", "crash": "killed",
+                  "timeout": "timeout"}[status]
+        return dict(result=result, test=test, secs=time.monotonic() - t0)
+
+
+def _includes(root, src, header, seen=None):
+    """Whether src includes header, directly or through other headers of src/."""
+    seen = set() if seen is None else seen
+    if src in seen:
+        return False
+    seen.add(src)
+    try:
+        with open(os.path.join(root, src), encoding="utf-8") as f:
+            text = f.read()
+    except OSError:
+        return False
+    for inc in re.findall(r'#include "([^"]+)"', text):
+        if os.path.basename(inc) == header:
+            return True
+        if _includes(root, os.path.join(os.path.dirname(src), inc), header, seen):
+            return True
+    return False
+
+
+def operator_mode(args):
+    mutants = mutate_ops.generate(args.repo)
+    if args.ops:
+        mutants = [m for m in mutants if m["op"] in args.ops]
+    if args.files:
+        mutants = [m for m in mutants if any(fnmatch.fnmatch(m["file"], g) for g in args.files)]
+    total = len(mutants)
+    if args.sample and args.sample < len(mutants):
+        mutants = random.Random(args.seed).sample(mutants, args.sample)
+        mutants.sort(key=lambda m: (m["file"], m["start"]))
+    tests_of = (lambda m: ["tests"]) if args.full else (lambda m: op_tests(m["file"]))
+    if args.list:
+        for m in mutants:
+            print(f"{m['id']:40} {m['func']:28} {m['desc']}\n{'':40} - {m['old_line'][:110]}"
+                  f"\n{'':40} + {m['new_line'][:110]}")
+        print(f"{len(mutants)} of {total} operator mutants (seed {args.seed})")
+        return 0
+    print(f"{len(mutants)} of {total} operator mutants (seed {args.seed}), engine "
+          f"{args.engine or 'native'}, {args.jobs} job(s)", flush=True)
+    # Python mutants first: they need no build.
+    order = sorted(mutants, key=lambda m: (m["file"].endswith((".c", ".h")), m["file"],
+                                           m["start"]))
+    t_start = time.monotonic()
+    jobs = max(1, min(args.jobs, len(order) or 1))
+    workers = []
+    results = {}
+    try:
+        with concurrent.futures.ThreadPoolExecutor(jobs) as ex:
+            workers = list(ex.map(lambda _: OpWorker(args.repo, args.build_timeout),
+                                  range(jobs)))
+        free = list(workers)
+        # Each test selection once on the unmutated tree: it must pass (else
+        # every mutant would look killed), and its time sets the timeout.
+        budget = {}
+        selections = {tuple(tests_of(m)) for m in order}
+
+        def clean(sel):
+            w = free.pop()
+            try:
+                exists = [t for t in sel if os.path.exists(os.path.join(w.dir, t))]
+                return sel, run_tests(w.dir, exists, args.timeout * 4, args.engine)
+            finally:
+                free.append(w)
+
+        if not args.no_baseline:
+            with concurrent.futures.ThreadPoolExecutor(jobs) as ex:
+                for sel, (status, test, secs) in ex.map(clean, sorted(selections)):
+                    if status != "passed":
+                        print(f"the unmutated tree fails its tests ({status}: {test}); "
+                              f"selection: {' '.join(sel)}")
+                        return 2
+                    budget[sel] = max(args.timeout, 3 * secs + 30)
+                    print(f"  clean run {secs:6.1f}s (timeout {budget[sel]:.0f}s): "
+                          f"{' '.join(os.path.basename(t) for t in sel)}", flush=True)
+
+        def one(m):
+            w = free.pop()
+            try:
+                sel = tuple(tests_of(m))
+                return m, w.run_op(m, budget.get(sel, args.timeout), args.engine, list(sel))
+            finally:
+                free.append(w)
+
+        with concurrent.futures.ThreadPoolExecutor(jobs) as ex:
+            for m, r in ex.map(one, order):
+                results[m["id"]] = r
+                print(f"  {r['result']:12} {r['secs']:6.1f}s  {m['id']}  {r['test']}",
+                      flush=True)
+    finally:
+        for w in workers:
+            w.close()
+    return op_report(mutants, results, time.monotonic() - t_start, args)
+
+
+def op_report(mutants, results, seconds, args):
+    counts = {}
+    for r in results.values():
+        counts[r["result"]] = counts.get(r["result"], 0) + 1
+    live = [m for m in mutants if results[m["id"]]["result"] in ("killed", "timeout",
+                                                                 "survived")]
+    killed = [m for m in live if results[m["id"]]["result"] != "survived"]
+    print()
+    print(f"score: {len(killed)}/{len(live)} killed"
+          + (f" ({100.0 * len(killed) / len(live):.0f}%)" if live else "")
+          + f" on engine {args.engine or 'native'}; "
+          + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+          + f"; {seconds:.0f} s")
+    for title, which in (("survivors", ("survived",)),
+                         ("equivalent (same code: not counted)", ("equivalent",)),
+                         ("not compiling (not counted)", ("build-error",)),
+                         ("stale", ("stale",))):
+        rows = [m for m in mutants if results[m["id"]]["result"] in which]
+        if not rows:
+            continue
+        print(f"\n{title}:")
+        for m in rows:
+            print(f"  {m['file']}:{m['line']} in {m['func']} ({m['desc']})\n"
+                  f"      - {m['old_line'][:150]}\n      + {m['new_line'][:150]}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump([dict(m, **results[m["id"]]) for m in mutants], f, indent=1)
+    return 1 if any(results[m["id"]]["result"] == "survived" for m in mutants) else 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--list", action="store_true", help="list the mutants and exit")
@@ -468,16 +820,42 @@ def main(argv=None):
                          "(and that every test file named exists); exit 1 listing the stale")
     ap.add_argument("--only", nargs="+", metavar="ID", help="run only these mutants")
     ap.add_argument("--full", action="store_true", help="run the whole suite per mutant")
-    ap.add_argument("--jobs", type=int, default=1, help="parallel scratch copies (default 1)")
-    ap.add_argument("--timeout", type=float, default=300,
-                    help="seconds for one mutant's tests; a hang counts as killed (timeout)")
+    ap.add_argument("--jobs", type=int, default=None,
+                    help="parallel scratch copies (default 1; with --operators, the core count)")
+    ap.add_argument("--timeout", type=float, default=None,
+                    help="seconds for one mutant's tests; a hang counts as killed (timeout). "
+                         "Default 300; with --operators, 60 at least, else 3x the test "
+                         "selection's clean run + 30 s")
     ap.add_argument("--build-timeout", type=float, default=300)
     ap.add_argument("--tests-from", metavar="REF",
                     help="take tests/ from this git ref (e.g. main) instead of the work tree")
     ap.add_argument("--fallback", nargs="+", metavar="FILE", default=FALLBACK,
                     help="test files to run when none of a mutant's own exist")
     ap.add_argument("--repo", default=ROOT, help="repository to copy (default: this one)")
+    ap.add_argument("--engine", choices=["native", "ffi"], default=None,
+                    help="run the tests on this engine (ffi: NUMTHUNK_BACKEND=ffi)")
+    op = ap.add_argument_group("operator mode")
+    op.add_argument("--operators", action="store_true",
+                    help="mutants generated by operator from every C file of src/ and "
+                         "Python file of numthunk/ (tools/mutate_ops.py), not the list above")
+    op.add_argument("--sample", type=int, default=0, metavar="N",
+                    help="a random sample of N of them (default: all)")
+    op.add_argument("--seed", type=int, default=1, help="the sample's seed (default 1)")
+    op.add_argument("--ops", nargs="+", metavar="OP",
+                    choices=["rel", "const", "cond", "swap", "not", "cast", "kwarg", "ref"],
+                    help="only these operators")
+    op.add_argument("--files", nargs="+", metavar="GLOB", help="only files matching these")
+    op.add_argument("--json", metavar="FILE", help="write every mutant and its result here")
+    op.add_argument("--no-baseline", action="store_true",
+                    help="skip the run of each test selection on the unmutated tree (its "
+                         "time sets the mutants' timeout: 3x + 30 s, at least --timeout)")
     args = ap.parse_args(argv)
+    if args.operators:
+        args.jobs = args.jobs or os.cpu_count() or 1
+        args.timeout = args.timeout or 60
+        return operator_mode(args)
+    args.jobs = args.jobs or 1
+    args.timeout = args.timeout or 300
 
     mutants = MUTANTS
     if args.only:
@@ -515,7 +893,7 @@ def main(argv=None):
         def one(m):
             w = free.pop()
             try:
-                return m, w.run(m, args.full, args.timeout)
+                return m, w.run(m, args.full, args.timeout, args.engine)
             finally:
                 free.append(w)
 
