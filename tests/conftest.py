@@ -12,9 +12,18 @@ import sys
 import sysconfig
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 import numthunk as nt
 from ntbuild import compiler_env, install_compiler_shims
+
+# Property-based tests without their own max_examples: a modest budget in
+# the normal run; NUMTHUNK_HYPOTHESIS_PROFILE=long for a deeper one.
+settings.register_profile("numthunk", max_examples=100, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("long", max_examples=3000, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("NUMTHUNK_HYPOTHESIS_PROFILE", "numthunk"))
 
 # under the sanitizer run, compilers started by name get no preload
 install_compiler_shims()
@@ -102,3 +111,18 @@ def cfn(lib):
         return nt.Function(addr, signature, owner=lib, name=name, **kw)
 
     return make
+
+
+@pytest.fixture(scope="session")
+def ntexport():
+    """tests/exporters/ntexport.c, built for this interpreter: buffer and
+    DLPack exporters of exactly the layouts a test asks for."""
+    from ntbuild import build_extension
+
+    header = os.path.join(nt.get_include(), "numthunk", "dlpack.h")
+    where = build_extension(os.path.join(HERE, "exporters", "ntexport.c"), "ntexport",
+                            include_dirs=[nt.get_include()], depends=[header])
+    if where not in sys.path:
+        sys.path.insert(0, where)
+    import ntexport as mod
+    return mod

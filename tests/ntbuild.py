@@ -104,3 +104,48 @@ def load(source, name):
 
 def address(lib, name):
     return ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+
+
+def build_extension(source, name, include_dirs=(), depends=()):
+    """Compile one C file into the Python extension module ``name`` (with
+    the system C compiler, -Wall -Wextra -Werror) under tests/_build/ext,
+    keyed on the source, the files it depends on and the interpreter: a
+    session reuses a finished build, never a stale one. Returns the
+    directory to put on sys.path."""
+    import hashlib
+    import shlex
+    import sys
+    import tempfile
+
+    h = hashlib.sha256(f"{sys.version} {sys.platform}".encode())
+    for path in [source, *depends]:
+        with open(path, "rb") as f:
+            h.update(os.path.basename(path).encode() + b"\0" + f.read() + b"\0")
+    root = os.path.join(BUILD, "ext")
+    target = os.path.join(root, f"{name}-{h.hexdigest()[:16]}")
+    if os.path.exists(os.path.join(target, ".done")):
+        return target
+    os.makedirs(root, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="tmp-", dir=root)
+    try:
+        cc = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
+        if shutil.which(cc[0]) is None:
+            raise RuntimeError(f"C compiler {cc[0]!r} not found: the tests need one")
+        suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+        link = ["-shared"] + (["-undefined", "dynamic_lookup"] if sys.platform == "darwin"
+                              else [])
+        inc = [f for d in [sysconfig.get_paths()["include"], *include_dirs] for f in ("-I", d)]
+        proc = subprocess.run([*cc, "-O2", "-fPIC", "-std=c11", "-Wall", "-Wextra", "-Werror",
+                               *inc, source, "-o", os.path.join(work, name + suffix), *link],
+                              capture_output=True, text=True, env=compiler_env())
+        if proc.returncode != 0:
+            raise RuntimeError(f"building {name} from {source} failed:\n{proc.stderr}")
+        open(os.path.join(work, ".done"), "w").close()
+        try:
+            os.rename(work, target)
+        except OSError:
+            if not os.path.exists(os.path.join(target, ".done")):
+                raise
+        return target
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
