@@ -479,6 +479,12 @@ static int derived_value(const nt_DerivedObject *d, const layout *l, Py_ssize_t 
     }
     Py_ssize_t stride = layout_stride(l, (int)ax);
     if (d->elements) {
+        if (l->itemsize == 0) {
+            PyErr_Format(PyExc_ValueError,
+                         "%s: stride(arr, %zd, elements=True) of an array whose elements "
+                         "are 0 bytes long: there is no stride in elements", W(what), ax);
+            return -1;
+        }
         if (stride % l->itemsize != 0) {
             PyErr_Format(PyExc_ValueError,
                          "%s: stride %zd bytes of axis %zd is not a whole number "

@@ -336,3 +336,17 @@ def test_pointer_takes_its_own_dtype_only(ctype):
             with pytest.raises(TypeError, match=r"^argument 1 \(x: const .*\): expected a "
                                                 r"buffer of"):
                 nt.bind(fn, arr)
+
+
+def test_stride_in_elements_of_zero_byte_elements_is_refused(cfn):
+    """An empty structured dtype has 0-byte elements: no stride counts them
+    (NumPy's own arrays, read without a buffer export)."""
+    a = np.zeros(3, dtype=np.dtype([]))
+    assert a.itemsize == 0
+    ident = cfn("f_l_l", "int64_t (int64_t v)")
+    with pytest.raises(ValueError, match=r"^argument 1 \(v: int64_t\): stride\(arr, 0, "
+                                         r"elements=True\) of an array whose elements are 0 "
+                                         r"bytes long"):
+        nt.bind(ident, nt.stride(a, 0, elements=True))
+    assert nt.bind(ident, nt.stride(a, 0))() == 0
+    assert nt.bind(ident, nt.size(a))() == 3
