@@ -29,18 +29,70 @@ nt_held *nt_held_get(PyObject *obj, const char *what)
                          what, Py_TYPE(obj)->tp_name);
         return NULL;
     }
-    if (h->view.suboffsets != NULL) {
-        for (int d = 0; d < h->view.ndim; d++) {
-            if (h->view.suboffsets[d] >= 0) {
+    if (nt_view_check(obj, &h->view, what) < 0) {
+        nt_held_release(h);
+        return NULL;
+    }
+    return h;
+}
+
+/* What the exporter says of the layout, checked before anything reads it:
+   asked for PyBUF_FULL_RO, it gives a shape (unless 0-dimensional), no
+   negative count, no indirection (suboffsets: no single data pointer), and
+   len is itemsize times the elements, as PEP 3118 says. An exporter that
+   ignores the request, or describes memory it does not have, is refused
+   here rather than read past its end. */
+int nt_view_check(PyObject *obj, const Py_buffer *v, const char *what)
+{
+    const char *type = Py_TYPE(obj)->tp_name;
+    if (v->ndim < 0 || v->itemsize < 0 || v->len < 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: the %.200s buffer has a negative ndim, itemsize or length "
+                     "(%d, %zd, %zd)", what, type, v->ndim, v->itemsize, v->len);
+        return -1;
+    }
+    if (v->ndim > 0 && v->shape == NULL) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: the %.200s buffer is %d-dimensional but has no shape (numthunk "
+                     "asks for its shape, strides and format: PyBUF_FULL_RO)",
+                     what, type, v->ndim);
+        return -1;
+    }
+    if (v->suboffsets != NULL)
+        for (int d = 0; d < v->ndim; d++)
+            if (v->suboffsets[d] >= 0) {
                 PyErr_Format(PyExc_TypeError,
                              "%s: indirect buffers (PIL-style suboffsets) are not supported",
                              what);
-                nt_held_release(h);
-                return NULL;
+                return -1;
             }
+    /* itemsize x the extents; a product past PY_SSIZE_T_MAX is no length
+       of memory (unless an extent is 0) */
+    int empty = 0, over = 0;
+    for (int d = 0; d < v->ndim; d++) {
+        if (v->shape[d] < 0) {
+            PyErr_Format(PyExc_ValueError,
+                         "%s: the %.200s buffer has a negative extent %zd on axis %d",
+                         what, type, v->shape[d], d);
+            return -1;
         }
+        empty |= v->shape[d] == 0;
     }
-    return h;
+    Py_ssize_t bytes = empty ? 0 : v->itemsize;
+    for (int d = 0; d < v->ndim && !empty && !over; d++) {
+        if (bytes > PY_SSIZE_T_MAX / v->shape[d])
+            over = 1;
+        else
+            bytes *= v->shape[d];
+    }
+    if (over || bytes != v->len) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: the %.200s buffer says it is %zd bytes long, but its shape and "
+                     "itemsize (%zd bytes) make %s%zd", what, type, v->len, v->itemsize,
+                     over ? "more than " : "", over ? PY_SSIZE_T_MAX : bytes);
+        return -1;
+    }
+    return 0;
 }
 
 /* Releasing may run the exporter's code (a DLPack deleter, a Python

@@ -271,18 +271,10 @@ static int view_dtype(const Py_buffer *view, DLDataType *dtype, dl_label *what)
     return -1;
 }
 
-/* What a buffer must be besides its elements: direct, writable if the
-   kernel may write. */
+/* What a buffer must be besides its elements and its layout (direct:
+   nt_view_check): writable if the kernel may write. */
 static int check_view(const Py_buffer *view, int writable, dl_label *what)
 {
-    if (view->suboffsets != NULL)
-        for (int d = 0; d < view->ndim; d++)
-            if (view->suboffsets[d] >= 0) {
-                PyErr_Format(PyExc_TypeError,
-                             "%s: indirect buffers (PIL-style suboffsets) cannot be "
-                             "described by a DLTensor", L(what));
-                return -1;
-            }
     if (writable && view->readonly)
         return refuse_read_only(what);
     return 0;
@@ -325,7 +317,8 @@ static dl_block *from_buffer(PyObject *obj, int writable, dl_label *what,
         *not_array = 1;
         goto error;
     }
-    if (view_dtype(&view, &dtype, what) < 0 || check_view(&view, writable, what) < 0)
+    if (nt_view_check(obj, &view, L(what)) < 0
+        || view_dtype(&view, &dtype, what) < 0 || check_view(&view, writable, what) < 0)
         goto error;
     b = block_new(view.ndim);
     if (b == NULL)

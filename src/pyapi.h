@@ -104,6 +104,10 @@ typedef struct {
    exception set (naming the parameter through `what`). */
 nt_held *nt_held_get(PyObject *obj, const char *what);
 void nt_held_release(nt_held *h);
+/* The layout an exporter gave for a PyBUF_FULL_RO request, checked: a shape
+   where ndim > 0, no negative count, no suboffsets, len = itemsize x the
+   elements. 0, or -1 with an exception naming `what`. */
+int nt_view_check(PyObject *obj, const Py_buffer *view, const char *what);
 /* Decodes the PEP 3118 format of a held buffer into an element kind. */
 int nt_elem_decode(const Py_buffer *view, nt_elem *out, const char *what);
 int nt_is_aligned(const Py_buffer *view, size_t align);

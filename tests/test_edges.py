@@ -350,3 +350,78 @@ def test_stride_in_elements_of_zero_byte_elements_is_refused(cfn):
         nt.bind(ident, nt.stride(a, 0, elements=True))
     assert nt.bind(ident, nt.stride(a, 0))() == 0
     assert nt.bind(ident, nt.size(a))() == 3
+
+
+# ------------------------------------------------------------ what an exporter states
+#
+# Buffers from tests/exporters/ntexport.c that state a layout no memory has
+# (no shape, negative counts, a length that is not itemsize x the extents):
+# refused, naming the parameter, before anything reads them.
+
+@pytest.mark.parametrize("ndim", [1, 2])
+def test_exporter_without_a_shape_is_refused(ntexport, cfn, ndim):
+    """An exporter that ignores PyBUF_ND and gives no shape for an n-d
+    buffer: refused (never read as if it had one)."""
+    raw = np.zeros(64, dtype=np.uint8)
+    buf = ntexport.Buffer(raw, "d", 8, None, None, ndim=ndim, len=16, honour=False)
+    kern = nt.Function(ntexport.kernels["nt_x_addr"], "uintptr_t (const double *p)")
+    ident = cfn("f_l_l", "int64_t (int64_t v)")
+    for make in (lambda: nt.bind(kern, buf), lambda: nt.bind(kern, nt.strided(buf)),
+                 lambda: nt.bind(ident, nt.size(buf))):
+        with pytest.raises(ValueError, match=rf"^argument 1 \(.*\): the ntexport.Buffer buffer "
+                                             rf"is {ndim}-dimensional but has no shape"):
+            make()
+    assert buf.exports == 0
+    # 0-dimensional: no shape is right
+    scalar = ntexport.Buffer(raw, "d", 8, None, None, ndim=0, len=8)
+    assert nt.bind(kern, scalar)() == raw.ctypes.data
+    assert nt.bind(ident, nt.size(scalar))() == 1
+
+
+@pytest.mark.parametrize("delta", [-1, 0, 1])
+def test_exporter_length_must_match_shape_and_itemsize(ntexport, cfn, delta):
+    """len = itemsize x the elements (PEP 3118), exactly: one byte more or
+    less is an exporter describing memory it does not have."""
+    raw = np.zeros(128, dtype=np.uint8)
+    buf = ntexport.Buffer(raw, "d", 8, (3, 4), (32, 8), len=96 + delta)
+    kern = nt.Function(ntexport.kernels["nt_x_addr"], "uintptr_t (const double *p)")
+    ident = cfn("f_l_l", "int64_t (int64_t v)")
+    for make in (lambda: nt.bind(kern, buf), lambda: nt.bind(ident, nt.size(buf))):
+        if delta:
+            with pytest.raises(ValueError, match=rf"says it is {96 + delta} bytes long, but "
+                                                 r"its shape and itemsize \(8 bytes\) make 96"):
+                make()
+        else:
+            make().release()
+    assert buf.exports == 0
+
+
+@pytest.mark.parametrize("field, value, match", [
+    ("shape", (3, -4), r"has a negative extent -4 on axis 1"),
+    ("shape", (-1,), r"has a negative extent -1 on axis 0"),
+    ("shape", (2**62, 4), r"make more than 9223372036854775807"),
+    ("shape", (2**62, 4, 0), None),              # an empty axis: 0 bytes, whatever the rest
+    ("itemsize", -8, r"has a negative ndim, itemsize or length"),
+    ("ndim", -1, r"has a negative ndim, itemsize or length"),
+])
+def test_exporter_counts_that_describe_no_memory_are_refused(ntexport, cfn, field, value,
+                                                             match):
+    raw = np.zeros(64, dtype=np.uint8)
+    kw = dict(base=raw, format="d", itemsize=8, shape=(2,), strides=(8,), honour=False)
+    kw[field] = value
+    if field == "shape":
+        kw["strides"] = (8,) * len(value)
+        kw["len"] = 0 if 0 in value else 16
+    if field == "ndim":
+        kw["shape"], kw["strides"] = None, None
+    buf = ntexport.Buffer(**kw)
+    ident = cfn("f_l_l", "int64_t (int64_t v)")
+    kern = nt.Function(ntexport.kernels["nt_x_addr"], "uintptr_t (const void *p)")
+    for make in (lambda: nt.bind(ident, nt.size(buf)), lambda: nt.bind(kern, nt.strided(buf))):
+        if match is None:
+            make().release()
+        else:
+            with pytest.raises(ValueError, match=rf"^argument 1 \(.*\): the ntexport.Buffer "
+                                                 rf"buffer .*{match}"):
+                make()
+    assert buf.exports == 0
