@@ -14,14 +14,19 @@
 
 import ctypes
 import math
+import re
 import struct
 
 import numpy as np
 import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
 
 import numthunk as nt
 
 import ntbuild
+from layouts import FOREIGN, c_strides, flat2, foreign_layouts, pep3118_c_contiguous, \
+    read_elements
 
 ENGINES = ["native", "ffi"]
 
@@ -338,6 +343,129 @@ def test_pointer_takes_its_own_dtype_only(ctype):
                 nt.bind(fn, arr)
 
 
+# ------------------------------------------------------------ foreign buffer exporters
+#
+# Buffers from tests/exporters/ntexport.c, which exports exactly the layout
+# asked for: any format and itemsize it states, negative, zero and odd byte
+# strides, read-only or not, NULL format or strides, request flags honoured
+# or ignored. What numthunk must do is worked out here from the layout alone
+# (the rules of docs/binding.md), and an accepted buffer is read by a C
+# kernel at the bound address with the described strides, against the
+# bytes read here with struct.
+
+KERNEL_SUM = ("double ({T} p, int code, ptrdiff_t n0, ptrdiff_t n1, ptrdiff_t s0, "
+              "ptrdiff_t s1)")
+
+
+def foreign_verdict(lay):
+    """(exception type, message pattern), or None if the bind must succeed."""
+    code, itemsize, shape = lay["code"], lay["itemsize"], lay["shape"]
+    strides = None if lay["null_strides"] else lay["strides"]
+    size = struct.calcsize(code)
+    # the element type: the format names it, its size must be the stated itemsize
+    # (no format: unsigned bytes)
+    fmt = "B" if lay["null_format"] else code
+    if fmt != code or itemsize != size:
+        return TypeError, r"expected a buffer of"
+    if lay["readonly"] and not lay["const"]:
+        return ValueError, r"the buffer is read-only"
+    address = lay["raw"].ctypes.data + lay["offset"]
+    if address % size or any(n > 1 and s % size for n, s in zip(shape, strides or ())):
+        return ValueError, r"not aligned"
+    length = itemsize * math.prod(shape)
+    if not lay["strided"] and not pep3118_c_contiguous(shape, strides, itemsize, length):
+        return ValueError, r"not C-contiguous"
+    return None
+
+
+@settings(deadline=None)
+@given(foreign_layouts())
+def test_foreign_buffer_layouts_bind_or_are_refused(ntexport, lay):
+    code, shape, strides = lay["code"], lay["shape"], lay["strides"]
+    ctype = FOREIGN[code]
+    T = f"{'const ' if lay['const'] else ''}{ctype} *"
+    buf = ntexport.Buffer(lay["raw"], None if lay["null_format"] else code, lay["itemsize"],
+                          shape, None if lay["null_strides"] else strides,
+                          offset=lay["offset"], readonly=lay["readonly"],
+                          honour=lay["honour"])
+    value = nt.strided(buf) if lay["strided"] else buf
+    kern = nt.Function(ntexport.kernels["nt_x_sum"], KERNEL_SUM.format(T=T))
+    n0, n1, s0, s1 = flat2(shape, strides)
+    verdict = foreign_verdict(lay)
+    event(f"refused: {verdict[1]}" if verdict else "bound")
+    if verdict is not None:
+        with pytest.raises(verdict[0], match=rf"^argument 1 \(p: {re.escape(T)}\): "
+                                             rf".*{verdict[1]}"):
+            nt.bind(kern, value, ord(code), n0, n1, s0, s1, engine=lay["engine"])
+        assert buf.exports == 0, "a refused buffer was not released"
+        return
+    t = nt.bind(kern, value, ord(code), n0, n1, s0, s1, engine=lay["engine"])
+    assert buf.exports == 1                  # held while bound
+    raw = lay["raw"].tobytes()
+    want = 0.0
+    for v in read_elements(raw, code, lay["offset"], shape, strides):
+        want += float(v)
+    assert t() == want
+    addr = nt.Function(ntexport.kernels["nt_x_addr"], f"uintptr_t ({T} p)")
+    assert nt.bind(addr, value, engine=lay["engine"])() == lay["raw"].ctypes.data + lay["offset"]
+    t.release()
+    assert buf.exports == 0
+
+
+@st.composite
+def derived_cases(draw):
+    lay = draw(foreign_layouts())
+    ndim = len(lay["shape"])
+    kind = draw(st.sampled_from(["size", "shape", "stride"]))
+    axis = draw(st.integers(-ndim - 1, ndim))
+    return lay, kind, axis, draw(st.booleans())
+
+
+@settings(deadline=None)
+@given(derived_cases())
+def test_size_shape_stride_of_foreign_buffers(ntexport, cfn, case):
+    """size(), shape() and stride() of any layout: the values the layout
+    states, or a refusal naming the axis (or the 0-byte element)."""
+    lay, kind, axis, elements = case
+    shape, itemsize = lay["shape"], lay["itemsize"]
+    strides = c_strides(shape, itemsize) if lay["null_strides"] else lay["strides"]
+    buf = ntexport.Buffer(lay["raw"], None if lay["null_format"] else lay["code"], itemsize,
+                          shape, None if lay["null_strides"] else lay["strides"],
+                          offset=lay["offset"], readonly=lay["readonly"],
+                          honour=lay["honour"])
+    marker = (nt.size(buf) if kind == "size" else nt.shape(buf, axis) if kind == "shape"
+              else nt.stride(buf, axis, elements=elements))
+    ident = cfn("f_l_l", "int64_t (int64_t v)")
+    ndim = len(shape)
+    if kind == "size":
+        want = math.prod(shape)
+    elif not -ndim <= axis < ndim:
+        with pytest.raises(ValueError, match=rf"^argument 1 \(v: int64_t\): {kind}\(arr, "
+                                             rf"{axis}\) asks for axis {axis} but the array "
+                                             rf"has {ndim} dimension"):
+            nt.bind(ident, marker, engine=lay["engine"])
+        assert buf.exports == 0
+        return
+    elif kind == "shape":
+        want = shape[axis]
+    elif not elements:
+        want = strides[axis]
+    elif itemsize == 0:
+        with pytest.raises(ValueError, match=r"elements are 0 bytes long"):
+            nt.bind(ident, marker, engine=lay["engine"])
+        return
+    elif strides[axis] % itemsize:
+        with pytest.raises(ValueError, match=rf"stride {strides[axis]} bytes of axis "
+                                             rf"{axis % ndim} is not a whole number of "
+                                             rf"{itemsize}-byte elements"):
+            nt.bind(ident, marker, engine=lay["engine"])
+        return
+    else:
+        want = strides[axis] // itemsize
+    assert nt.bind(ident, marker, engine=lay["engine"])() == want
+    assert buf.exports == 0                  # read at bind time, not held
+
+
 def test_stride_in_elements_of_zero_byte_elements_is_refused(cfn):
     """An empty structured dtype has 0-byte elements: no stride counts them
     (NumPy's own arrays, read without a buffer export)."""
@@ -352,11 +480,47 @@ def test_stride_in_elements_of_zero_byte_elements_is_refused(cfn):
     assert nt.bind(ident, nt.size(a))() == 3
 
 
-# ------------------------------------------------------------ what an exporter states
-#
-# Buffers from tests/exporters/ntexport.c that state a layout no memory has
-# (no shape, negative counts, a length that is not itemsize x the extents):
-# refused, naming the parameter, before anything reads them.
+def _pil_rows(n=3, m=4):
+    """PIL-style rows: an array of row pointers, and the rows."""
+    rows = [np.arange(m, dtype=np.float64) + 10.0 * i for i in range(n)]
+    return np.array([r.ctypes.data for r in rows], dtype=np.uintp), rows
+
+
+@pytest.mark.parametrize("suboffsets, indirect", [((0, -1), True), ((8, -1), True),
+                                                  ((-1, 0), True), ((-1, -1), False),
+                                                  ((-2, -1), False)])
+def test_indirect_buffers_are_refused_wherever_bound(ntexport, cfn, suboffsets, indirect):
+    """Suboffsets >= 0 mean "follow a pointer" (PIL): such a buffer has no
+    single data pointer, and numthunk refuses it for every parameter that
+    reads one, naming the parameter; a negative suboffset is direct."""
+    ptrs, rows = _pil_rows()
+    buf = ntexport.Buffer(ptrs, "d", 8, (3, 4), (8, 8), suboffsets=suboffsets)
+    kern = nt.Function(ntexport.kernels["nt_x_sum"], KERNEL_SUM.format(T="const double *"))
+    ident = cfn("f_l_l", "int64_t (int64_t v)")
+    binds = [lambda: nt.bind(kern, buf, ord("d"), 3, 4, 8, 8),
+             lambda: nt.bind(kern, nt.strided(buf), ord("d"), 3, 4, 8, 8),
+             lambda: nt.bind(nt.Function(ntexport.kernels["nt_x_addr"],
+                                         "uintptr_t (const void *p)"), buf),
+             lambda: nt.bind(ident, nt.size(buf)),
+             lambda: nt.bind(ident, nt.shape(buf, 1)),
+             lambda: nt.bind(ident, nt.stride(buf, 0))]
+    for make in binds:
+        if indirect:
+            with pytest.raises(TypeError, match=r"^argument 1 \(.*\): indirect buffers "
+                                                r"\(PIL-style suboffsets\) are not supported"):
+                make()
+        else:
+            # direct memory: the same rules as without suboffsets (CPython
+            # calls a buffer with suboffsets non-contiguous)
+            try:
+                t = make()
+            except ValueError as exc:
+                assert "not C-contiguous" in str(exc) or "not aligned" in str(exc)
+            else:
+                t.release()
+        assert buf.exports == 0
+    del rows
+
 
 @pytest.mark.parametrize("ndim", [1, 2])
 def test_exporter_without_a_shape_is_refused(ntexport, cfn, ndim):
