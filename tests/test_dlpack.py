@@ -10,16 +10,21 @@ legacy) through their capsules. Every case runs on both engines.
 import ctypes
 import gc
 import os
+import re
+import struct
 import weakref
 
 import numba
 import numpy as np
 import pytest
 import scipy.integrate
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
 from numba import njit
 
 import numthunk as nt
 from conftest import compile_shared
+from layouts import foreign_layouts
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ENGINES = ["native", "ffi"]
@@ -631,3 +636,319 @@ def test_strided_is_refused_for_a_descriptor(kern):
                                         r"carries its array's strides itself"):
         nt.bind(fn, nt.strided(np.zeros((3, 4))[:, ::2]))
     assert nt.bind(fn, np.ones((3, 4))[:, ::2])() == 6.0
+
+
+# ---------------------------------------------------------------- exporters written for the test
+#
+# ntexport.Tensor (tests/exporters/ntexport.c) exports exactly the tensor
+# asked for: any dtype code, bits and lanes, a nonzero byte_offset, negative
+# and zero strides, NULL strides, empty axes, any device, the versioned or
+# the legacy capsule, any version and flags, with or without keywords and
+# __dlpack_device__. What numthunk must do is worked out here from the
+# description alone (docs/dlpack.md); an accepted tensor is read by the
+# kernels against the bytes read here with struct.
+
+DL_SUPPORTED = {(0, 8): "b", (0, 16): "h", (0, 32): "i", (0, 64): "q",
+                (1, 8): "B", (1, 16): "H", (1, 32): "I", (1, 64): "Q",
+                (2, 16): "e", (2, 32): "f", (2, 64): "d", (5, 64): "f", (5, 128): "d",
+                (6, 8): "?"}
+DL_REFUSED = [(0, 1), (0, 4), (0, 128), (1, 24), (2, 8), (2, 128), (3, 64), (4, 16),
+              (5, 32), (2, 0), (6, 1), (6, 16), (7, 8), (12, 8), (17, 4), (255, 64)]
+DEVICES = {1: "CPU", 2: "CUDA", 3: "CUDAHost", 4: "OpenCL", 7: "Vulkan", 8: "Metal",
+           10: "ROCm", 13: "CUDAManaged", 14: "OneAPI", 18: "Trn", 99: "unknown"}
+
+
+@st.composite
+def dl_tensors(draw):
+    supported = draw(st.integers(0, 5)) > 0
+    code, bits = draw(st.sampled_from(sorted(DL_SUPPORTED) if supported else DL_REFUSED))
+    lanes = draw(st.sampled_from([1] * 8 + [2, 4]))
+    size = max(1, bits * lanes // 8)
+    ndim = draw(st.integers(0, 3))
+    shape = [draw(st.integers(0, 4)) for _ in range(ndim)]
+    null_strides = draw(st.booleans())
+    strides = None if null_strides else [draw(st.integers(-3, 3)) for _ in range(ndim)]
+    estr = strides if strides is not None else list(c_strides_elems(shape))
+    empty = 0 in shape
+    lo = 0 if empty else sum(min(0, (n - 1) * s) for n, s in zip(shape, estr)) * size
+    hi = 0 if empty else sum(max(0, (n - 1) * s) for n, s in zip(shape, estr)) * size
+    byte_offset = draw(st.sampled_from([0, 0, size, 3 * size, 1, size + 2]))
+    data_offset = 16 - lo + draw(st.sampled_from([0, 0, 0, 8, 4, 1]))
+    raw = np.random.default_rng(draw(st.integers(0, 2**32 - 1))).integers(
+        0, 0x40, data_offset + byte_offset + hi + size + 16, dtype=np.uint8)
+    device = draw(st.sampled_from([1] * 30 + sorted(DEVICES)))
+    reported = draw(st.sampled_from([device] * 5 + [1]))
+    version = draw(st.sampled_from([(1, 0)] * 4 + [(1, 1)] * 8 + [(1, 7), (0, 8), (2, 0)]))
+    flags = draw(st.sampled_from([0, 0, 0, 1, 2, 4]))
+    return dict(code=code, bits=bits, lanes=lanes, size=size, shape=shape, strides=strides,
+                estr=estr, byte_offset=byte_offset, data_offset=data_offset, raw=raw,
+                device=device, reported=reported, version=version, flags=flags,
+                versioned=draw(st.booleans()), keywords=draw(st.sampled_from([True] * 3
+                                                                            + [False])),
+                has_device=draw(st.sampled_from([True] * 3 + [False])),
+                const=draw(st.booleans()), engine=draw(st.sampled_from(ENGINES)))
+
+
+def c_strides_elems(shape):
+    out, step = [], 1
+    for n in reversed(shape):
+        out.append(step)
+        step *= n
+    return reversed(out)
+
+
+def dl_verdict(d):
+    """(exception, message pattern) numthunk must raise, or None."""
+    def device_refusal(t):
+        name = DEVICES.get(t, "unknown")
+        return ValueError, rf"the array is on device {name}:0 \(DLPack device type {t}\)"
+
+    if d["has_device"] and d["reported"] != 1:
+        return device_refusal(d["reported"])
+    versioned = d["versioned"] and d["keywords"]      # the legacy call has no max_version
+    if versioned:
+        if d["version"][0] != 1:
+            return TypeError, (rf"ntexport\.Tensor exported a DLPack {d['version'][0]}\."
+                               rf"{d['version'][1]} tensor; numthunk reads version 1\.x")
+        if d["flags"] & 2:
+            return ValueError, r"ntexport\.Tensor exported a copy of its data"
+        if d["flags"] & 1 and not d["const"]:
+            return ValueError, r"the array is read-only but the parameter is a non-const"
+    if d["device"] != 1:
+        return device_refusal(d["device"])
+    if d["lanes"] != 1 or (d["code"], d["bits"]) not in DL_SUPPORTED:
+        return TypeError, (rf"DLPack dtype \(code {d['code']}, bits {d['bits']}, lanes "
+                           rf"{d['lanes']}\) is not passed on")
+    align = min(8, d["size"] // 2 if d["code"] == 5 else d["size"])
+    address = d["raw"].ctypes.data + d["data_offset"] + d["byte_offset"]
+    if 0 not in d["shape"] and address % align:
+        return ValueError, rf"the array's data is not aligned to {align} bytes"
+    return None
+
+
+def dl_elements(d):
+    """The elements the tensor describes, in row-major order, as the
+    kernel's dl_sum_any adds them (complex: the real part)."""
+    raw = d["raw"].tobytes()
+    code = DL_SUPPORTED[(d["code"], d["bits"])]
+    base = d["data_offset"] + d["byte_offset"]
+    out = []
+    for index in np.ndindex(*d["shape"]):
+        pos = base + d["size"] * sum(i * s for i, s in zip(index, d["estr"]))
+        out.append(float(struct.unpack_from("=" + code, raw, pos)[0]))
+    return out
+
+
+@settings(deadline=None)
+@given(dl_tensors())
+def test_foreign_dlpack_tensors_bind_or_are_refused(kern, ntexport, d):
+    exporter = ntexport.Tensor(
+        d["raw"], d["code"], d["bits"], tuple(d["shape"]),
+        None if d["strides"] is None else tuple(d["strides"]), lanes=d["lanes"],
+        data_offset=d["data_offset"], byte_offset=d["byte_offset"], device=(d["device"], 0),
+        reported_device=(d["reported"], 0), versioned=d["versioned"], version=d["version"],
+        flags=d["flags"], keywords=d["keywords"], has_device=d["has_device"])
+    T = "const DLTensor *" if d["const"] else "DLTensor *"
+    ndim = len(d["shape"])
+    out = np.full(8 + 2 * max(ndim, 1), -99, dtype=np.int64)
+    describe = kern("dl_describe", f"int64_t ({T} t, int64_t *out)")
+    verdict = dl_verdict(d)
+    event(f"refused: {verdict[1][:40]}" if verdict else "bound")
+    if verdict is not None:
+        with pytest.raises(verdict[0], match=rf"^argument 1 \(t: {re.escape(T)}\): "
+                                             rf"{verdict[1]}"):
+            nt.bind(describe, exporter, out, engine=d["engine"])
+        assert exporter.deleted == exporter.exported, "a refused tensor was not deleted"
+        return
+    t = nt.bind(describe, exporter, out, engine=d["engine"])
+    assert exporter.exported == 1 and exporter.deleted == 0      # held while bound
+    assert t() == ndim
+    # what the kernel sees: normalised (docs/dlpack.md)
+    assert list(out[:8]) == [1, 0, ndim, d["code"], d["bits"], 1, 0,
+                             int(out[7])]
+    assert list(out[8:8 + ndim]) == d["shape"]
+    assert list(out[8 + ndim:8 + 2 * ndim]) == list(d["estr"])
+    at = kern("dl_element_address", f"uintptr_t ({T} t, const int64_t *index)")
+    zero = np.zeros(max(ndim, 1), dtype=np.int64)
+    assert nt.bind(at, exporter, zero, engine=d["engine"])() == \
+        d["raw"].ctypes.data + d["data_offset"] + d["byte_offset"]
+    if d["bits"] != 16 or d["code"] != 2:         # dl_sum_any reads no float16
+        total = 0.0
+        for v in dl_elements(d):
+            total += v
+        got = nt.bind(kern("dl_sum_any", f"double ({T} t)"), exporter, engine=d["engine"])()
+        assert got == total
+    t.release()
+    gc.collect()
+    assert exporter.deleted == exporter.exported, "a released tensor was not deleted"
+    kwargs = exporter.last_kwargs
+    if d["keywords"]:
+        assert kwargs == {"max_version": (1, 1), "copy": False}
+    else:
+        assert kwargs == {}
+
+
+@pytest.mark.parametrize("byte_offset, refused", [(0, False), (7, True), (8, False),
+                                                  (9, True), (24, False)])
+def test_byte_offset_is_folded_into_data(kern, ntexport, byte_offset, refused):
+    """byte_offset at, and one byte either side of, whole float64 elements."""
+    raw = np.arange(8.0)
+    exporter = ntexport.Tensor(raw, 2, 64, (2, 2), (1, 2), byte_offset=byte_offset)
+    fn = kern("dl_sum_f64", "double (const DLTensor *t)")
+    if refused:
+        with pytest.raises(ValueError, match=r"^argument 1 \(t: const DLTensor \*\): the "
+                                             r"array's data is not aligned to 8 bytes"):
+            nt.bind(fn, exporter)
+        assert exporter.deleted == 1
+        return
+    first = byte_offset // 8
+    assert nt.bind(fn, exporter)() == raw[first] + raw[first + 2] + raw[first + 1] \
+        + raw[first + 3]
+
+
+@pytest.mark.parametrize("shape", [(0,), (3, 0), (0, 5), (2, 0, 3)])
+def test_empty_axes_are_bound_whatever_the_data(kern, ntexport, shape):
+    """No element is read: an empty tensor binds even with NULL data or a
+    data pointer no element could be aligned to."""
+    for base, offset in ((None, 0), (np.zeros(4), 3)):
+        exporter = ntexport.Tensor(base, 2, 64, shape, None, byte_offset=offset)
+        out = np.zeros(8 + 2 * len(shape), dtype=np.int64)
+        t = nt.bind(kern("dl_describe", "int64_t (const DLTensor *t, int64_t *out)"),
+                    exporter, out)
+        assert t() == len(shape) and list(out[8:8 + len(shape)]) == list(shape)
+        assert nt.bind(kern("dl_sum_f64", "double (const DLTensor *t)"), exporter)() == 0.0
+
+
+@pytest.mark.parametrize("ndim", [-1, -2**31])
+@pytest.mark.parametrize("versioned", [True, False])
+def test_negative_ndim_is_refused(kern, ntexport, ndim, versioned):
+    exporter = ntexport.Tensor(np.zeros(4), 2, 64, (), None, ndim=ndim, versioned=versioned)
+    with pytest.raises(ValueError, match=r"^argument 1 \(t: const DLTensor \*\): DLPack "
+                                         r"ndim is negative"):
+        nt.bind(kern("dl_sum_f64", "double (const DLTensor *t)"), exporter)
+    assert exporter.deleted == exporter.exported == 1
+
+
+@pytest.mark.parametrize("extent", [-1, 0, 1])
+def test_negative_extent_is_refused(kern, ntexport, extent):
+    exporter = ntexport.Tensor(np.zeros(8), 2, 64, (2, extent), None)
+    fn = kern("dl_sum_f64", "double (const DLTensor *t)")
+    if extent < 0:
+        with pytest.raises(ValueError, match=r"DLPack shape\[1\] is negative \(-1\)"):
+            nt.bind(fn, exporter)
+    else:
+        assert nt.bind(fn, exporter)() == 0.0
+    gc.collect()
+    assert exporter.deleted == exporter.exported == 1
+
+
+@pytest.mark.parametrize("code, bits", sorted(DL_SUPPORTED) + DL_REFUSED)
+@pytest.mark.parametrize("lanes", [1, 2])
+def test_every_dtype_code(kern, ntexport, code, bits, lanes):
+    """Every (code, bits) numthunk passes on, and what it refuses, one lane
+    or two, named in the refusal."""
+    exporter = ntexport.Tensor(np.zeros(8), code, bits, (2,), None, lanes=lanes)
+    out = np.zeros(10, dtype=np.int64)
+    fn = kern("dl_describe", "int64_t (const DLTensor *t, int64_t *out)")
+    if lanes == 1 and (code, bits) in DL_SUPPORTED:
+        assert nt.bind(fn, exporter, out)() == 1
+        assert list(out[3:6]) == [code, bits, 1]
+    else:
+        with pytest.raises(TypeError, match=rf"DLPack dtype \(code {code}, bits {bits}, "
+                                            rf"lanes {lanes}\) is not passed on"):
+            nt.bind(fn, exporter, out)
+    gc.collect()
+    assert exporter.deleted == exporter.exported == 1
+
+
+@pytest.mark.parametrize("major, minor, ok", [(0, 9, False), (1, 0, True), (1, 1, True),
+                                               (1, 2, True), (2, 0, False)])
+def test_versions_read(kern, ntexport, major, minor, ok):
+    """1.x is read, minor versions past 1.1 too (they add, never change);
+    other major versions are refused before anything else is read."""
+    exporter = ntexport.Tensor(np.arange(3.0), 2, 64, (3,), None, version=(major, minor))
+    fn = kern("dl_sum_f64", "double (const DLTensor *t)")
+    if ok:
+        t = nt.bind(fn, exporter)
+        assert t() == 3.0
+        t.release()
+    else:
+        with pytest.raises(TypeError, match=rf"exported a DLPack {major}\.{minor} tensor"):
+            nt.bind(fn, exporter)
+    assert exporter.deleted == exporter.exported == 1
+
+
+@pytest.mark.parametrize("device", [2, 3, 13, 99])
+@pytest.mark.parametrize("where", ["both", "tensor only", "query only"])
+def test_non_cpu_devices_are_refused(kern, ntexport, device, where):
+    """The device __dlpack_device__ reports, and the one the tensor itself
+    carries: either one not CPU is refused, naming it."""
+    tensor_dev = 1 if where == "query only" else device
+    reported = 1 if where == "tensor only" else device
+    exporter = ntexport.Tensor(np.zeros(3), 2, 64, (3,), None, device=(tensor_dev, 5),
+                               reported_device=(reported, 5))
+    name = DEVICES.get(device, "unknown")
+    with pytest.raises(ValueError, match=rf"on device {name}:5 \(DLPack device type "
+                                         rf"{device}\); a DLTensor bound here must be in CPU"):
+        nt.bind(kern("dl_sum_f64", "double (const DLTensor *t)"), exporter)
+    assert exporter.deleted == exporter.exported
+
+
+@pytest.mark.parametrize("flags", [1, 2, 3, 4])
+@pytest.mark.parametrize("const", [True, False])
+def test_versioned_flags(kern, ntexport, flags, const):
+    exporter = ntexport.Tensor(np.arange(4.0), 2, 64, (4,), None, flags=flags)
+    fn = kern("dl_sum_f64", f"double ({'const ' if const else ''}DLTensor *t)")
+    if flags & 2:
+        with pytest.raises(ValueError, match="exported a copy of its data"):
+            nt.bind(fn, exporter)
+    elif flags & 1 and not const:
+        with pytest.raises(ValueError, match="the array is read-only"):
+            nt.bind(fn, exporter)
+    else:
+        assert nt.bind(fn, exporter)() == 6.0
+    gc.collect()
+    assert exporter.deleted == exporter.exported == 1
+
+
+@settings(deadline=None)
+@given(st.data())
+def test_foreign_buffers_as_descriptors(kern, ntexport, data):
+    """A buffer exporter's layout, bound to a DLTensor parameter: the
+    descriptor's strides in elements, or a refusal (strides that are not
+    whole elements, data not aligned, a format a DLTensor cannot carry)."""
+    lay = data.draw(foreign_layouts())
+    code, shape, itemsize = lay["code"], lay["shape"], lay["itemsize"]
+    strides = lay["strides"]
+    buf = ntexport.Buffer(lay["raw"], None if lay["null_format"] else code, itemsize, shape,
+                          None if lay["null_strides"] else strides, offset=lay["offset"],
+                          readonly=lay["readonly"], honour=lay["honour"])
+    T = "const DLTensor *" if lay["const"] else "DLTensor *"
+    out = np.full(12, -99, dtype=np.int64)
+    fn = kern("dl_describe", f"int64_t ({T} t, int64_t *out)")
+    fmt = "B" if lay["null_format"] else code       # no format: unsigned bytes
+    size = struct.calcsize(fmt)
+    address = lay["raw"].ctypes.data + lay["offset"]
+    if itemsize != size:
+        err = TypeError, rf"the array's element format '{re.escape(fmt)}' cannot be described"
+    elif lay["readonly"] and not lay["const"]:
+        err = ValueError, r"the array is read-only"
+    elif any(s % itemsize for s in strides):
+        err = ValueError, r"axis \d has a stride of -?\d+ bytes, not a whole number"
+    elif address % size or any(n > 1 and s % size for n, s in zip(shape, strides)):
+        err = ValueError, rf"the array's data is not aligned to {size} bytes"
+    else:
+        err = None
+    event(f"refused: {err[1][:30]}" if err else "bound")
+    if err is not None:
+        with pytest.raises(err[0], match=rf"^argument 1 \(t: {re.escape(T)}\): {err[1]}"):
+            nt.bind(fn, buf, out, engine=lay["engine"])
+        assert buf.exports == 0
+        return
+    t = nt.bind(fn, buf, out, engine=lay["engine"])
+    assert t() == len(shape) and buf.exports == 1
+    ndim = len(shape)
+    assert list(out[8:8 + ndim]) == list(shape)
+    assert list(out[8 + ndim:8 + 2 * ndim]) == [s // itemsize for s in strides]
+    t.release()
+    assert buf.exports == 0
