@@ -786,22 +786,43 @@ def reduce_thunk(t):
             getattr(t, "__dict__", None) or None)
 
 
+# The copy made of each unpickled array that needed one, by the identity of
+# the unpickled array, for as long as it lives: the thunks of one pickle
+# that share an array (the pickle memo gives them one object, alive until
+# the load ends) share its copy too.
+_copies = {}
+
+
+def _owned_copy(a):
+    key = id(a)
+    hit = _copies.get(key)
+    if hit is not None and hit[0]() is a:
+        return hit[1]
+    c = np.array(a, order="K")
+
+    def gone(ref, key=key):
+        if _copies.get(key, (None,))[0] is ref:
+            del _copies[key]
+
+    _copies[key] = (weakref.ref(a, gone), c)
+    return c
+
+
 def _own_arrays(values):
-    """The unpickled arrays, each aligned and writeable: out-of-band pickle
-    buffers (protocol 5, as Dask sends them) come back as read-only views of
-    a received frame at any alignment, which bind() would refuse. Such an
-    array is copied once, and every marker made from it follows the copy."""
-    copies = {}
+    """The unpickled arrays, each aligned and writeable: protocol 5 buffers
+    (in band, or out of band as Dask sends them) come back as read-only
+    views of a received frame at any alignment, which bind() would refuse
+    for a non-const parameter or a typed pointer. Such an array is copied
+    once per pickle, and every marker made from it, in any of the pickle's
+    thunks, follows the copy."""
 
     def own(a):
         if not isinstance(a, np.ndarray) or (a.flags.aligned and a.flags.writeable):
             return a
-        c = copies.get(id(a))
-        if c is None:
-            c = copies[id(a)] = np.array(a, order="K")
-        return c
+        return _owned_copy(a)
 
     out = list(values)
+    changed = False
     for i, v in enumerate(values):
         if isinstance(v, np.ndarray):
             out[i] = own(v)
@@ -814,11 +835,11 @@ def _own_arrays(values):
             obj = own(v.obj)
             if obj is not v.obj:
                 out[i] = strided(obj)
-    return out if copies else values
+        changed |= out[i] is not v
+    return out if changed else values
 
 
-def _thunk_from_recipe(fn, values, engine, cls=None):
-    values = _own_arrays(values)
+def _bind_values(fn, values, engine, cls=None):
     if fn.fixed:
         values = [values[i] for i in fn._user_params]
     if cls is None or cls is Thunk:
@@ -832,12 +853,17 @@ def _thunk_from_recipe(fn, values, engine, cls=None):
                engine, fn.depends)
 
 
+def _thunk_from_recipe(fn, values, engine, cls=None):
+    return _bind_values(fn, _own_arrays(values), engine, cls)
+
+
 def copy_thunk(t):
     """``copy.copy``: a new thunk, same target, the same bound objects (the
-    same arrays, live); a subclass's ``__dict__`` copied."""
+    same arrays, live: a read-only or unaligned array bound to a parameter
+    that takes it is not copied either); a subclass's ``__dict__`` copied."""
     if t.released:
         raise ValueError("cannot copy a released thunk")
-    new = _thunk_from_recipe(t.target, t.bindings, _engine_of(t), type(t))
+    new = _bind_values(t.target, t.bindings, _engine_of(t), type(t))
     state = getattr(t, "__dict__", None)
     if state:
         new.__dict__.update(state)
