@@ -386,8 +386,12 @@ def test_env(engine=None):
 
 def run_tests(scratch, tests, timeout, engine=None):
     """('passed'|'failed'|'timeout'|'crash', killing test or '', seconds)."""
-    cmd = [sys.executable, "-m", "pytest", "-x", "-v", "-p", "no:cacheprovider", "-rfE",
-           "--tb=line", *tests]
+    # Ctrl-C as in a terminal: a run started in the background (nohup, &)
+    # inherits SIGINT ignored, and the tests that raise it would fail.
+    cmd = [sys.executable, "-c", "import runpy, signal, sys; "
+           "signal.signal(signal.SIGINT, signal.default_int_handler); "
+           "sys.argv[0] = 'pytest'; runpy.run_module('pytest', run_name='__main__')",
+           "-x", "-v", "-p", "no:cacheprovider", "-rfE", "--tb=line", *tests]
     env = test_env(engine)
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=scratch, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -748,7 +752,7 @@ def operator_mode(args):
             w = free.pop()
             try:
                 exists = [t for t in sel if os.path.exists(os.path.join(w.dir, t))]
-                return sel, run_tests(w.dir, exists, args.timeout * 4, args.engine)
+                return sel, run_tests(w.dir, exists, max(1800, args.timeout), args.engine)
             finally:
                 free.append(w)
 
