@@ -106,6 +106,21 @@ def address(lib, name):
     return ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
 
 
+def extension_toolchain():
+    """(compiler command, extension suffix, link flags) for a Python
+    extension module built with the system C compiler ($CC, else the one
+    Python was built with)."""
+    import shlex
+    import sys
+
+    cc = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
+    if shutil.which(cc[0]) is None:
+        raise RuntimeError(f"C compiler {cc[0]!r} not found: the tests need one")
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    link = ["-shared"] + (["-undefined", "dynamic_lookup"] if sys.platform == "darwin" else [])
+    return cc, suffix, link
+
+
 def build_extension(source, name, include_dirs=(), depends=()):
     """Compile one C file into the Python extension module ``name`` (with
     the system C compiler, -Wall -Wextra -Werror) under tests/_build/ext,
@@ -113,7 +128,6 @@ def build_extension(source, name, include_dirs=(), depends=()):
     session reuses a finished build, never a stale one. Returns the
     directory to put on sys.path."""
     import hashlib
-    import shlex
     import sys
     import tempfile
 
@@ -128,12 +142,7 @@ def build_extension(source, name, include_dirs=(), depends=()):
     os.makedirs(root, exist_ok=True)
     work = tempfile.mkdtemp(prefix="tmp-", dir=root)
     try:
-        cc = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
-        if shutil.which(cc[0]) is None:
-            raise RuntimeError(f"C compiler {cc[0]!r} not found: the tests need one")
-        suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-        link = ["-shared"] + (["-undefined", "dynamic_lookup"] if sys.platform == "darwin"
-                              else [])
+        cc, suffix, link = extension_toolchain()
         inc = [f for d in [sysconfig.get_paths()["include"], *include_dirs] for f in ("-I", d)]
         proc = subprocess.run([*cc, "-O2", "-fPIC", "-std=c11", "-Wall", "-Wextra", "-Werror",
                                *inc, source, "-o", os.path.join(work, name + suffix), *link],

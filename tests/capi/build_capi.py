@@ -12,7 +12,6 @@ versions: a session reuses a finished build, never a stale one.
 
 import hashlib
 import os
-import shlex
 import shutil
 import subprocess
 import sys
@@ -23,7 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BUILD_ROOT = os.path.join(os.path.dirname(HERE), "_build", "capi")
 if os.path.dirname(HERE) not in sys.path:
     sys.path.insert(0, os.path.dirname(HERE))     # tests/, for ntbuild
-from ntbuild import compiler_env  # noqa: E402
+from ntbuild import compiler_env, extension_toolchain  # noqa: E402
 SOURCES = ["ntcapi_ext.c", "ntcapi_cy.pyx"]
 
 
@@ -64,12 +63,7 @@ def build():
     try:
         for s in SOURCES:
             shutil.copy2(os.path.join(HERE, s), os.path.join(work, s))
-        cc = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
-        if shutil.which(cc[0]) is None:
-            raise RuntimeError(f"C compiler {cc[0]!r} not found: the C API tests need one")
-        link = ["-shared"] + (["-undefined", "dynamic_lookup"] if sys.platform == "darwin"
-                              else [])
-        suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+        cc, suffix, link = extension_toolchain()
         # Cython finds numthunk/*.pxd through -I (the directory holding the
         # package), the C compiler numthunk/*.h through get_include().
         _run([sys.executable, "-m", "cython", "-3", "--fast-fail", "-I", pkg_parent,
