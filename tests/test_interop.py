@@ -137,6 +137,24 @@ def test_thunk_cffi_signature_types(api, ifn):
     assert out[0] == 7.0
 
 
+@pytest.mark.parametrize("engine", ["native", "ffi"])
+def test_thunk_cffi_pointer_spells_complex_and_bool_as_cffi_does(fixture_path, engine):
+    """cffi reads no "double complex" or "float complex": a thunk's types
+    reach it as _Complex, a bare parameter type as one with a qualifier."""
+    ffi = cffi.FFI()
+    fn = nt.Function.from_library(fixture_path, "f_d_D", "double (double complex z)")
+    fp = nt.bind(fn, nt.ARG, engine=engine).cffi(ffi)
+    assert ffi.typeof(fp) is ffi.typeof("double(*)(double _Complex)")
+    fn = nt.Function.from_library(fixture_path, "f_B_B", "bool (bool a)")
+    fp = nt.bind(fn, nt.ARG, engine=engine).cffi(ffi)
+    assert ffi.typeof(fp) is ffi.typeof("_Bool(*)(_Bool)")
+    assert fp(True) is True and fp(False) is False
+    fn = nt.Function.from_library(fixture_path, "f_d_pi", "double (const double *x, int n)")
+    fp = nt.bind(fn, nt.ARG, 2, engine=engine).cffi(ffi)
+    assert ffi.typeof(fp) is ffi.typeof("double(*)(double *)")
+    assert fp(ffi.new("double[2]", [1.5, 2.0])) == 3.5
+
+
 def test_cffi_complex_parameters(api):
     fn = as_function(api.lib.cabs2)
     assert str(fn.csig) == "double (double complex, int)"
