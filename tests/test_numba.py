@@ -192,6 +192,24 @@ def test_thunk_and_cfunc_unify(f_sum):
     assert choose(False, t, seven) == 7.0
 
 
+def test_thunk_and_cfunc_of_another_signature_do_not_unify(f_sum):
+    """Only a function value of the thunk's own signature meets it: one
+    taking an argument is a typing error, never called as the thunk."""
+    @cfunc(types.float64(types.float64))
+    def half(x):
+        return x / 2
+
+    t = nt.bind(f_sum, np.arange(4.0), 4)
+
+    @njit
+    def choose(flag, x, y):
+        g = x if flag else y
+        return g()
+
+    with pytest.raises(numba.core.errors.TypingError):
+        choose(True, t, half)
+
+
 # ---------------------------------------------------------------- holding thunks
 # A thunk's Numba value holds a reference, counted by Numba's runtime as an
 # array's is: containers, returned values and fields keep the thunk alive.
