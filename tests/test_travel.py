@@ -440,6 +440,24 @@ def test_refuse_bound_address(fixture_path):
         pickle.dumps(nt.address(42))
 
 
+def test_address_owned_by_a_function_travels_only_as_that_function(lib, fixture_path):
+    """A function-pointer parameter bound to a Function with fixed
+    parameters travels as that Function; an address() of another function
+    that merely names it as owner is a raw address, refused."""
+    fddi = nt.Function.from_library(fixture_path, "f_d_Fddi", FDDI)
+    p = np.array([1.0, 2.0])
+    poly = nt.Function(ctypes.cast(lib.f_d_dpi, ctypes.c_void_p).value, POLY, owner=lib,
+                       name="f_d_dpi", fixed={1: p, 2: nt.size(p)})
+    t = nt.bind(fddi, poly, 0.0, 1.0, 100)
+    assert pickle.loads(pickle.dumps(t))() == t() == pytest.approx(2.0)
+    other = nt.Function.from_library(fixture_path, "f_d_d", "double (double a)")
+    t = nt.bind(fddi, nt.address(other.address, owner=poly), 0.0, 1.0, 100)
+    assert t() == pytest.approx(0.5)
+    with pytest.raises(PicklingRefused, match=r"argument 1 \(f: double \(\*\)\(double\)\) is "
+                                              r"bound to a raw address\(0x[0-9a-f]+\)"):
+        pickle.dumps(t)
+
+
 def test_refuse_bound_pointers(fixture_path):
     import cffi
 
