@@ -468,7 +468,7 @@ def test_capsule_name_that_is_not_utf8_is_refused():
     import ctypes
     import types
 
-    new = ctypes.pythonapi.PyCapsule_New
+    new = ctypes.pythonapi["PyCapsule_New"]   # a private function object: its argtypes are ours
     new.restype = ctypes.py_object
     new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
     name = b"double (\xff\xfe)"               # kept alive with the module below

@@ -506,13 +506,16 @@ _Versioned._fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
                        ("manager_ctx", ctypes.c_void_p), ("deleter", _VERSIONED_DELETER),
                        ("flags", ctypes.c_uint64), ("dl_tensor", _DLTensor)]
 
-_capsule_new = ctypes.pythonapi.PyCapsule_New
+# Private function objects (indexing makes a new one; attribute access on
+# ctypes.pythonapi returns one shared by every module, whose argtypes another
+# test may have set to py_object)
+_capsule_new = ctypes.pythonapi["PyCapsule_New"]
 _capsule_new.restype = ctypes.py_object
 _capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-_capsule_is_valid = ctypes.pythonapi.PyCapsule_IsValid
+_capsule_is_valid = ctypes.pythonapi["PyCapsule_IsValid"]
 _capsule_is_valid.restype = ctypes.c_int
 _capsule_is_valid.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer = ctypes.pythonapi["PyCapsule_GetPointer"]
 _capsule_pointer.restype = ctypes.c_void_p
 _capsule_pointer.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
 

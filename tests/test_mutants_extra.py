@@ -76,7 +76,7 @@ def test_capi_needs_gil_flag_keeps_the_gil_for_the_target(engine_flag):
     # numthunk_create(..., NUMTHUNK_NEEDS_GIL): a call from Python keeps the
     # GIL for the target; without the flag the call releases it. The target
     # is CPython's own PyGILState_Check, which says which.
-    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get = ctypes.pythonapi["PyCapsule_GetPointer"]   # private: its argtypes are ours alone
     get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
     api = _CAPI.from_address(get(nt._core._C_API, b"numthunk._core._C_API"))
     create = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object, ctypes.c_void_p,
