@@ -939,7 +939,7 @@ def test_foreign_buffers_as_descriptors(kern, ntexport, data):
     elif any(s % itemsize for s in strides):
         err = ValueError, r"axis \d has a stride of -?\d+ bytes, not a whole number"
     elif address % size or any(n > 1 and s % size for n, s in zip(shape, strides)):
-        err = ValueError, rf"the array's data is not aligned to {size} bytes"
+        err = ValueError, rf"the buffer's data is not aligned to {size} bytes"
     else:
         err = None
     event(f"refused: {err[1][:30]}" if err else "bound")
