@@ -1,4 +1,5 @@
-"""docs/architecture.md and the README's layout stay true to the tree.
+"""docs/architecture.md and the layout in docs/development.md stay true to
+the tree.
 
 - every path the page names (src/..., numthunk/..., tests/..., docs/...,
   tools/..., bench/...) and every file name it writes in backquotes
@@ -7,8 +8,8 @@
   NUMTHUNK_*), anywhere on the page, and every other identifier it writes
   alone in backquotes (`teardown`, `ThunkObject.ctx`), is a word of the
   sources (src/ and the numthunk package);
-- the README's layout lists every file of src/ and numthunk/, once each,
-  and no file that does not exist.
+- the layout (docs/development.md) lists every file of src/ and numthunk/,
+  once each, and no file that does not exist.
 
 Outside the source tree (.ci/run copies tests/, src/, docs/ and the README
 beside an installed wheel) the package's files are the installed ones, and
@@ -127,19 +128,21 @@ def test_named_identifiers_exist():
     assert not missing, f"docs/architecture.md names identifiers the sources lack: {missing}"
 
 
-def _readme_layout():
-    """The paths the README's layout bullet lists, in order."""
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+def _layout():
+    """The paths docs/development.md's Layout section lists, in order."""
+    with open(os.path.join(ROOT, "docs", "development.md"), encoding="utf-8") as f:
         text = f.read()
-    m = re.search(r"^- Layout\b.*?(?=^- (?!Layout)\S)", text, re.S | re.M)
-    assert m, "README.md: no '- Layout' item under Development"
-    return re.findall(r"^\s+- `((?:src|numthunk)/[^`]+)`", m.group(0), re.M)
+    m = re.search(r"^## Layout\n(.*?)(?=^## )", text, re.S | re.M)
+    assert m, "docs/development.md: no '## Layout' section"
+    return re.findall(r"^- `((?:src|numthunk)/[^`]+)`", m.group(1), re.M)
 
 
-def test_readme_layout_matches_the_tree():
-    listed = _readme_layout()
+def test_layout_matches_the_tree():
+    listed = _layout()
     dupes = sorted({p for p in listed if listed.count(p) > 1})
-    assert not dupes, f"README.md's layout lists these twice: {dupes}"
+    assert not dupes, f"docs/development.md's layout lists these twice: {dupes}"
     tree = _source_files()
-    assert sorted(tree - set(listed)) == [], "files of src/ or numthunk/ missing from the README's layout"
-    assert sorted(set(listed) - tree) == [], "the README's layout lists files that do not exist"
+    assert sorted(tree - set(listed)) == [], \
+        "files of src/ or numthunk/ missing from docs/development.md's layout"
+    assert sorted(set(listed) - tree) == [], \
+        "docs/development.md's layout lists files that do not exist"

@@ -532,7 +532,7 @@ def test_njit_thunk_pointer_parameter_takes_an_array(ifn):
 def test_njit_mixed_tuple_of_thunk_and_cfunc_with_literal_unroll(ifn):
     """A thunk has numthunk's own Numba type (it holds the thunk; Numba's
     FunctionType holds nothing), so a tuple of a thunk and a @cfunc is
-    heterogeneous: iterate it with literal_unroll, as the README says (on
+    heterogeneous: iterate it with literal_unroll, as docs/numba.md says (on
     every supported Numba, 0.59 included)."""
     from numba import cfunc, literal_unroll, njit, types
     from numba.core.errors import TypingError
@@ -566,18 +566,27 @@ def test_njit_mixed_tuple_of_thunk_and_cfunc_with_literal_unroll(ifn):
         plain((t, cube), 2.0)
 
 
-# -------------------------------------------------- README recipes
+# -------------------------------------------------- recipes
 
 
-def test_readme_recipes_run():
-    root = os.path.dirname(HERE)
-    text = open(os.path.join(root, "README.md"), encoding="utf-8").read()
-    section = text.split("\n## Recipes\n", 1)[1].split("\n## ", 1)[0]
+RECIPES = [("cffi-ctypes.md", "### A `qsort` comparator with a bound parameter"),
+           ("cffi-ctypes.md", "### Random numbers from NumPy's generators"),
+           ("numba.md", "## A thunk and a `@cfunc` in one tuple")]
+
+
+@pytest.mark.parametrize("page, heading", RECIPES, ids=[h for _, h in RECIPES])
+def test_recipes_run_on_their_own(page, heading):
+    """Each recipe of the guides is one block that runs as printed, copied
+    alone into a fresh namespace (tests/test_docs.py runs it again in the
+    order of its page)."""
     import re
+    with open(os.path.join(os.path.dirname(HERE), "docs", page), encoding="utf-8") as f:
+        text = f.read()
+    section = re.split(r"^#{2,3} ", text.split("\n" + heading + "\n", 1)[1], maxsplit=1,
+                       flags=re.M)[0]
     blocks = re.findall(r"```python\n(.*?)```", section, re.S)
-    assert len(blocks) == 3
-    for block in blocks:
-        exec(compile(block, "README.md (Recipes)", "exec"), {})
+    assert len(blocks) == 1, (page, heading, len(blocks))
+    exec(compile(blocks[0], f"docs/{page} ({heading})", "exec"), {})
 
 
 # -------------------------------------------------- errors that say what happened

@@ -63,10 +63,10 @@ def test_refcount_restored_and_resize_works(cfn, how):
 
 
 def test_ctypes_resize_is_not_stopped_by_a_binding(cfn, engine):
-    """README, Contracts: ctypes.resize() moves a ctypes array whatever holds
+    """docs/lifetime.md: ctypes.resize() moves a ctypes array whatever holds
     its buffer, so a binding cannot pin it (the documented hazard, beside
     NumPy's resize(refcheck=False)). Should ctypes ever refuse, this fails
-    and the README's sentence goes."""
+    and the page's sentence goes."""
     arr = (ctypes.c_double * 4)(1.0, 2.0, 3.0, 4.0)
     t = nt.bind(cfn("f_d_pi", SUM), arr, 4, engine=engine)
     assert t() == 10.0

@@ -1,5 +1,6 @@
 """The README's opening example runs as printed, with the results its
-comments claim; the Python versions it says CI tests are those the package
+comments claim, and so do its other blocks; its two commands are the ones
+CI runs; the Python versions it says CI tests are those the package
 declares."""
 
 import importlib.metadata
@@ -28,6 +29,36 @@ def test_readme_opening_example():
     exec(compile("\n".join(lines), "README.md", "exec"), namespace)
     assert claims == {"thunk()": 10.0, "run(thunk)": 109.0}
     assert namespace["_results"] == claims
+
+
+def _readme():
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        return f.read()
+
+
+def test_readme_blocks_run_in_order():
+    """Every Python block, in one namespace, as a reader follows the page
+    (the seed problem's factory included)."""
+    blocks = re.findall(r"```python\n(.*?)```", _readme(), re.S)
+    assert len(blocks) >= 3
+    namespace = {}
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), namespace)
+    assert namespace["t"]() == namespace["vec"].sum() == 157.0
+
+
+def test_readme_commands_are_the_ones_ci_runs():
+    """.ci/run runs the README's two commands verbatim (the suite through
+    its `tests` wrapper, the main job's output thrown away)."""
+    commands = [line for block in re.findall(r"```sh\n(.*?)```", _readme(), re.S)
+                for line in block.splitlines() if line.startswith("pip ")]
+    assert commands == ["pip install -e . && python -m numthunk",
+                        'pip install -e ".[test]" && python -m pytest'], commands
+    with open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8") as f:
+        ci = [line.strip() for line in f]
+    assert ci.count(commands[0] + " >/dev/null") == 2          # 3.11 and 3.13
+    assert ci.count(commands[1].replace("python -m pytest", "tests")) == 1
+    assert ci.count(commands[1].replace("python -m pytest", "tests -q -p no:cacheprovider")) == 1
 
 
 @pytest.mark.parametrize("page", ["README.md", os.path.join("docs", "engines.md")])
