@@ -292,7 +292,8 @@ def _inline_call(context, builder, sig, args):
     ctx = builder.load_atomic(cell, "monotonic", 8)
     with builder.if_then(cgutils.is_null(builder, ctx), likely=False):
         context.call_conv.return_user_exc(
-            builder, ValueError, (f"{fnty.opaque}: the thunk has been released",))
+            builder, ValueError,
+            (f"{fnty.opaque}: the thunk has been released (see docs/lifetime.md)",))
     tsig = fnty.target_sig
     forwarded = _arguments(context, builder, sig, args)
     cargs = []

@@ -769,7 +769,7 @@ def reduce_thunk(t):
     tuple (the pickle memo keeps an array and the markers made from it one
     object); a subclass's class and ``__dict__`` go with them."""
     if t.released:
-        raise PicklingRefused("cannot pickle a released thunk")
+        raise PicklingRefused("cannot pickle a released thunk (see docs/lifetime.md)")
     _check_depth(t)
     fn = t.target
     if not isinstance(fn, Function):
@@ -862,7 +862,7 @@ def copy_thunk(t):
     same arrays, live: a read-only or unaligned array bound to a parameter
     that takes it is not copied either); a subclass's ``__dict__`` copied."""
     if t.released:
-        raise ValueError("cannot copy a released thunk")
+        raise ValueError("cannot copy a released thunk (see docs/lifetime.md)")
     new = _bind_values(t.target, t.bindings, _engine_of(t), type(t))
     state = getattr(t, "__dict__", None)
     if state:
@@ -876,7 +876,7 @@ def deepcopy_thunk(t, memo):
     functions, thunks' targets and raw addresses are shared as they are; a
     subclass's ``__dict__`` deep-copied."""
     if t.released:
-        raise ValueError("cannot copy a released thunk")
+        raise ValueError("cannot copy a released thunk (see docs/lifetime.md)")
     try:
         return _deepcopy_thunk(t, memo)
     except TooDeeplyComposed:

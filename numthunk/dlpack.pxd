@@ -7,6 +7,19 @@
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 
+# A missing C include path stops the build with a message that says what to
+# pass (__has_include: GCC 5, Clang, MSVC 2017 and later), before the
+# compiler's bare "No such file" for the header.
+cdef extern from *:
+    """
+    #if defined(__has_include) && !defined(NUMTHUNK_INCLUDE_CHECKED)
+    #define NUMTHUNK_INCLUDE_CHECKED 1
+    #if !__has_include("numthunk/dlpack.h")
+    #error "numthunk/dlpack.h is not on the C include path: give the C compiler the directory numthunk.get_include() returns (include_dirs=[numthunk.get_include()] in setup.py, include_directories in meson, -I in CFLAGS); see docs/cython.md, Building against the C API"
+    #endif
+    #endif
+    """
+
 cdef extern from "numthunk/dlpack.h" nogil:
     ctypedef enum DLDeviceType:
         kDLCPU

@@ -75,7 +75,8 @@ nt_trap_released_at(const char *what, const void *target)
         "reference to the thunk went. Usually a temporary whose address was "
         "kept (solver(nt.bind(...).address, ...)), or a container that does "
         "not hold the thunk: keep the thunk itself for as long as C code may "
-        "call its address (in a variable, or `with nt.bind(...) as t:`).\n";
+        "call its address (in a variable, or `with nt.bind(...) as t:`). "
+        "See docs/lifetime.md.\n";
     say(head, sizeof(head) - 1);
     if (what != NULL && what[0] != '\0') {
         say(": ", 2);

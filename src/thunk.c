@@ -179,10 +179,13 @@ static const nt_mvspec *mvspec_of(ThunkObject *self, int i)
     return &self->x->mvspecs[i];
 }
 
+/* Where refusals about released thunks send the reader. */
+#define SEE_LIFETIME " (see docs/lifetime.md)"
+
 static int released_error(ThunkObject *self)
 {
     if (self->released) {
-        PyErr_SetString(PyExc_ValueError, "the thunk has been released");
+        PyErr_SetString(PyExc_ValueError, "the thunk has been released" SEE_LIFETIME);
         return -1;
     }
     return 0;
@@ -243,11 +246,11 @@ static int refuse_released(const char *what, ThunkObject *d, const char *verb)
     if (r == d)
         PyErr_Format(PyExc_ValueError,
                      "%s is a released thunk (%s); %s a live thunk (a released thunk's "
-                     "address traps when called)", what, desc, verb);
+                     "address traps when called)" SEE_LIFETIME, what, desc, verb);
     else
         PyErr_Format(PyExc_ValueError,
                      "%s uses a released thunk (%s), which would trap when called; %s a "
-                     "thunk whose dependencies are live", what, desc, verb);
+                     "thunk whose dependencies are live" SEE_LIFETIME, what, desc, verb);
     return -1;
 }
 
@@ -265,11 +268,11 @@ static int unusable_error(ThunkObject *self)
             PyErr_Format(PyExc_ValueError,
                          "this thunk uses a released thunk (%s) through %s: a call would "
                          "reach the released thunk's trap; rebind that parameter, or bind "
-                         "again with live thunks", desc, what);
+                         "again with live thunks" SEE_LIFETIME, desc, what);
             return -1;
         }
     }
-    PyErr_SetString(PyExc_ValueError, "this thunk uses a released thunk");
+    PyErr_SetString(PyExc_ValueError, "this thunk uses a released thunk" SEE_LIFETIME);
     return -1;
 }
 
@@ -1377,7 +1380,7 @@ static PyObject *call_target(ThunkObject *self, PyObject *args)
        left the thunk standing for this call, which now gives up. */
     if (self->released) {
         PyErr_SetString(PyExc_ValueError,
-                        "the thunk was released while its arguments were converted");
+                        "the thunk was released while its arguments were converted" SEE_LIFETIME);
         goto done;
     }
     if (self->broken) {
@@ -1787,7 +1790,7 @@ static PyObject *thunk_rebind(ThunkObject *self, PyObject *args)
     for (int attempt = 0;; attempt++) {
         if (self->released) {
             PyErr_SetString(PyExc_ValueError,
-                            "the thunk was released while rebind() converted the new value");
+                            "the thunk was released while rebind() converted the new value" SEE_LIFETIME);
             goto error;
         }
         uint32_t gen = self->gen;

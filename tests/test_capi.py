@@ -330,3 +330,32 @@ def test_hand_made_descriptor_through_address(ext):
     thunk = nt.bind(fn, ctypes.c_void_p(ctypes.addressof(t)))
     assert thunk() == data[1] + data[2] + data[3] + data[4]
     assert ext.call0(ext.make_sum(ctypes.c_void_p(ctypes.addressof(t)))) == thunk()
+
+
+@pytest.mark.parametrize("header", ["capi", "dlpack"])
+def test_missing_c_include_path_says_what_to_pass(tmp_path, header):
+    """A Cython module that cimports numthunk's .pxd files, built without
+    numthunk.get_include() on the C include path, stops with a message
+    naming the header, what to pass and the page (instead of the
+    compiler's bare "No such file"); with the path, the same module builds."""
+    pxd_dir = os.path.dirname(os.path.dirname(os.path.abspath(nt.__file__)))
+    (tmp_path / "incmod.pyx").write_text(
+        "# cython: language_level=3\n"
+        f"from numthunk cimport {header}\n"
+        "def f():\n    return 1\n")
+    c_file = tmp_path / "incmod.c"
+    subprocess.run([sys.executable, "-m", "cython", "-I", pxd_dir, str(tmp_path / "incmod.pyx"),
+                    "-o", str(c_file)], check=True, env=compiler_env())
+    cc = os.environ.get("CC", "gcc")
+    base = [cc, "-fsyntax-only", "-I", sysconfig.get_paths()["include"], str(c_file)]
+    out = subprocess.run(base, capture_output=True, text=True, env=compiler_env())
+    assert out.returncode != 0
+    first = next(line for line in out.stderr.splitlines() if "error" in line)
+    assert "#error" in first and "numthunk/" in first, out.stderr
+    assert ("is not on the C include path: give the C compiler the directory "
+            "numthunk.get_include() returns") in first
+    assert "see docs/cython.md, Building against the C API" in first
+    assert os.path.isfile(os.path.join(HERE, os.pardir, "docs", "cython.md"))
+    ok = subprocess.run(base + ["-I", nt.get_include()],
+                        capture_output=True, text=True, env=compiler_env())
+    assert ok.returncode == 0, ok.stderr

@@ -212,3 +212,20 @@ def test_docstring_examples(test):
     runner.run(test, out=lambda s: sys.stdout.write(s))
     assert runner.failures == 0, f"{test.name}: {runner.failures} example(s) failed (stdout)"
     assert runner.tries > 0 or not test.examples
+
+
+def test_pages_named_by_messages_exist():
+    """Errors and docstrings send the reader to docs/PAGE.md: each page they
+    name is one of the site's."""
+    package = os.path.dirname(nt.__file__)
+    sources = [os.path.join(package, f) for f in os.listdir(package)
+               if f.endswith((".py", ".pxd", ".pyi"))]
+    sources += [os.path.join(ROOT, "src", f) for f in os.listdir(os.path.join(ROOT, "src"))
+                if f.endswith((".c", ".h"))]
+    sources.append(os.path.join(package, "include", "numthunk", "capi.h"))
+    named = set()
+    for path in sources:
+        with open(path, encoding="utf-8") as f:
+            named |= set(re.findall(r"docs/([\w-]+\.md)", f.read()))
+    assert {"lifetime.md", "cython.md", "engines.md"} <= named, named
+    assert named <= set(PAGES), sorted(named - set(PAGES))

@@ -3,6 +3,7 @@ released exactly once, released thunks trap instead of running garbage."""
 
 import ctypes
 import gc
+import os
 import subprocess
 import sys
 import threading
@@ -15,6 +16,7 @@ import pytest
 import numthunk as nt
 
 SUM = "double (const double *x, int n)"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(params=["native", "ffi"])
@@ -190,6 +192,41 @@ print("survived")
                         f"double (double), target at {target}"), out.stderr
     assert "a temporary whose address was kept" in lines[1]
     assert "with nt.bind(...) as t:" in lines[1]
+    assert lines[1].endswith(" See docs/lifetime.md."), lines[1]
+
+
+def test_refusals_of_released_thunks_name_the_page(cfn, engine):
+    """Every refusal caused by a released thunk says where the rules are:
+    a call, a rebind, a bind of it (as target, its raw address as a
+    function pointer, through a thunk that uses it), a call of a thunk that uses it, a copy
+    and a pickle."""
+    import copy
+    import pickle
+    see = r" \(see docs/lifetime\.md\)$"
+    assert os.path.isfile(os.path.join(ROOT, "docs", "lifetime.md"))
+    solver = cfn("f_d_Fddi", "double (double (*)(double), double, double, int)")
+    inner = nt.bind(cfn("f_d_d", "double (double)"), nt.ARG, engine=engine)
+    outer = nt.bind(inner, 2.0, engine=engine)          # double (void), uses inner
+    mid = nt.bind(inner, nt.ARG, engine=engine)         # double (double), uses inner
+    address = inner.address
+    inner.release()
+    with pytest.raises(ValueError, match="^the thunk has been released" + see):
+        inner(1.0)
+    with pytest.raises(ValueError, match="^the thunk has been released" + see):
+        inner.rebind(0, 1.0)
+    with pytest.raises(ValueError, match="^this thunk uses a released thunk .* through the "
+                                         "target: .*bind again with live thunks" + see):
+        outer()
+    with pytest.raises(ValueError, match="^the thunk has been released" + see):
+        nt.bind(inner, 1.0, engine=engine)
+    with pytest.raises(ValueError, match=r"^argument 1 \(.*\) is a released thunk .*" + see):
+        nt.bind(solver, nt.address(address), 0.0, 1.0, 10, engine=engine)
+    with pytest.raises(ValueError, match=r"^argument 1 \(.*\) uses a released thunk .*" + see):
+        nt.bind(solver, mid, 0.0, 1.0, 10, engine=engine)
+    with pytest.raises(ValueError, match="^cannot copy a released thunk" + see):
+        copy.copy(inner)
+    with pytest.raises(pickle.PicklingError, match="^cannot pickle a released thunk" + see):
+        pickle.dumps(inner)
 
 
 def test_the_address_docstring_says_what_holds_a_thunk():

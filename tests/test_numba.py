@@ -1171,7 +1171,7 @@ def test_inline_released_thunk_raises_never_calls(engine):
     def run(lst, x):
         return lst[0](x)
 
-    with pytest.raises(ValueError, match="the thunk has been released"):
+    with pytest.raises(ValueError, match=r"the thunk has been released \(see docs/lifetime\.md\)"):
         run(lst, 1.0)
     # Enough releases for the entry to leave the quarantine: its address
     # now serves new thunks, the released one still raises.
