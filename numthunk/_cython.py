@@ -442,7 +442,8 @@ class _Resolver:
         raise CythonError(
             f"{self.where}: unknown typedef '{name}'{detail}; pass its C type as "
             f"typedefs={{'{short}': '<C type>'}} (keyed by the short or the full mangled "
-            "name), e.g. 'double', 'int64_t', 'npy_intp'")
+            "name), e.g. 'double', 'int64_t', 'npy_intp' (see docs/cython.md, 'Signatures "
+            "and typedefs')")
 
     # -- entry points
 

@@ -201,6 +201,7 @@ def test_unknown_typedef_without_sources(P, monkeypatch):
     msg = str(exc.value)
     assert "__pyx_t_6ntk_cy_5types_" in msg and "typedefs={'" in msg
     assert "no .pxd or .pyx of ntk_cy.types" in msg
+    assert msg.endswith("(see docs/cython.md, 'Signatures and typedefs')"), msg
     wsum = nt.cython(P, "wsum", typedefs={"REAL": "double", "weight_t": "int32_t",
                                           "__pyx_t_6ntk_cy_5types_index_t": "long long"})
     assert wsum.csig == nt.Signature("double (const double *, const int32_t *, long long)")
