@@ -117,7 +117,8 @@ def test_release_from_another_thread_while_call_converts(cfn, engine):
         rel.join(20)
     assert not th.is_alive() and not rel.is_alive()
     assert results == []            # the call gave up: it saw the release
-    assert errors == ["the thunk was released while its arguments were converted"]
+    assert errors == ["the thunk was released while its arguments were converted "
+                      "(see docs/lifetime.md)"]
     assert t.released
 
 
