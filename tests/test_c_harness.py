@@ -25,6 +25,9 @@ from ntbuild import compiler_env
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 SRC = os.path.join(ROOT, "src")
+# an existing directory whose parent holds numthunk/include (the installed
+# package's directory): "-I" it and "../numthunk/include/..." resolves
+PKG_DIR = os.path.dirname(os.path.abspath(nt.__file__))
 BUILD = os.path.join(HERE, "_build")
 WARN = ["-Wall", "-Wextra", "-Werror", "-std=c11", "-D_GNU_SOURCE"]
 SAN = ["-g", "-O1", "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
@@ -34,7 +37,9 @@ SAN = ["-g", "-O1", "-fsanitize=address,undefined", "-fno-sanitize-recover=undef
 def build(name, sources, flags, libs=()):
     os.makedirs(BUILD, exist_ok=True)
     out = os.path.join(BUILD, name)
-    cmd = ["gcc", *WARN, *flags, f"-I{SRC}", *sources, "-o", out, *libs]
+    # PKG_DIR: src/ includes numthunk's headers as "../numthunk/include/...",
+    # found from the source tree, or outside it through the installed package
+    cmd = ["gcc", *WARN, *flags, f"-I{SRC}", f"-I{PKG_DIR}", *sources, "-o", out, *libs]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=compiler_env())
     assert proc.returncode == 0, proc.stderr
     return out

@@ -96,7 +96,11 @@ def test_kind_table_c_columns(tmp_path):
     exe = tmp_path / "test_kinds"
     src = os.path.join(ROOT, "src")
     subprocess.run([ntbuild.compiler(), "-Wall", "-Wextra", "-Werror", "-std=c11",
-                    "-D_GNU_SOURCE", f"-I{src}", *(os.path.join(src, f) for f in
+                    "-D_GNU_SOURCE", f"-I{src}",
+                    # src/ includes "../numthunk/include/...": outside the tree
+                    # it resolves from the installed package's directory
+                    f"-I{os.path.dirname(os.path.abspath(nt.__file__))}",
+                    *(os.path.join(src, f) for f in
                                                   ("kinds.c", "types.c", "sig.c")),
                     os.path.join(HERE, "c", "test_kinds.c"), "-o", str(exe), "-lffi", "-lm"],
                    check=True, env=ntbuild.compiler_env())
@@ -298,7 +302,7 @@ def test_kind_formats_against_the_struct_module(k):
 
 
 def test_kind_dlpack_codes_against_the_header():
-    with open(os.path.join(ROOT, "numthunk", "include", "numthunk", "dlpack.h")) as fh:
+    with open(os.path.join(nt.get_include(), "numthunk", "dlpack.h")) as fh:
         codes = {name: int(v) for name, v in re.findall(r"\b(kDL\w+) = (\d+)U", fh.read())}
     for k in KINDS:
         want = ("kDLBool" if k.name == "bool" else
