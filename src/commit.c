@@ -1,0 +1,1141 @@
+/*
+ * The thunk's life over plain C structs (src/thunk.h): creation, rebind's
+ * resolve and commit, the dependency graph, reclaim and teardown. The
+ * Python type that drives them (methods, getters, slots, __call__) is in
+ * thunk.c; docs/architecture.md describes the states and who changes them.
+ *
+ * Every state change follows "resolve, then commit": values are converted
+ * first (their __index__/__float__ may run Python code, which may release,
+ * rebind or drop this thunk), then the state is checked again and the
+ * change published by C code that runs no Python code. Values the C
+ * converter does not know (ctypes/cffi objects, arr.ctypes, Functions and
+ * thunks for function pointers, ref() cells) are turned into ones it knows
+ * by the Python package before any of this starts.
+ *
+ * A bound buffer stays pinned (a held Py_buffer, or for a NumPy array the
+ * binding's reference) for as long as a context that points into it may
+ * be read: until release(), or reclaim() for contexts retired by rebind().
+ *
+ * Thunks that use thunks. A thunk depends on the thunks its calls reach:
+ * its target when that is a thunk's address, each bound function-pointer
+ * value that is one, and those its target declares (Function.depends, for
+ * code that calls thunks the core cannot see). The registry (registry.c)
+ * finds a thunk from its address whatever spelling carried it. A thunk
+ * holds what it depends on (strong references) and is listed, weakly, in
+ * each of them as a user; from that graph come the chain depth (bounded,
+ * so a call cannot overflow the C stack), the GIL need (a target that
+ * needs it makes every thunk above it keep it), and `broken`: a thunk
+ * below was released, so a call from Python raises instead of reaching the
+ * released thunk's trap. A thunk never depends on itself: a bind or rebind
+ * that would close a cycle is refused.
+ */
+#include "thunk.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+extra *nt_thunk_extra(ThunkObject *self)
+{
+    if (self->x == NULL) {
+        self->x = PyMem_Calloc(1, sizeof(extra));
+        if (self->x == NULL)
+            PyErr_NoMemory();
+    }
+    return self->x;
+}
+
+const nt_mvspec *nt_thunk_mvspec(ThunkObject *self, int i)
+{
+    if (self->x == NULL || self->x->mvspecs == NULL || self->x->mvspecs[i].ndim == 0)
+        return NULL;
+    return &self->x->mvspecs[i];
+}
+
+int nt_thunk_released_error(ThunkObject *self)
+{
+    if (self->released) {
+        PyErr_SetString(PyExc_ValueError, "the thunk has been released" SEE_LIFETIME);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the dependency graph ---- */
+
+/* "double (void) over double (const double *, int), target at 0x..." */
+static void describe(ThunkObject *t, char *buf, size_t n)
+{
+    nt_what *what = nt_plan_what(t->plan, t->target);
+    PyOS_snprintf(buf, n, "%s, target at %p", what != NULL ? what->text : "a thunk",
+                  t->target);
+}
+
+/* Where a dependency comes from, for messages. */
+static void dep_label(ThunkObject *self, int param, char *buf, size_t n)
+{
+    if (param == DEP_TARGET)
+        PyOS_snprintf(buf, n, "the target");
+    else if (param == DEP_DECLARED)
+        PyOS_snprintf(buf, n, "a thunk the target declares it uses (Function.depends)");
+    else
+        nt_param_label(self->sig->sig, param, buf, n);
+}
+
+/* The released thunk t is, or that t uses (t released or broken). */
+static ThunkObject *released_below(ThunkObject *t)
+{
+    while (!t->released) {
+        ThunkObject *next = NULL;
+        for (int k = 0; t->x != NULL && k < t->x->ndeps && next == NULL; k++) {
+            ThunkObject *d = t->x->deps[k].thunk;
+            if (d->released || d->broken)
+                next = d;
+        }
+        if (next == NULL)
+            break;
+        t = next;
+    }
+    return t;
+}
+
+/* ValueError: what (a parameter, the target...) is the thunk d, which is
+   released or uses a released one. */
+int nt_thunk_refuse_released(const char *what, ThunkObject *d, const char *verb)
+{
+    char desc[NT_WHAT_MAX + 40];
+    ThunkObject *r = released_below(d);
+    describe(r, desc, sizeof(desc));
+    if (r == d)
+        PyErr_Format(PyExc_ValueError,
+                     "%s is a released thunk (%s); %s a live thunk (a released thunk's "
+                     "address traps when called)" SEE_LIFETIME, what, desc, verb);
+    else
+        PyErr_Format(PyExc_ValueError,
+                     "%s uses a released thunk (%s), which would trap when called; %s a "
+                     "thunk whose dependencies are live" SEE_LIFETIME, what, desc, verb);
+    return -1;
+}
+
+/* A call from Python of a thunk that is released, or that uses one. */
+int nt_thunk_unusable_error(ThunkObject *self)
+{
+    if (self->released)
+        return nt_thunk_released_error(self);
+    for (int k = 0; self->x != NULL && k < self->x->ndeps; k++) {
+        dep *d = &self->x->deps[k];
+        if (d->thunk->released || d->thunk->broken) {
+            char what[300], desc[NT_WHAT_MAX + 40];
+            dep_label(self, d->param, what, sizeof(what));
+            describe(released_below(d->thunk), desc, sizeof(desc));
+            PyErr_Format(PyExc_ValueError,
+                         "this thunk uses a released thunk (%s) through %s: a call would "
+                         "reach the released thunk's trap; rebind that parameter, or bind "
+                         "again with live thunks" SEE_LIFETIME, desc, what);
+            return -1;
+        }
+    }
+    PyErr_SetString(PyExc_ValueError, "this thunk uses a released thunk" SEE_LIFETIME);
+    return -1;
+}
+
+/* items (a PyMem array of `size`-byte items, *cap of them) with room for
+   need: the array, moved maybe, or NULL with MemoryError (items intact). */
+static void *room(void *items, int *cap, int need, size_t size)
+{
+    if (need <= *cap && items != NULL)
+        return items;
+    int ncap = need < 2 ? 4 : 2 * need;
+    void *grown = PyMem_Realloc(items, (size_t)ncap * size);
+    if (grown == NULL)
+        return PyErr_NoMemory();
+    *cap = ncap;
+    return grown;
+}
+
+/* Room in d's users for one more. */
+static int reserve_user(ThunkObject *d)
+{
+    extra *x = nt_thunk_extra(d);
+    user *u = x != NULL ? room(x->users, &x->capusers, x->nusers + 1, sizeof(user)) : NULL;
+    if (u == NULL)
+        return -1;
+    x->users = u;
+    return 0;
+}
+
+/* Lists self as a user of its dependency k (room reserved). */
+static void link_user(ThunkObject *self, int k)
+{
+    dep *e = &self->x->deps[k];
+    extra *x = e->thunk->x;
+    x->users[x->nusers] = (user){ self, k };
+    e->at = x->nusers++;
+}
+
+/* Takes self off the users of its dependency k: the last user moves into
+   its place, and that user's edge follows. */
+static void unlink_user(ThunkObject *self, int k)
+{
+    dep *e = &self->x->deps[k];
+    if (e->at < 0)
+        return;
+    extra *x = e->thunk->x;
+    user last = x->users[--x->nusers];
+    if (e->at != x->nusers) {
+        x->users[e->at] = last;
+        last.thunk->x->deps[last.dep].at = e->at;
+    }
+    e->at = -1;
+}
+
+/* Room in self's dependencies for n more. */
+static int reserve_deps(ThunkObject *self, int n)
+{
+    extra *x = nt_thunk_extra(self);
+    dep *d = x != NULL ? room(x->deps, &x->capdeps, x->ndeps + n, sizeof(dep)) : NULL;
+    if (d == NULL)
+        return -1;
+    x->deps = d;
+    return 0;
+}
+
+/* t was released: every thunk that uses it, at any level, is broken. */
+static void break_users(ThunkObject *t)
+{
+    for (int k = 0; t->x != NULL && k < t->x->nusers; k++) {
+        ThunkObject *u = t->x->users[k].thunk;
+        if (!NT_UNUSABLE(u)) {
+            u->broken = 1;
+            break_users(u);
+        }
+    }
+}
+
+/* What a thunk takes from those it uses, recomputed after one of them
+   changed; the thunks above follow when it changes. */
+static void refresh(ThunkObject *t)
+{
+    int chain = 0, limit = t->entry.engine->chain_limit;
+    int nogil = t->own_nogil && !t->gil_values, broken = 0;
+    for (int k = 0; t->x != NULL && k < t->x->ndeps; k++) {
+        ThunkObject *d = t->x->deps[k].thunk;
+        if (d->chain + 1 > chain)
+            chain = d->chain + 1;
+        if (d->chain_limit < limit)
+            limit = d->chain_limit;
+        nogil &= d->nogil;
+        broken |= NT_UNUSABLE(d);
+    }
+    if (chain == t->chain && limit == t->chain_limit && nogil == t->nogil
+        && broken == t->broken)
+        return;
+    t->chain = (uint16_t)chain;
+    t->chain_limit = (uint16_t)limit;
+    t->nogil = nogil;
+    t->broken = broken;
+    for (int k = 0; t->x != NULL && k < t->x->nusers; k++)
+        refresh(t->x->users[k].thunk);
+}
+
+/* Whether `from` is `to` or uses it, at any level. Each walk has its own
+   number, so a thunk reached twice is walked once. */
+static uint64_t walks;
+
+static int uses(ThunkObject *from, ThunkObject *to, uint64_t walk)
+{
+    if (from == to)
+        return 1;
+    extra *x = from->x;
+    if (x == NULL || x->ndeps == 0 || x->mark == walk)
+        return 0;
+    x->mark = walk;
+    for (int k = 0; k < x->ndeps; k++)
+        if (uses(x->deps[k].thunk, to, walk))
+            return 1;
+    return 0;
+}
+
+/* "libffi: 128, native-x86_64-sysv: 1024": how deep each engine's thunks
+   may nest. */
+static void chain_limits(char *buf, size_t n)
+{
+    const nt_backend *native = nt_backend_native;
+    int len = snprintf(buf, n, "%s: %d", nt_backend_ffi.name, nt_backend_ffi.chain_limit);
+    if (native != NULL && len >= 0 && (size_t)len < n)
+        snprintf(buf + len, n - (size_t)len, ", %s: %d", native->name, native->chain_limit);
+}
+
+static int chain_error(int levels, int limit)
+{
+    char limits[160];
+    chain_limits(limits, sizeof(limits));
+    PyErr_Format(PyExc_ValueError,
+                 "this would make a chain of %d thunks, each calling the next (as its "
+                 "target, through a bound function pointer or a declared dependency); "
+                 "composed thunks may nest at most %d levels on the engines in this chain "
+                 "(%s; each level calls the next, and a deeper chain could overflow a "
+                 "thread's C stack)", levels, limit, limits);
+    return -1;
+}
+
+/* Whether t, and every thunk above it, stays within the chain limit when
+   t's depth becomes chain and the least limit of the engines at or below
+   it limit. A thunk reached again in the same walk, no deeper and with no
+   less room, is not walked again. */
+static int within_limit(ThunkObject *t, int chain, int limit, uint64_t walk)
+{
+    if (chain + 1 > limit)
+        return chain_error(chain + 1, limit);
+    extra *x = t->x;
+    if ((chain <= t->chain && limit >= t->chain_limit) || x == NULL)
+        return 0;                /* nothing above t changes */
+    if (x->mark == walk && chain <= x->mark_chain && limit >= x->mark_limit)
+        return 0;
+    x->mark = walk;
+    x->mark_chain = chain;
+    x->mark_limit = limit;
+    for (int k = 0; k < x->nusers; k++) {
+        ThunkObject *u = x->users[k].thunk;
+        if (within_limit(u, chain + 1, u->chain_limit < limit ? u->chain_limit : limit,
+                         walk) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* ValueError unless d, found where `what` points (the target, a bound
+   value), may be used by self: live, with live dependencies, and neither
+   self nor a thunk that uses self. address: what is bound there. */
+static int check_dep(ThunkObject *self, const void *address, ThunkObject *d,
+                     const char *what, const char *verb)
+{
+    if (address != NULL && address == self->address) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s is this thunk's own address: a call would call itself for ever",
+                     what);
+        return -1;
+    }
+    if (d == NULL)
+        return 0;
+    if (NT_UNUSABLE(d))
+        return nt_thunk_refuse_released(what, d, verb);
+    if (uses(d, self, ++walks)) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s is a thunk that uses this one (directly or through others): "
+                     "binding it would make a cycle, and a call would never return", what);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- teardown ---- */
+
+/* Frees the contexts and buffers rebind() retired. Everything is detached
+   from the thunk before anything is released: releasing a buffer or a
+   reference may run Python code, which then sees a consistent thunk. */
+void nt_thunk_reclaim_now(ThunkObject *self)
+{
+    nt_ctx *older = NULL;
+    if (self->ctx != NULL) {
+        older = self->ctx->older;
+        self->ctx->older = NULL;
+    }
+    PyObject **objs = NULL;
+    Py_ssize_t n = 0;
+    nt_held *held = NULL;
+    if (self->x != NULL) {
+        objs = self->x->retired;
+        n = self->x->nretired;
+        held = self->x->retired_held;
+        self->x->retired = NULL;
+        self->x->nretired = self->x->capretired = 0;
+        self->x->retired_held = NULL;
+    }
+    nt_ctx_free_chain(older);
+    nt_held_release(held);
+    for (Py_ssize_t k = 0; k < n; k++)
+        Py_DECREF(objs[k]);
+    PyMem_Free(objs);
+}
+
+/* Marks the thunk released: calls from Python of every thunk that uses it
+   raise from now on. */
+void nt_thunk_mark_released(ThunkObject *self)
+{
+    if (!self->released) {
+        self->released = 1;
+        break_users(self);
+    }
+}
+
+/* The address traps from now on (naming the thunk); contexts, buffers,
+   bound values and dependencies go. Only with no call from Python in
+   flight. Idempotent. */
+void nt_thunk_teardown(ThunkObject *self)
+{
+    if (self->torn)
+        return;
+    nt_thunk_mark_released(self);
+    self->torn = 1;
+    if (self->entry.entry != NULL)     /* none yet: creation failed before */
+        nt_entry_free(&self->entry, nt_plan_what(self->plan, self->target));
+    nt_thunk_reclaim_now(self);
+    nt_ctx_free_chain(self->ctx);
+    self->ctx = NULL;
+    /* what it used: detached from the graph first, then let go */
+    dep *deps = NULL;
+    int ndeps = 0;
+    if (self->x != NULL) {
+        deps = self->x->deps;
+        ndeps = self->x->ndeps;
+        for (int k = 0; k < ndeps; k++)
+            unlink_user(self, k);
+        self->x->deps = NULL;
+        self->x->ndeps = self->x->capdeps = 0;
+    }
+    for (Py_ssize_t i = 0; i < Py_SIZE(self); i++) {
+        nt_held *h = self->b[i].held;
+        self->b[i].held = NULL;
+        self->b[i].key = 0;
+        nt_held_release(h);
+        Py_CLEAR(self->b[i].value);
+    }
+    for (int k = 0; k < ndeps; k++)
+        Py_DECREF(deps[k].thunk);
+    PyMem_Free(deps);
+}
+
+/* ---- creation ---- */
+
+/* memviews: {index: (type_text, ndim, contig, const)} */
+static int collect_mvspecs(ThunkObject *self, PyObject *memviews)
+{
+    const nt_sig *sig = self->sig->sig;
+    int any = 0;
+    for (int i = 0; i < sig->nargs; i++)
+        any |= sig->args[i].kind == NT_MEMVIEW;
+    if (memviews != NULL && memviews != Py_None && !PyDict_Check(memviews)) {
+        PyErr_SetString(PyExc_TypeError, "memviews must be a dict {index: spec}");
+        return -1;
+    }
+    if (!any) {
+        if (memviews != NULL && memviews != Py_None && PyDict_Size(memviews) > 0) {
+            PyErr_SetString(PyExc_ValueError,
+                            "memoryview declarations given, but the signature has no "
+                            "__Pyx_memviewslice parameter");
+            return -1;
+        }
+        return 0;
+    }
+    extra *x = nt_thunk_extra(self);
+    if (x == NULL)
+        return -1;
+    x->mvspecs = PyMem_Calloc((size_t)sig->nargs, sizeof(nt_mvspec));
+    if (x->mvspecs == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (memviews == NULL || memviews == Py_None)
+        return 0;
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(memviews, &pos, &key, &value)) {
+        if (!PyLong_Check(key) || PyBool_Check(key)) {
+            PyErr_Format(PyExc_TypeError, "memoryview declarations are keyed by 0-based "
+                         "parameter index (int), not %.100s %R", Py_TYPE(key)->tp_name, key);
+            return -1;
+        }
+        int ovf = 0;
+        long long i = PyLong_AsLongLongAndOverflow(key, &ovf);
+        if (ovf != 0 || i < 0 || i >= sig->nargs) {
+            PyErr_Format(PyExc_ValueError,
+                         "memoryview declaration for parameter %R, out of range (the "
+                         "signature has %d parameter%s: 0 to %d)", key, sig->nargs,
+                         sig->nargs == 1 ? "" : "s", sig->nargs - 1);
+            return -1;
+        }
+        if (sig->args[i].kind != NT_MEMVIEW) {
+            PyErr_Format(PyExc_ValueError,
+                         "memoryview declaration for parameter %lld, which is not a "
+                         "__Pyx_memviewslice parameter of this signature", i);
+            return -1;
+        }
+        const char *text, *contig = NULL;
+        int ndim, is_const;
+        if (!PyTuple_Check(value)) {
+            PyErr_Format(PyExc_TypeError, "memoryview %lld: the core takes a declaration as "
+                         "(dtype, ndim, contig, const), got %.100s %R; numthunk.Function "
+                         "and numthunk.cython take the text form 'double[:, ::1]'",
+                         i, Py_TYPE(value)->tp_name, value);
+            return -1;
+        }
+        if (!PyArg_ParseTuple(value, "sizp", &text, &ndim, &contig, &is_const))
+            return -1;
+        nt_type t;
+        nt_error err = { NT_OK, -1, "" };
+        if (nt_type_parse(text, NULL, 0, &t, &err) != 0) {
+            PyErr_Format(PyExc_ValueError, "memoryview %lld dtype '%s': %s", i, text, err.msg);
+            return -1;
+        }
+        if (t.depth != 0 || !(NT_IS_INT(t.kind) || NT_IS_FLOAT(t.kind) || NT_IS_COMPLEX(t.kind))) {
+            if (t.fn != NULL)
+                nt_sig_free(t.fn);
+            PyErr_Format(PyExc_ValueError,
+                         "memoryview %lld dtype '%s' is not a scalar type", i, text);
+            return -1;
+        }
+        if (ndim < 1 || ndim > NT_MEMVIEW_MAX_DIMS) {
+            PyErr_Format(PyExc_ValueError, "memoryview %lld: ndim must be 1..%d",
+                         i, NT_MEMVIEW_MAX_DIMS);
+            return -1;
+        }
+        char c = contig != NULL ? contig[0] : 0;
+        if (c != 0 && c != 'C' && c != 'F') {
+            PyErr_Format(PyExc_ValueError, "memoryview %lld: contig must be 'C', 'F' or None", i);
+            return -1;
+        }
+        x->mvspecs[i] = (nt_mvspec){ t.kind, ndim, c, is_const };
+    }
+    return 0;
+}
+
+/* The argument count against the signature. */
+static int check_values(const nt_sig *sig, PyObject *values)
+{
+    Py_ssize_t nvalues = PyTuple_GET_SIZE(values);
+    if (nvalues != sig->nargs) {
+        char text[512];
+        nt_sig_format(sig, text, sizeof(text));
+        PyErr_Format(PyExc_TypeError,
+                     "the target '%s' takes %d argument%s, got %zd "
+                     "(pass numthunk.ARG for each parameter the thunk forwards)",
+                     text, sig->nargs, sig->nargs == 1 ? "" : "s", nvalues);
+        return -1;
+    }
+    if (sig->ret.kind == NT_MEMVIEW) {
+        PyErr_SetString(PyExc_TypeError, "targets returning a memoryview slice are not supported");
+        return -1;
+    }
+    return 0;
+}
+
+static int take_plan(ThunkObject *self, PyObject *values, const nt_backend *wanted)
+{
+    const nt_sig *sig = self->sig->sig;
+    uint8_t small[64];
+    uint8_t *pattern = sig->nargs <= 64 ? small : PyMem_Malloc((size_t)sig->nargs);
+    if (pattern == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int i = 0; i < sig->nargs; i++)
+        pattern[i] = PyTuple_GET_ITEM(values, i) == NT_ARG;
+    nt_error err = { NT_OK, -1, "" };
+    int owned = 0;
+    self->plan = nt_signature_plan(self->sig, pattern, wanted, &owned, &err);
+    self->plan_owned = owned != 0;
+    if (pattern != small)
+        PyMem_Free(pattern);
+    if (self->plan == NULL) {
+        nt_raise(&err);
+        return -1;
+    }
+    return 0;
+}
+
+/* The declared dependencies (via): None, a thunk, or a tuple of thunks
+   (Function.depends). */
+static int check_via(PyObject *via)
+{
+    if (via == NULL || via == Py_None)
+        return 0;
+    if (PyTuple_Check(via)) {
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(via); k++) {
+            PyObject *d = PyTuple_GET_ITEM(via, k);
+            if (!PyObject_TypeCheck(d, &nt_ThunkType)) {
+                PyErr_Format(PyExc_TypeError,
+                             "the thunks a target uses (Function.depends, Thunk(via=...)) "
+                             "must be thunks; item %zd is a %.100s", k, Py_TYPE(d)->tp_name);
+                return -1;
+            }
+        }
+        return 0;
+    }
+    if (PyObject_TypeCheck(via, &nt_ThunkType))
+        return 0;
+    PyErr_Format(PyExc_TypeError,
+                 "Thunk(via=...) takes the thunks the target uses: a thunk or a tuple of "
+                 "thunks (Function.depends), not a %.100s", Py_TYPE(via)->tp_name);
+    return -1;
+}
+
+/* The function pointer bound at parameter i, if one is: its address, and
+   whether it was declared to need the GIL. */
+static void *bound_function(ThunkObject *self, int i, int *needs_gil)
+{
+    PyObject *v = self->b[i].value;
+    *needs_gil = 0;
+    if (self->sig->sig->args[i].kind != NT_FNPTR || v == NULL || !nt_is_address(v))
+        return NULL;
+    *needs_gil = ((nt_AddressObject *)v)->needs_gil;
+    return (void *)((nt_AddressObject *)v)->value;
+}
+
+/* Whether a bound function that is not a thunk was declared to need the
+   GIL (address(..., nogil=False)); a thunk's own need counts through its
+   dependency, however its address was spelled. */
+static int gil_of_values(ThunkObject *self)
+{
+    for (int i = 0; i < Py_SIZE(self); i++) {
+        int needs_gil, is_thunk = 0;
+        if (bound_function(self, i, &needs_gil) == NULL || !needs_gil)
+            continue;
+        for (int k = 0; self->x != NULL && k < self->x->ndeps; k++)
+            is_thunk |= self->x->deps[k].param == i;
+        if (!is_thunk)
+            return 1;
+    }
+    return 0;
+}
+
+/* Appends a dependency (a new reference); the room is reserved. */
+static void push_dep(ThunkObject *self, ThunkObject *d, int param)
+{
+    extra *x = self->x;
+    x->deps[x->ndeps] = (dep){ (ThunkObject *)Py_NewRef(d), param, -1 };
+    x->ndeps++;
+}
+
+/* What a new thunk uses, found before its values are converted (their
+   __index__ or __float__ may release any of them, or drop the last
+   reference to one): its target if that is a thunk's address, each bound
+   function-pointer value that is one, and the declared ones (via). Each is
+   held from here; link_deps checks them once nothing can change. */
+static int gather_deps(ThunkObject *self, PyObject *values, PyObject *via)
+{
+    const nt_sig *sig = self->sig->sig;
+    ThunkObject *target = nt_thunk_at(self->target);
+    int n = target != NULL;
+    for (int i = 0; i < sig->nargs; i++) {
+        PyObject *v = PyTuple_GET_ITEM(values, i);
+        if (sig->args[i].kind != NT_FNPTR || v == NT_ARG)
+            continue;
+        self->fn_bound = 1;
+        n += nt_is_address(v) && nt_thunk_at((void *)((nt_AddressObject *)v)->value) != NULL;
+    }
+    Py_ssize_t ndeclared = via == NULL || via == Py_None ? 0
+                           : PyTuple_Check(via) ? PyTuple_GET_SIZE(via) : 1;
+    n += (int)ndeclared;
+    if (n == 0)
+        return 0;                  /* a plain thunk: nothing below it */
+    if (reserve_deps(self, n) < 0)
+        return -1;
+    if (target != NULL)
+        push_dep(self, target, DEP_TARGET);
+    for (int i = 0; i < sig->nargs; i++) {
+        PyObject *v = PyTuple_GET_ITEM(values, i);
+        ThunkObject *d = sig->args[i].kind == NT_FNPTR && nt_is_address(v)
+                         ? nt_thunk_at((void *)((nt_AddressObject *)v)->value) : NULL;
+        if (d != NULL)
+            push_dep(self, d, i);
+    }
+    for (Py_ssize_t k = 0; k < ndeclared; k++)
+        push_dep(self, (ThunkObject *)(PyTuple_Check(via) ? PyTuple_GET_ITEM(via, k) : via),
+                 DEP_DECLARED);
+    return 0;
+}
+
+/* The new thunk's dependencies, checked now that its values are converted
+   and its entry made (no Python code runs from here to the publication):
+   none released, none closing a cycle; chain depth, its limit and the GIL
+   follow from them, and it is listed as a user of each. */
+static int link_deps(ThunkObject *self)
+{
+    const nt_sig *sig = self->sig->sig;
+    extra *x = self->x;
+    /* the entry's engine's limit: a native plan's entries are libffi
+       closures once executable memory has run out */
+    int limit = self->entry.engine->chain_limit;
+    int ndeps = x != NULL ? x->ndeps : 0;
+    char what[300];
+    /* its own address among its values: a reused address, bound before */
+    if (self->target == self->address)
+        return check_dep(self, self->target, NULL, "the target", "bind");
+    int gil = 0;
+    for (int i = 0; i < sig->nargs && self->fn_bound; i++) {
+        int needs_gil;
+        void *p = bound_function(self, i, &needs_gil);
+        gil |= needs_gil;
+        if (p != NULL && p == self->address) {
+            nt_param_label(sig, i, what, sizeof(what));
+            return check_dep(self, p, NULL, what, "bind");
+        }
+    }
+    if (ndeps == 0 && !gil) {      /* a plain thunk: nothing below it */
+        self->chain_limit = (uint16_t)limit;
+        self->nogil = self->own_nogil;
+        return 0;
+    }
+    int chain = 0, nogil = self->own_nogil;
+    for (int k = 0; k < ndeps; k++) {
+        ThunkObject *d = x->deps[k].thunk;
+        if (NT_UNUSABLE(d)) {
+            dep_label(self, x->deps[k].param, what, sizeof(what));
+            return nt_thunk_refuse_released(what, d, "bind");
+        }
+        if (d->chain + 1 > chain)
+            chain = d->chain + 1;
+        if (d->chain_limit < limit)
+            limit = d->chain_limit;
+        nogil &= d->nogil;
+    }
+    self->gil_values = gil && gil_of_values(self);
+    self->chain_limit = (uint16_t)limit;
+    if (chain + 1 > limit)
+        return chain_error(chain + 1, limit);
+    self->chain = (uint16_t)chain;
+    self->nogil = nogil && !self->gil_values;
+    /* listed as a user of each (teardown undoes a part done) */
+    for (int k = 0; k < ndeps; k++) {
+        if (reserve_user(x->deps[k].thunk) < 0)
+            return -1;
+        link_user(self, k);
+    }
+    return 0;
+}
+
+static int convert_bound(ThunkObject *self, PyObject *values)
+{
+    const nt_sig *sig = self->sig->sig;
+    for (int i = 0; i < sig->nargs; i++) {
+        const nt_slot *s = &self->plan->slots[i];
+        if (s->src != NT_SRC_BOUND)
+            continue;
+        PyObject *v = PyTuple_GET_ITEM(values, i);
+        binding *b = &self->b[i];
+        if (nt_convert(sig, i, v, self->ctx->values + s->offset, &b->held,
+                       nt_thunk_mvspec(self, i), &b->key) < 0)
+            return -1;
+        b->value = Py_NewRef(v);
+    }
+    return 0;
+}
+
+/* Values the converter does not know go to the Python package's
+   _resolve_values first, before anything is made. NULL: error; else a new
+   reference to the values to bind. */
+PyObject *nt_thunk_resolve(PyTypeObject *type, nt_SignatureObject *sigobj, PyObject *values,
+                           PyObject *owner)
+{
+    const nt_sig *sig = sigobj->sig;
+    Py_ssize_t n = PyTuple_GET_SIZE(values);
+    for (Py_ssize_t i = 0; i < n && i < sig->nargs; i++) {
+        PyObject *v = PyTuple_GET_ITEM(values, i);
+        int need = v != NT_ARG ? nt_needs_resolve(&sig->args[i], v) : 0;
+        if (need < 0)
+            return NULL;
+        if (need) {
+            PyObject *r = PyObject_CallMethod((PyObject *)type, "_resolve_values", "OOO",
+                                              sigobj, values, owner != NULL ? owner : Py_None);
+            if (r == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+                /* the bare core type: the converter refuses them by name */
+                PyErr_Clear();
+                return Py_NewRef(values);
+            }
+            if (r != NULL && (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != n)) {
+                Py_DECREF(r);
+                PyErr_SetString(PyExc_TypeError,
+                                "_resolve_values must return a tuple of the same length");
+                return NULL;
+            }
+            return r;
+        }
+    }
+    return Py_NewRef(values);
+}
+
+PyObject *nt_thunk_create(PyTypeObject *type, nt_SignatureObject *sig, void *target,
+                          PyObject *values, PyObject *owner, int nogil, PyObject *memviews,
+                          const nt_backend *wanted, PyObject *via)
+{
+    if (check_values(sig->sig, values) < 0 || check_via(via) < 0)
+        return NULL;
+    Py_ssize_t nargs = sig->sig->nargs;
+    /* Not tracked by the collector until complete: nothing can reach it
+       while its values are converted. */
+    ThunkObject *self = PyObject_GC_NewVar(ThunkObject, type, nargs);
+    if (self == NULL)
+        return NULL;
+    /* All of it: a subclass without __slots__ keeps its __dict__ pointer
+       after the bindings, which must start out NULL. */
+    size_t size = (size_t)type->tp_basicsize + (size_t)nargs * (size_t)type->tp_itemsize;
+    size = (size + sizeof(void *) - 1) & ~(sizeof(void *) - 1);
+    memset((char *)self + sizeof(PyVarObject), 0, size - sizeof(PyVarObject));
+    self->sig = (nt_SignatureObject *)Py_NewRef(sig);
+    self->owner = Py_NewRef(owner != NULL ? owner : Py_None);
+    self->target = target;
+    self->own_nogil = nogil != 0;
+    nt_error err = { NT_OK, -1, "" };
+    if (collect_mvspecs(self, memviews != NULL ? memviews : Py_None) < 0
+        || take_plan(self, values, wanted) < 0)
+        goto error;
+    self->ctx = nt_ctx_new(self->plan, target, &err);
+    if (self->ctx == NULL)
+        goto error_nt;
+    if (gather_deps(self, values, via) < 0 || convert_bound(self, values) < 0)
+        goto error;
+    if (self->plan->backend->entry_new(self->plan, self->ctx, &self->entry, &self->address,
+                                       &err) != NT_OK)
+        goto error_nt;
+    if (link_deps(self) < 0)
+        goto error;
+    if (nt_registry_add(self) < 0) {
+        PyErr_NoMemory();
+        goto error;
+    }
+    PyObject_GC_Track(self);
+    return (PyObject *)self;
+
+error_nt:
+    nt_raise(&err);
+error:
+    Py_DECREF(self);
+    return NULL;
+}
+
+/* What a rebind prepares besides the new value itself: the derived values
+   that follow the array (size(arr) bound beside arr), and the context. */
+typedef struct {
+    int n;                     /* followers */
+    int *idx;                  /* parameter of each follower */
+    PyObject **marker;         /* its new Derived marker (owned) */
+    uint64_t *cell;            /* its new cell */
+    uint64_t *key;
+    nt_ctx *fresh;
+} rebind_prep;
+
+static void prep_discard(rebind_prep *p)
+{
+    for (int k = 0; k < p->n; k++)
+        Py_CLEAR(p->marker[k]);
+    p->n = 0;
+}
+
+static void prep_free(rebind_prep *p)
+{
+    prep_discard(p);
+    PyMem_Free(p->idx);
+    free(p->fresh);
+}
+
+/* Whether bound value p is a buffer that derived values may follow. */
+static int holds_buffer(const ThunkObject *self, int p)
+{
+    PyObject *v = self->b[p].value;
+    return v != NULL && !nt_is_derived(v) && self->b[p].key != 0;
+}
+
+static PyObject *array_of(PyObject *v)
+{
+    return nt_is_strided(v) ? ((nt_StridedObject *)v)->obj : v;
+}
+
+/*
+ * Which bound buffer the derived value at j (size(arr), shape, stride) was
+ * bound beside, the one it follows when rebound; -1 for none. Candidates
+ * are the buffers holding the marker's array object itself; if none does,
+ * those reading the same memory with the same layout (the array bound in
+ * another form: memoryview(arr), a ctypes array on it). Of several (the
+ * same array bound to several parameters), the k-th derived value of a kind
+ * (size, or shape/stride of one axis) pairs with the k-th candidate when
+ * there are as many of each (x, n, y, m and n, m, x, y alike); otherwise
+ * the nearest candidate before j, else the nearest after it.
+ */
+static int followed(const ThunkObject *self, int j)
+{
+    const nt_DerivedObject *d = (const nt_DerivedObject *)self->b[j].value;
+    uint64_t key = self->b[j].key;
+    int n = (int)Py_SIZE(self), by_layout = 1, count = 0;
+    for (int p = 0; p < n; p++)
+        if (holds_buffer(self, p) && array_of(self->b[p].value) == d->obj)
+            by_layout = 0;
+    for (int p = 0; p < n; p++)
+        count += holds_buffer(self, p) && (by_layout ? self->b[p].key == key
+                                           : array_of(self->b[p].value) == d->obj);
+#define CANDIDATE(p) (holds_buffer(self, p) && (by_layout ? self->b[p].key == key \
+                      : array_of(self->b[p].value) == d->obj))
+    if (count == 0)
+        return -1;
+    int rank = 0, peers = 0;
+    for (int q = 0; q < n && count > 1; q++) {
+        PyObject *v = self->b[q].value;
+        if (v == NULL || !nt_is_derived(v))
+            continue;
+        const nt_DerivedObject *e = (const nt_DerivedObject *)v;
+        if (e->kind != d->kind || (d->kind != NT_DERIVED_SIZE && e->axis != d->axis)
+            || (by_layout ? self->b[q].key != key : e->obj != d->obj))
+            continue;
+        rank += q < j;
+        peers++;
+    }
+    if (count == 1 || peers == count) {
+        int k = count == 1 ? 0 : rank;
+        for (int p = 0; p < n; p++)
+            if (CANDIDATE(p) && k-- == 0)
+                return p;
+    }
+    for (int p = j - 1; p >= 0; p--)
+        if (CANDIDATE(p))
+            return p;
+    for (int p = j + 1; p < n; p++)
+        if (CANDIDATE(p))
+            return p;
+#undef CANDIDATE
+    return -1;
+}
+
+/* Derived values bound beside the array parameter i holds now follow the
+   new value. Runs no Python code of its own, but allocating a marker may
+   start a collection (finalizers): the caller checks the thunk again after. */
+static int prepare_followers(ThunkObject *self, int i, PyObject *value, uint64_t newkey,
+                             rebind_prep *p)
+{
+    const nt_sig *sig = self->sig->sig;
+    PyObject *source = array_of(value);
+    for (int j = 0; j < sig->nargs && holds_buffer(self, i); j++) {
+        PyObject *v = self->b[j].value;
+        if (j == i || v == NULL || !nt_is_derived(v) || self->b[j].key != self->b[i].key
+            || followed(self, j) != i)
+            continue;
+        nt_DerivedObject *d = (nt_DerivedObject *)v;
+        if (newkey == 0) {
+            char what[256];
+            nt_param_label(sig, j, what, sizeof(what));
+            PyErr_Format(PyExc_TypeError,
+                         "rebind: %s holds %s() of the array parameter %d held, and a "
+                         "%.100s has no shape to follow; rebind that parameter too, "
+                         "or bind a buffer", what,
+                         d->kind == NT_DERIVED_SIZE ? "size"
+                         : d->kind == NT_DERIVED_SHAPE ? "shape" : "stride",
+                         i + 1, Py_TYPE(value)->tp_name);
+            return -1;
+        }
+        int k = p->n;
+        p->marker[k] = nt_derived_new(d->kind, source, d->axis, d->elements);
+        if (p->marker[k] == NULL)
+            return -1;
+        p->n++;
+        p->idx[k] = j;
+        if (nt_convert_derived_from(sig, j, (nt_DerivedObject *)p->marker[k], source,
+                                    &p->cell[k], &p->key[k]) < 0)
+            return -1;
+    }
+    /* Room for what commit() retires, so that it cannot fail. */
+    extra *x = nt_thunk_extra(self);
+    if (x == NULL)
+        return -1;
+    Py_ssize_t need = x->nretired + 2 + p->n;    /* + a dependency it replaces */
+    if (need > x->capretired) {
+        Py_ssize_t cap = need * 2;
+        PyObject **r = PyMem_Realloc(x->retired, (size_t)cap * sizeof(PyObject *));
+        if (r == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        x->retired = r;
+        x->capretired = cap;
+    }
+    return 0;
+}
+
+static void retire(ThunkObject *self, int j, PyObject *value, uint64_t key)
+{
+    binding *b = &self->b[j];
+    extra *x = self->x;
+    x->retired[x->nretired++] = b->value;     /* the reference moves */
+    nt_held *h = b->held;
+    while (h != NULL) {
+        nt_held *next = h->next;
+        h->next = x->retired_held;
+        x->retired_held = h;
+        h = next;
+    }
+    b->value = value;                         /* the reference moves in */
+    b->held = NULL;
+    b->key = key;
+}
+
+/* Publishes: the current context with the new cells, one release-store.
+   No Python code runs here. */
+static void commit(ThunkObject *self, int i, PyObject *value, const void *cell,
+                   nt_held *held, uint64_t key, rebind_prep *p)
+{
+    const nt_plan *plan = self->plan;
+    nt_ctx *fresh = p->fresh;
+    p->fresh = NULL;
+    memcpy(fresh->values, self->ctx->values, plan->values_size);
+    memcpy(fresh->values + plan->slots[i].offset, cell,
+           nt_cell_size(&self->sig->sig->args[i]));
+    for (int k = 0; k < p->n; k++)
+        memcpy(fresh->values + plan->slots[p->idx[k]].offset, &p->cell[k], 8);
+    fresh->older = self->ctx;
+    nt_entry_swap(&self->entry, fresh);
+    /* Release: compiled code that reads the thunk's own cell (Numba's
+       inlined calls, thunk_inline_layout) sees the filled context. */
+    __atomic_store_n(&self->ctx, fresh, __ATOMIC_RELEASE);
+    self->gen++;
+    retire(self, i, Py_NewRef(value), key);
+    self->b[i].held = held;
+    for (int k = 0; k < p->n; k++) {
+        retire(self, p->idx[k], p->marker[k], p->key[k]);
+        p->marker[k] = NULL;
+    }
+    p->n = 0;
+}
+
+/* A function-pointer parameter rebound: the thunk the new value is, if
+   any, checked as bind() checks it (live, not this thunk nor one that uses
+   it), the chain depth with it in place, and room for the change, so that
+   commit_dep cannot fail. Runs no Python code. */
+static int prepare_dep(ThunkObject *self, int i, const void *cell, ThunkObject **out)
+{
+    void *p;
+    memcpy(&p, cell, sizeof(p));
+    char what[300];
+    nt_param_label(self->sig->sig, i, what, sizeof(what));
+    ThunkObject *d = nt_thunk_at(p);
+    if (check_dep(self, p, d, what, "rebind to") < 0)
+        return -1;
+    int chain = 0, limit = self->entry.engine->chain_limit;
+    for (int k = 0; self->x != NULL && k < self->x->ndeps; k++) {
+        ThunkObject *o = self->x->deps[k].thunk;
+        if (self->x->deps[k].param == i)
+            continue;
+        if (o->chain + 1 > chain)
+            chain = o->chain + 1;
+        if (o->chain_limit < limit)
+            limit = o->chain_limit;
+    }
+    if (d != NULL) {
+        if (d->chain + 1 > chain)
+            chain = d->chain + 1;
+        if (d->chain_limit < limit)
+            limit = d->chain_limit;
+        if (within_limit(self, chain, limit, ++walks) < 0 || reserve_deps(self, 1) < 0
+            || reserve_user(d) < 0)
+            return -1;
+    }
+    *out = d;
+    return 0;
+}
+
+/* After commit(): parameter i's dependency is d now. The one it replaces
+   stays held with the retired values (an old context may still call it)
+   until reclaim(). */
+static void commit_dep(ThunkObject *self, int i, ThunkObject *d)
+{
+    extra *x = self->x;
+    int at = -1;
+    for (int k = 0; k < x->ndeps; k++)
+        if (x->deps[k].param == i)
+            at = k;
+    if (at >= 0) {
+        unlink_user(self, at);
+        x->retired[x->nretired++] = (PyObject *)x->deps[at].thunk;  /* the reference moves */
+        if (d != NULL) {
+            x->deps[at].thunk = (ThunkObject *)Py_NewRef(d);
+        } else {
+            /* the last edge moves into the hole: its user entry follows */
+            x->deps[at] = x->deps[--x->ndeps];
+            dep *moved = &x->deps[at];
+            if (at != x->ndeps && moved->at >= 0)
+                moved->thunk->x->users[moved->at].dep = at;
+        }
+    } else if (d != NULL) {
+        push_dep(self, d, i);
+        at = x->ndeps - 1;
+    }
+    if (d != NULL)
+        link_user(self, at);
+    self->gil_values = gil_of_values(self);
+    refresh(self);
+}
+
+#define REBIND_RETRIES 100
+
+/* rebind() of bound parameter i (checked: 0 <= i < nargs) to value, a
+   value the converter knows (resolved already): resolve (convert it, which
+   may run Python code), then commit (runs none). 0, or -1 with an
+   exception set. */
+int nt_thunk_rebind(ThunkObject *self, int i, PyObject *value)
+{
+    const nt_sig *sig = self->sig->sig;
+    if (self->plan->slots[i].src != NT_SRC_BOUND) {
+        PyErr_Format(PyExc_ValueError,
+                     "parameter %d is forwarded (numthunk.ARG), not bound; it cannot be rebound",
+                     i);
+        return -1;
+    }
+    if (value == NT_ARG) {
+        PyErr_SetString(PyExc_ValueError,
+                        "rebind cannot turn a bound parameter into a forwarded one");
+        return -1;
+    }
+    /* Resolve: the new value into a cell of its own (Python code may run). */
+    nt_memviewslice cell;
+    nt_held *held = NULL;
+    uint64_t newkey = 0;
+    if (nt_convert(sig, i, value, &cell, &held, nt_thunk_mvspec(self, i), &newkey) < 0)
+        return -1;
+    rebind_prep p = { 0, NULL, NULL, NULL, NULL, NULL };
+    size_t n = (size_t)(sig->nargs > 0 ? sig->nargs : 1);
+    p.idx = PyMem_Malloc((n + 1) * (sizeof(int) + sizeof(PyObject *) + 2 * sizeof(uint64_t)));
+    if (p.idx == NULL) {
+        PyErr_NoMemory();
+        goto error;
+    }
+    p.marker = (PyObject **)(p.idx + n + (n & 1));
+    p.cell = (uint64_t *)(p.marker + n);
+    p.key = p.cell + n;
+    nt_error err = { NT_OK, -1, "" };
+    p.fresh = nt_ctx_new(self->plan, self->target, &err);
+    if (p.fresh == NULL) {
+        nt_raise(&err);
+        goto error;
+    }
+    /* Prepare against the current bindings; a rebind that completes in
+       the meantime (from a finalizer, or another thread) means again. */
+    for (int attempt = 0;; attempt++) {
+        if (self->released) {
+            PyErr_SetString(PyExc_ValueError,
+                            "the thunk was released while rebind() converted the new value" SEE_LIFETIME);
+            goto error;
+        }
+        uint32_t gen = self->gen;
+        if (prepare_followers(self, i, value, newkey, &p) < 0)
+            goto error;
+        if (self->gen == gen && !self->released)
+            break;
+        prep_discard(&p);
+        if (attempt == REBIND_RETRIES) {
+            PyErr_SetString(PyExc_RuntimeError,
+                            "rebind() was overtaken by other rebinds of this thunk "
+                            "100 times in a row");
+            goto error;
+        }
+    }
+    /* From here no Python code runs until the change is published. */
+    int function = sig->args[i].kind == NT_FNPTR;
+    ThunkObject *d = NULL;
+    if (function && prepare_dep(self, i, &cell, &d) < 0)
+        goto error;
+    commit(self, i, value, &cell, held, newkey, &p);
+    if (function)
+        commit_dep(self, i, d);
+    prep_free(&p);
+    return 0;
+error:
+    prep_free(&p);
+    nt_held_release(held);
+    return -1;
+}

@@ -1,0 +1,119 @@
+/*
+ * Internal header of the Thunk type: the object and the structs its life
+ * runs over, shared by thunk.c (the Python type) and commit.c (creation,
+ * rebind, the dependency graph, teardown). docs/architecture.md describes
+ * the states these fields carry and who may change them.
+ */
+#ifndef NUMTHUNK_THUNK_H
+#define NUMTHUNK_THUNK_H
+
+#include "pyapi.h"
+
+#include <ffi.h>
+
+/* One bound parameter. */
+typedef struct {
+    PyObject *value;     /* what is bound (NULL where forwarded) */
+    nt_held *held;       /* the buffer held for it, if any */
+    uint64_t key;        /* layout key of the buffer it reads, 0 if none */
+} binding;
+
+typedef struct thunk_object ThunkObject;
+
+/* A thunk this one depends on, and why. */
+#define DEP_TARGET   (-1)      /* its target */
+#define DEP_DECLARED (-2)      /* its target's Function.depends */
+typedef struct {
+    ThunkObject *thunk;        /* a strong reference */
+    int param;                 /* DEP_*, or the bound function-pointer parameter */
+    int at;                    /* this thunk's index in thunk's users, -1 if none */
+} dep;
+
+/* A thunk that depends on this one. */
+typedef struct {
+    ThunkObject *thunk;        /* weak: it leaves before it goes */
+    int dep;                   /* the index of this edge in thunk's deps */
+} user;
+
+/* What most thunks never need, allocated on first use. */
+typedef struct {
+    PyObject *csig;            /* the thunk's own Signature */
+    PyObject *numba_type;      /* Numba's type of this function value */
+    ffi_type **call_types;     /* non-NULL once call_cif is prepared */
+    ffi_cif call_cif;          /* for __call__ */
+    int fwd_functions;         /* a forwarded parameter is a function pointer */
+    nt_mvspec *mvspecs;        /* nargs, for __Pyx_memviewslice parameters */
+    PyObject **retired;        /* values replaced by rebind(), until reclaim() */
+    Py_ssize_t nretired, capretired;
+    nt_held *retired_held;     /* their buffers */
+    dep *deps;                 /* the thunks this one depends on now */
+    int ndeps, capdeps;
+    user *users;               /* the thunks that depend on this one now */
+    int nusers, capusers;
+    uint64_t mark;             /* graph walks: visited in walk number `mark`, */
+    int mark_chain, mark_limit; /*  at this depth, under this chain limit */
+} extra;
+
+struct thunk_object {
+    PyObject_VAR_HEAD          /* ob_size: the target's parameter count */
+    nt_SignatureObject *sig;   /* the target's signature */
+    PyObject *owner;           /* keeps the target's code alive */
+    nt_plan *plan;             /* lives until dealloc (rebind reads it) */
+    nt_entry_ref entry;        /* the entry and the engine that made it */
+    void *address;
+    void *target;
+    nt_ctx *ctx;               /* the published context */
+    extra *x;
+    PyObject *weakreflist;
+    int32_t inflight;          /* calls from Python in progress */
+    uint32_t gen;              /* bumped by every published rebind */
+    uint16_t chain;            /* longest path of thunks below this one */
+    uint16_t chain_limit;      /* the least chain_limit of the engines on it */
+    uint16_t fork_gen;         /* the fork generation inflight counts in */
+    uint16_t nogil : 1,        /* calls from Python may release the GIL: */
+             own_nogil : 1,    /*   the target says so, */
+             gil_values : 1,   /*   no bound function needs it, none below */
+             released : 1, torn : 1, reclaim_pending : 1, plan_owned : 1,
+             broken : 1,       /* a thunk below was released */
+             fn_bound : 1;     /* a function-pointer parameter is bound */
+    binding b[];
+};
+
+/* Where refusals about released thunks send the reader. */
+#define SEE_LIFETIME " (see docs/lifetime.md)"
+
+/* Released, or a thunk below it is: a call from Python raises. */
+#define NT_UNUSABLE(t) ((t)->released || (t)->broken)
+
+/* The thunk whose entry is at address (live, or released but not yet
+   freed), NULL if none. */
+static inline ThunkObject *nt_thunk_at(const void *address)
+{
+    return (ThunkObject *)nt_registry_find(address);
+}
+
+/* ---- commit.c ---- */
+
+/* The thunk's extra block, allocated on first use (NULL: MemoryError). */
+extra *nt_thunk_extra(ThunkObject *self);
+/* The memoryview declaration of parameter i, NULL if none. */
+const nt_mvspec *nt_thunk_mvspec(ThunkObject *self, int i);
+/* ValueError "the thunk has been released" if it is: -1, else 0. */
+int nt_thunk_released_error(ThunkObject *self);
+/* ValueError: what (a parameter, the target...) is the thunk d, which is
+   released or uses a released one; verb: what the caller may do instead. */
+int nt_thunk_refuse_released(const char *what, ThunkObject *d, const char *verb);
+/* The ValueError of a call from Python of a thunk that is released, or
+   that uses one; -1. */
+int nt_thunk_unusable_error(ThunkObject *self);
+/* Frees the contexts and buffers rebind() retired. */
+void nt_thunk_reclaim_now(ThunkObject *self);
+/* Marks the thunk released (and every thunk that uses it broken). */
+void nt_thunk_mark_released(ThunkObject *self);
+/* The address traps from now on; contexts, buffers, bound values and
+   dependencies go. Only with no call from Python in flight. Idempotent. */
+void nt_thunk_teardown(ThunkObject *self);
+/* rebind() of bound parameter i to value: 0, or -1 with an exception. */
+int nt_thunk_rebind(ThunkObject *self, int i, PyObject *value);
+
+#endif /* NUMTHUNK_THUNK_H */
