@@ -935,3 +935,17 @@ def _numba_type_of(obj):
 
 
 _numba.set_classes(Thunk, Function)
+
+
+def _resolve_rebind(thunk, i, value):
+    # called by the core's rebind (Thunk.rebind, the C API's numthunk_rebind)
+    # for a value of parameter i it does not convert itself
+    return _resolve(thunk.target_signature, (value,), (0,), index=i,
+                    structs=_structs_of(thunk.target))[0]
+
+
+# What the core calls, handed over once: C never looks the package's classes
+# or hooks up by name (docs/architecture.md, "The C/Python boundary").
+_core._register(thunk_class=Thunk, resolve_values=Thunk._resolve_values,
+                resolve_call=Thunk._resolve_call, resolve_rebind=_resolve_rebind,
+                numba_type=Thunk._make_numba_type)

@@ -6,8 +6,8 @@
  *
  * create() follows "resolve, then commit" as numthunk.bind does: a NULL
  * value becomes the forwarded marker, foreign objects (ctypes and cffi
- * pointers, arr.ctypes, ref() cells) are resolved by the package
- * (nt_thunk_resolve), and the values go to nt_thunk_create, the commit
+ * pointers, arr.ctypes, ref() cells) are resolved by the package's
+ * registered callables (nt_thunk_resolve; rebind: nt_thunk_rebind_key), and the values go to nt_thunk_create, the commit
  * Thunk() itself ends in, so
  * every check and every lifetime rule is the one Python users get. Arrays,
  * numbers, None, address() and DLPack exporters need no Python code. The table is append-only: version and
@@ -19,29 +19,13 @@
 #include <string.h>
 
 /* The thunk class handed out: the package's numthunk.Thunk (ctypes,
-   lowlevelcallable(), Numba's protocol) once it is importable, else the
-   core type. Looked up once; the package is imported before any
-   extension can reach this table (PyCapsule_Import imports it). */
-static PyObject *thunk_class;
-
-static PyObject *get_thunk_class(void)
+   lowlevelcallable(), Numba's protocol), registered when the package was
+   imported (PyCapsule_Import imports it before any extension can reach
+   this table), else the core type. */
+static PyTypeObject *thunk_class(void)
 {
-    if (thunk_class != NULL)
-        return thunk_class;
-    PyObject *cls = NULL;
-    PyObject *pkg = PyImport_ImportModule("numthunk");
-    if (pkg != NULL) {
-        cls = PyObject_GetAttrString(pkg, "Thunk");
-        Py_DECREF(pkg);
-    }
-    if (cls == NULL || !PyType_Check(cls)
-        || !PyType_IsSubtype((PyTypeObject *)cls, &nt_ThunkType)) {
-        PyErr_Clear();
-        Py_XDECREF(cls);
-        cls = Py_NewRef((PyObject *)&nt_ThunkType);
-    }
-    thunk_class = cls;
-    return cls;
+    nt_state *st = nt_get_state();
+    return st != NULL && st->thunk_class != NULL ? st->thunk_class : &nt_ThunkType;
 }
 
 static PyObject *capi_signature(const char *text)
@@ -101,7 +85,7 @@ static PyObject *capi_create(PyObject *signature, void *target, PyObject *const 
         nt_raise(&err);
         return NULL;
     }
-    PyObject *cls = get_thunk_class();
+    PyTypeObject *cls = thunk_class();
     PyObject *result = NULL, *resolved = NULL;
     PyObject *tuple = PyTuple_New(nvalues);
     if (tuple == NULL)
@@ -110,11 +94,11 @@ static PyObject *capi_create(PyObject *signature, void *target, PyObject *const 
         PyTuple_SET_ITEM(tuple, i, Py_NewRef(values[i] != NULL ? values[i] : NT_ARG));
     const nt_sig *sig = ((nt_SignatureObject *)signature)->sig;
     if (nvalues == sig->nargs
-        && (resolved = nt_thunk_resolve((PyTypeObject *)cls, (nt_SignatureObject *)signature,
+        && (resolved = nt_thunk_resolve(cls, (nt_SignatureObject *)signature,
                                         tuple, owner)) == NULL)
         goto done;
     /* The commit Thunk() and numthunk.bind end in; it checks the count. */
-    result = nt_thunk_create((PyTypeObject *)cls, (nt_SignatureObject *)signature, target,
+    result = nt_thunk_create(cls, (nt_SignatureObject *)signature, target,
                              resolved != NULL ? resolved : tuple, owner,
                              !(flags & NUMTHUNK_NEEDS_GIL), NULL, wanted, NULL);
 done:
@@ -146,8 +130,8 @@ static int capi_release(PyObject *thunk)
     return nt_thunk_release(thunk);
 }
 
-/* Through the method: numthunk.Thunk.rebind resolves foreign values first,
-   as it does for Python callers. */
+/* The C rebind Thunk.rebind ends in: foreign values resolved by the
+   package's registered callable, the same refusals. */
 static int capi_rebind(PyObject *thunk, Py_ssize_t index, PyObject *value)
 {
     if (check_thunk(thunk, "numthunk_rebind") < 0)
@@ -156,9 +140,12 @@ static int capi_rebind(PyObject *thunk, Py_ssize_t index, PyObject *value)
         PyErr_SetString(PyExc_ValueError, "numthunk_rebind: value is NULL");
         return -1;
     }
-    PyObject *r = PyObject_CallMethod(thunk, "rebind", "nO", index, value);
-    Py_XDECREF(r);
-    return r != NULL ? 0 : -1;
+    PyObject *key = PyLong_FromSsize_t(index);
+    if (key == NULL)
+        return -1;
+    int r = nt_thunk_rebind_key(thunk, key, value);
+    Py_DECREF(key);
+    return r;
 }
 
 static int capi_check(PyObject *obj)

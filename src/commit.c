@@ -722,7 +722,8 @@ static int convert_bound(ThunkObject *self, PyObject *values)
 }
 
 /* Values the converter does not know go to the Python package's
-   _resolve_values first, before anything is made. NULL: error; else a new
+   registered resolve_values first, before anything is made (for the
+   package's thunk class and its subclasses). NULL: error; else a new
    reference to the values to bind. */
 PyObject *nt_thunk_resolve(PyTypeObject *type, nt_SignatureObject *sigobj, PyObject *values,
                            PyObject *owner)
@@ -735,17 +736,16 @@ PyObject *nt_thunk_resolve(PyTypeObject *type, nt_SignatureObject *sigobj, PyObj
         if (need < 0)
             return NULL;
         if (need) {
-            PyObject *r = PyObject_CallMethod((PyObject *)type, "_resolve_values", "OOO",
-                                              sigobj, values, owner != NULL ? owner : Py_None);
-            if (r == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
-                /* the bare core type: the converter refuses them by name */
-                PyErr_Clear();
-                return Py_NewRef(values);
-            }
+            nt_state *st = nt_get_state();
+            if (!nt_state_hooks_for(st, type))
+                return Py_NewRef(values);   /* the converter refuses them by name */
+            PyObject *r = PyObject_CallFunctionObjArgs(st->resolve_values, (PyObject *)sigobj,
+                                                       values, owner != NULL ? owner : Py_None,
+                                                       NULL);
             if (r != NULL && (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != n)) {
                 Py_DECREF(r);
                 PyErr_SetString(PyExc_TypeError,
-                                "_resolve_values must return a tuple of the same length");
+                                "the package's resolve_values must return a tuple of the same length");
                 return NULL;
             }
             return r;

@@ -1,7 +1,7 @@
 /*
- * numthunk._core: module state and the small functions the Python package
- * needs from C (the kind table as _core.kinds, checked scalar conversion
- * for ref(), backend_info()).
+ * numthunk._core: module state (the callables the package registers) and
+ * the small functions the Python package needs from C (the kind table as
+ * _core.kinds, checked scalar conversion for ref(), backend_info()).
  */
 #include "pyapi.h"
 #include "native.h"
@@ -251,6 +251,87 @@ static PyObject *mod_capsule_pointer(PyObject *module, PyObject *capsule)
     return Py_BuildValue("(NN)", PyLong_FromVoidPtr(p), text);
 }
 
+/* ---- module state: the package's callables (docs/architecture.md,
+   "The C/Python boundary") ---- */
+
+static nt_state *the_state;       /* the one module's: one core per process */
+
+nt_state *nt_get_state(void)
+{
+    return the_state;
+}
+
+int nt_state_hooks_for(const nt_state *st, PyTypeObject *tp)
+{
+    return st != NULL && st->thunk_class != NULL && PyType_IsSubtype(tp, st->thunk_class);
+}
+
+/* _register(*, thunk_class, resolve_values, resolve_call, resolve_rebind,
+   numba_type): what numthunk/_api.py hands the core once it is imported.
+   Registering again (a reload of the package) replaces them. */
+static PyObject *mod_register(PyObject *module, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = { "thunk_class", "resolve_values", "resolve_call",
+                              "resolve_rebind", "numba_type", NULL };
+    PyObject *items[5] = { NULL, NULL, NULL, NULL, NULL };
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$OOOOO:_register", kwlist, &items[0],
+                                     &items[1], &items[2], &items[3], &items[4]))
+        return NULL;
+    for (int k = 0; k < 5; k++) {
+        if (items[k] == NULL) {
+            PyErr_Format(PyExc_TypeError, "_register() needs %s=", kwlist[k]);
+            return NULL;
+        }
+        if (k > 0 && !PyCallable_Check(items[k])) {
+            PyErr_Format(PyExc_TypeError, "_register(): %s= must be callable, not %.100s",
+                         kwlist[k], Py_TYPE(items[k])->tp_name);
+            return NULL;
+        }
+    }
+    if (!PyType_Check(items[0])
+        || !PyType_IsSubtype((PyTypeObject *)items[0], &nt_ThunkType)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_register(): thunk_class= must be a subclass of numthunk._core.Thunk");
+        return NULL;
+    }
+    nt_state *st = PyModule_GetState(module);
+    Py_XSETREF(st->thunk_class, (PyTypeObject *)Py_NewRef(items[0]));
+    Py_XSETREF(st->resolve_values, Py_NewRef(items[1]));
+    Py_XSETREF(st->resolve_call, Py_NewRef(items[2]));
+    Py_XSETREF(st->resolve_rebind, Py_NewRef(items[3]));
+    Py_XSETREF(st->numba_type, Py_NewRef(items[4]));
+    Py_RETURN_NONE;
+}
+
+static int module_traverse(PyObject *module, visitproc visit, void *arg)
+{
+    nt_state *st = PyModule_GetState(module);
+    Py_VISIT(st->thunk_class);
+    Py_VISIT(st->resolve_values);
+    Py_VISIT(st->resolve_call);
+    Py_VISIT(st->resolve_rebind);
+    Py_VISIT(st->numba_type);
+    return 0;
+}
+
+static int module_clear(PyObject *module)
+{
+    nt_state *st = PyModule_GetState(module);
+    Py_CLEAR(st->thunk_class);
+    Py_CLEAR(st->resolve_values);
+    Py_CLEAR(st->resolve_call);
+    Py_CLEAR(st->resolve_rebind);
+    Py_CLEAR(st->numba_type);
+    return 0;
+}
+
+static void module_free(void *module)
+{
+    module_clear(module);
+    if (the_state == PyModule_GetState(module))
+        the_state = NULL;
+}
+
 PyObject *nt_kernel_addresses(PyObject *module, PyObject *unused);
 
 static PyMethodDef module_methods[] = {
@@ -259,6 +340,8 @@ static PyMethodDef module_methods[] = {
     { "_capsule", mod_capsule, METH_VARARGS, "a signature-named capsule keeping owner alive" },
     { "_capsule_pointer", mod_capsule_pointer, METH_O, "the pointer and name of a capsule" },
     { "_scalar", mod_scalar, METH_VARARGS, "check a scalar against a C type" },
+    { "_register", (PyCFunction)(void (*)(void))mod_register, METH_VARARGS | METH_KEYWORDS,
+      "the package's thunk class and hooks, handed to the core once" },
     { "backend_info", mod_backend_info, METH_NOARGS,
       "backend_info() -> dict: the engine and executable-memory policy new thunks get,\n"
       "the fallbacks taken and the configuration (see docs/engines.md).\n\n"
@@ -274,7 +357,7 @@ static PyMethodDef module_methods[] = {
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT, "numthunk._core",
     "C core of numthunk: signatures, descriptors, plans and trampolines.",
-    -1, module_methods, NULL, NULL, NULL, NULL
+    sizeof(nt_state), module_methods, NULL, module_traverse, module_clear, module_free
 };
 
 static int check_config(void)
@@ -298,6 +381,7 @@ PyMODINIT_FUNC PyInit__core(void)
     PyObject *m = PyModule_Create(&module_def);
     if (m == NULL)
         return NULL;
+    the_state = PyModule_GetState(m);
     if (PyModule_AddObjectRef(m, "Signature", (PyObject *)&nt_SignatureType) < 0
         || PyModule_AddObjectRef(m, "Thunk", (PyObject *)&nt_ThunkType) < 0
         || PyModule_AddIntConstant(m, "MEMVIEW_SIZE", (long)sizeof(nt_memviewslice)) < 0

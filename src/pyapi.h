@@ -14,6 +14,32 @@
 
 #include "numthunk.h"
 
+/* ---- module state (module.c; docs/architecture.md, "The C/Python
+   boundary") ---- */
+
+/*
+ * What the module owns: the callables the Python package registers once
+ * (numthunk._core._register, at the end of numthunk/_api.py's import), so
+ * that C never looks the package's classes up by name. thunk_class is the
+ * package's Thunk: the hooks apply to it and its subclasses, and the C API
+ * makes its thunks of it. All NULL until registered; the core type alone
+ * resolves nothing (the converter refuses foreign values by name).
+ */
+typedef struct {
+    PyTypeObject *thunk_class;   /* numthunk.Thunk */
+    PyObject *resolve_values;    /* (sig, values, owner) -> values: before creation */
+    PyObject *resolve_call;      /* (thunk, args) -> args: before a call */
+    PyObject *resolve_rebind;    /* (thunk, index, value) -> value: before a rebind */
+    PyObject *numba_type;        /* (thunk) -> Numba's type of it */
+} nt_state;
+
+/* The module state: the one accessor every file uses. One core per
+   process, so it is the state of the one module object. */
+nt_state *nt_get_state(void);
+/* Whether the registered hooks apply to objects of type tp: tp is the
+   registered thunk class or a subclass of it. */
+int nt_state_hooks_for(const nt_state *st, PyTypeObject *tp);
+
 /* ---- binding markers (markers.c): C types, read as structs ---- */
 
 extern PyTypeObject nt_ArgType, nt_DerivedType, nt_StridedType, nt_AddressType;
@@ -184,13 +210,19 @@ PyObject *nt_thunk_create(PyTypeObject *type, nt_SignatureObject *sig, void *tar
                           const nt_backend *wanted, PyObject *via);
 /* The resolve phase before nt_thunk_create: values the converter does not
    know (ctypes/cffi objects, arr.ctypes, ref() cells, functions for
-   function pointers, buffers for struct pointers) go to
-   type._resolve_values(sig, values, owner), Python code of the package
+   function pointers, buffers for struct pointers) go to the registered
+   resolve_values(sig, values, owner) when type is the package's thunk
+   class or a subclass (nt_state), Python code of the package
    (owner, the target's owner or NULL, carries the target's declarations:
    the layouts of the structs it takes); a new reference to the values to
    bind, NULL on error. */
 PyObject *nt_thunk_resolve(PyTypeObject *type, nt_SignatureObject *sig, PyObject *values,
                            PyObject *owner);
+/* rebind(key, value) of a thunk (an nt_ThunkType instance), the one the
+   method and the C API share: key an index or a name; a foreign value is
+   resolved by the registered resolve_rebind first. 0, or -1 with an
+   exception set. */
+int nt_thunk_rebind_key(PyObject *thunk, PyObject *key, PyObject *value);
 /* The address of a thunk (NULL with ValueError once released) and its
    release(); thunk must be an nt_ThunkType instance. */
 void *nt_thunk_address(PyObject *thunk);

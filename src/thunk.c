@@ -294,14 +294,20 @@ static PyObject *thunk_csig(ThunkObject *self, void *closure)
 
 /* Numba reads _numba_type_ twice for every call that passes the thunk to
    compiled code: a C getter with the type cached on the thunk keeps that
-   off the Python level. The Python subclass makes the type the first time
-   (_make_numba_type imports Numba). */
+   off the Python level. The package's registered numba_type makes the
+   type the first time (it imports Numba); the core type alone has none. */
 static PyObject *thunk_numba_type(ThunkObject *self, void *closure)
 {
     (void)closure;
     if (self->x != NULL && self->x->numba_type != NULL)
         return Py_NewRef(self->x->numba_type);
-    PyObject *t = PyObject_CallMethod((PyObject *)self, "_make_numba_type", NULL);
+    nt_state *st = nt_get_state();
+    if (!nt_state_hooks_for(st, Py_TYPE(self))) {
+        PyErr_Format(PyExc_AttributeError, "a %.100s has no Numba type (numthunk.Thunk has)",
+                     Py_TYPE(self)->tp_name);
+        return NULL;
+    }
+    PyObject *t = PyObject_CallOneArg(st->numba_type, (PyObject *)self);
     if (t == NULL)
         return NULL;
     extra *x = nt_thunk_extra(self);
@@ -418,7 +424,7 @@ static int prepare_call_cif(ThunkObject *self)
 }
 
 /* Forwarded values the converter does not know go to the Python package's
-   _resolve_call first: before any state is read, so whatever that does
+   registered resolve_call first: before any state is read, so whatever that does
    (even release this thunk) is seen by the check that follows. */
 static PyObject *resolve_call_args(ThunkObject *self, PyObject *args)
 {
@@ -430,14 +436,15 @@ static PyObject *resolve_call_args(ThunkObject *self, PyObject *args)
         if (need < 0)
             return NULL;
         if (need) {
-            PyObject *r = PyObject_CallMethod((PyObject *)self, "_resolve_call", "(O)", args);
-            if (r == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
-                PyErr_Clear();
-                return Py_NewRef(args);
-            }
+            nt_state *st = nt_get_state();
+            if (!nt_state_hooks_for(st, Py_TYPE(self)))
+                return Py_NewRef(args);     /* the converter refuses them by name */
+            PyObject *r = PyObject_CallFunctionObjArgs(st->resolve_call, (PyObject *)self,
+                                                       args, NULL);
             if (r != NULL && !PyTuple_Check(r)) {
                 Py_DECREF(r);
-                PyErr_SetString(PyExc_TypeError, "_resolve_call must return a tuple");
+                PyErr_SetString(PyExc_TypeError,
+                                "the package's resolve_call must return a tuple");
                 return NULL;
             }
             return r;
@@ -605,15 +612,36 @@ static int param_index(ThunkObject *self, PyObject *key)
     return (int)i;
 }
 
+int nt_thunk_rebind_key(PyObject *thunk, PyObject *key, PyObject *value)
+{
+    ThunkObject *self = (ThunkObject *)thunk;
+    if (nt_thunk_released_error(self) < 0)
+        return -1;
+    int i = param_index(self, key);
+    if (i < 0)
+        return -1;
+    int need = value != NT_ARG ? nt_needs_resolve(&self->sig->sig->args[i], value) : 0;
+    if (need < 0)
+        return -1;
+    nt_state *st = nt_get_state();
+    if (!need || !nt_state_hooks_for(st, Py_TYPE(self)))
+        return nt_thunk_rebind(self, i, value);  /* the converter refuses foreign ones */
+    /* Resolve: a foreign value (a ctypes pointer, a Function) becomes one
+       the converter takes, by the package's code. */
+    PyObject *resolved = PyObject_CallFunction(st->resolve_rebind, "OiO", thunk, i, value);
+    if (resolved == NULL)
+        return -1;
+    int r = nt_thunk_rebind(self, i, resolved);
+    Py_DECREF(resolved);
+    return r;
+}
+
 static PyObject *thunk_rebind(ThunkObject *self, PyObject *args)
 {
     PyObject *key, *value;
     if (!PyArg_ParseTuple(args, "OO:rebind", &key, &value))
         return NULL;
-    if (nt_thunk_released_error(self) < 0)
-        return NULL;
-    int i = param_index(self, key);
-    if (i < 0 || nt_thunk_rebind(self, i, value) < 0)
+    if (nt_thunk_rebind_key((PyObject *)self, key, value) < 0)
         return NULL;
     Py_RETURN_NONE;
 }

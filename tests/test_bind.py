@@ -327,3 +327,83 @@ def test_numba_spelled_signature_works_with_scipy(cfn):
     t = nt.bind(f, nt.ARG, np.array([1.0, 0.0, 3.0]), 3)
     assert str(t.csig) == "double (double)"
     assert abs(integrate.quad(t.lowlevelcallable(), 0.0, 1.0)[0] - 2.0) < 1e-12
+
+
+# ---------------------------------------------------------------- the package's hooks
+# The core hands values it does not convert (ref() cells, ctypes and cffi
+# pointers, functions) to the callables numthunk registers once
+# (numthunk._core._register). Whatever such a hook raises reaches the
+# caller as it is: an AttributeError from deep inside one is not taken for
+# "no hook".
+
+SUM = "double (const double *x, int n)"
+
+
+def _lost_cell(ref):
+    raise ref.error
+
+
+class _LostRef(nt.Ref):
+    """A ref() cell whose storage is gone: the resolve step's read of it
+    raises from two calls down."""
+
+    __slots__ = ("error",)
+
+    @property
+    def cell(self):
+        return _lost_cell(self)
+
+
+def _lost(error):
+    r = _LostRef.__new__(_LostRef)
+    r.error = error
+    return r
+
+
+@pytest.mark.parametrize("error", [AttributeError("the cell was never loaded"),
+                                   LookupError("the cell was never loaded")])
+def test_an_exception_inside_the_resolve_step_reaches_the_caller(cfn, error):
+    fn = cfn("f_d_pi", SUM)
+    with pytest.raises(type(error), match="^the cell was never loaded$"):
+        nt.bind(fn, _lost(error), 1)
+    fwd = nt.bind(fn, nt.ARG, 1)
+    with pytest.raises(type(error), match="^the cell was never loaded$"):
+        fwd(_lost(error))
+    bound = nt.bind(fn, nt.ref(2.5, "double"), 1)
+    with pytest.raises(type(error), match="^the cell was never loaded$"):
+        bound.rebind(0, _lost(error))
+    assert bound() == 2.5                       # the refused rebind changed nothing
+    # the same hooks run for the package's subclasses
+    class Mine(nt.Thunk):
+        pass
+    with pytest.raises(type(error), match="^the cell was never loaded$"):
+        Mine(fn._signature, fn.address, (_lost(error), 1), fn)
+    assert Mine(fn._signature, fn.address, (nt.ref(4.0, "double"), 1), fn)() == 4.0
+
+
+def test_the_core_type_alone_resolves_nothing(cfn):
+    # numthunk._core.Thunk is not the package's class: foreign values reach
+    # the converter, which refuses them by name; it has no Numba type
+    fn = cfn("f_d_pi", SUM)
+    with pytest.raises(TypeError, match=r"^argument 1 \(x: const double \*\): .*Ref"):
+        nt._core.Thunk(fn._signature, fn.address, (nt.ref(1.0, "double"), 1), fn)
+    core = nt._core.Thunk(fn._signature, fn.address, (np.ones(2), 2), fn)
+    with pytest.raises(TypeError, match=r"^argument 1 \(x: const double \*\): .*Ref"):
+        core.rebind(0, nt.ref(1.0, "double"))
+    with pytest.raises(AttributeError, match="has no Numba type"):
+        core._numba_type_
+    assert not hasattr(core, "_numba_type_") and core() == 2.0
+
+
+def test_register_refuses_what_is_not_a_hook(cfn):
+    fn = cfn("f_d_pi", SUM)
+    hooks = dict(thunk_class=nt.Thunk, resolve_values=len, resolve_call=len,
+                 resolve_rebind=len, numba_type=len)
+    with pytest.raises(TypeError, match="thunk_class= must be a subclass of numthunk._core.Thunk"):
+        nt._core._register(**dict(hooks, thunk_class=int))
+    with pytest.raises(TypeError, match="resolve_call= must be callable, not int"):
+        nt._core._register(**dict(hooks, resolve_call=3))
+    with pytest.raises(TypeError, match="needs numba_type="):
+        nt._core._register(**{k: v for k, v in hooks.items() if k != "numba_type"})
+    # the refused calls left the package's hooks in place
+    assert nt.bind(fn, nt.ref(3.0, "double"), 1)() == 3.0

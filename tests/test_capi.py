@@ -229,6 +229,72 @@ def test_rebind_and_lifetime_through_c(ext):
     ext.release(t)
 
 
+def _sum_fn():
+    return nt.Function(nt._core._kernels()["sum"], "double (const double *x, int n)")
+
+
+def test_c_rebind_resolves_a_foreign_value(ext):
+    # numthunk_rebind is the C rebind: a ctypes pointer goes through the
+    # package's registered resolve step as it does for Thunk.rebind
+    a, b = np.arange(4.0), np.arange(4.0) * 3.0
+    t = nt.bind(_sum_fn(), a, 4)
+    address = t.address
+    p = b.ctypes.data_as(ctypes.POINTER(ctypes.c_double))
+    ext.rebind(t, 0, p)
+    assert t() == b.sum() and t.address == address
+    ext.rebind(t, 0, a)
+    assert t() == a.sum()
+    # a thunk of a user subclass that overrides rebind: the C rebind, not
+    # the override
+    class Mine(nt.Thunk):
+        def rebind(self, key, value):
+            raise AssertionError("the C API called the Python method")
+    fn = _sum_fn()
+    m = Mine(fn._signature, fn.address, (a, 4), fn)
+    ext.rebind(m, 0, p)
+    assert m() == b.sum()
+
+
+class _LostRef(nt.Ref):
+    __slots__ = ()
+
+    @property
+    def cell(self):
+        raise AttributeError("the cell was never loaded")
+
+
+def _refusals(fn):
+    a = np.arange(4.0)
+    released = nt.bind(fn, a, 4)
+    released.release()
+    return [
+        (nt.bind(fn, nt.ARG, 4), 0, a),                       # forwarded
+        (nt.bind(fn, a, 4), 0, nt.ARG),                       # ARG
+        (nt.bind(fn, a, 4), 2, a),                            # index out of range
+        (nt.bind(fn, a, 4), -1, a),
+        (nt.bind(fn, a, 4), 0, np.arange(4, dtype=np.int32).ctypes.data_as(
+            ctypes.POINTER(ctypes.c_int))),                   # pointee mismatch
+        (nt.bind(fn, a, 4), 0, _LostRef.__new__(_LostRef)),   # the hook's own error
+        (nt.bind(fn, a, 4), 1, "4"),
+        (released, 0, a),
+    ]
+
+
+def test_c_rebind_refuses_as_thunk_rebind_does(ext):
+    fn = _sum_fn()
+    for (t, i, v), (t2, _, _) in zip(_refusals(fn), _refusals(fn)):
+        with pytest.raises(Exception) as by_method:
+            t.rebind(i, v)
+        with pytest.raises(Exception) as by_capi:
+            ext.rebind(t2, i, v)
+        assert type(by_capi.value) is type(by_method.value), (i, v)
+        assert str(by_capi.value) == str(by_method.value), (i, v)
+    with pytest.raises(AttributeError, match="^the cell was never loaded$"):
+        ext.rebind(nt.bind(fn, np.ones(2), 2), 0, _LostRef.__new__(_LostRef))
+    with pytest.raises(TypeError, match="numthunk_rebind: expected a numthunk Thunk"):
+        ext.rebind(np.ones(2), 0, 1)
+
+
 def test_dltensor_function(ext):
     for arr in layouts():
         total, ndim, shape, strides = ext.dltensor_sum(arr)
