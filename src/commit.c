@@ -407,6 +407,70 @@ void nt_thunk_teardown(ThunkObject *self)
 
 /* ---- creation ---- */
 
+/* One memoryview declaration, {index: (dtype, ndim, contig, const)}, of
+   a signature's __Pyx_memviewslice parameter: checked into *out. */
+static int parse_mvspec(const nt_sig *sig, PyObject *key, PyObject *value, nt_mvspec *out,
+                        long long *index)
+{
+    if (!PyLong_Check(key) || PyBool_Check(key)) {
+        PyErr_Format(PyExc_TypeError, "memoryview declarations are keyed by 0-based "
+                     "parameter index (int), not %.100s %R", Py_TYPE(key)->tp_name, key);
+        return -1;
+    }
+    int ovf = 0;
+    long long i = PyLong_AsLongLongAndOverflow(key, &ovf);
+    if (ovf != 0 || i < 0 || i >= sig->nargs) {
+        PyErr_Format(PyExc_ValueError,
+                     "memoryview declaration for parameter %R, out of range (the "
+                     "signature has %d parameter%s: 0 to %d)", key, sig->nargs,
+                     sig->nargs == 1 ? "" : "s", sig->nargs - 1);
+        return -1;
+    }
+    if (sig->args[i].kind != NT_MEMVIEW) {
+        PyErr_Format(PyExc_ValueError,
+                     "memoryview declaration for parameter %lld, which is not a "
+                     "__Pyx_memviewslice parameter of this signature", i);
+        return -1;
+    }
+    const char *text, *contig = NULL;
+    int ndim, is_const;
+    if (!PyTuple_Check(value)) {
+        PyErr_Format(PyExc_TypeError, "memoryview %lld: the core takes a declaration as "
+                     "(dtype, ndim, contig, const), got %.100s %R; numthunk.Function "
+                     "and numthunk.cython take the text form 'double[:, ::1]'",
+                     i, Py_TYPE(value)->tp_name, value);
+        return -1;
+    }
+    if (!PyArg_ParseTuple(value, "sizp", &text, &ndim, &contig, &is_const))
+        return -1;
+    nt_type t;
+    nt_error err = { NT_OK, -1, "" };
+    if (nt_type_parse(text, NULL, 0, &t, &err) != 0) {
+        PyErr_Format(PyExc_ValueError, "memoryview %lld dtype '%s': %s", i, text, err.msg);
+        return -1;
+    }
+    if (t.depth != 0 || !(NT_IS_INT(t.kind) || NT_IS_FLOAT(t.kind) || NT_IS_COMPLEX(t.kind))) {
+        if (t.fn != NULL)
+            nt_sig_free(t.fn);
+        PyErr_Format(PyExc_ValueError,
+                     "memoryview %lld dtype '%s' is not a scalar type", i, text);
+        return -1;
+    }
+    if (ndim < 1 || ndim > NT_MEMVIEW_MAX_DIMS) {
+        PyErr_Format(PyExc_ValueError, "memoryview %lld: ndim must be 1..%d",
+                     i, NT_MEMVIEW_MAX_DIMS);
+        return -1;
+    }
+    char c = contig != NULL ? contig[0] : 0;
+    if (c != 0 && c != 'C' && c != 'F') {
+        PyErr_Format(PyExc_ValueError, "memoryview %lld: contig must be 'C', 'F' or None", i);
+        return -1;
+    }
+    *out = (nt_mvspec){ t.kind, ndim, c, is_const };
+    *index = i;
+    return 0;
+}
+
 /* memviews: {index: (type_text, ndim, contig, const)} */
 static int collect_mvspecs(ThunkObject *self, PyObject *memviews)
 {
@@ -440,61 +504,11 @@ static int collect_mvspecs(ThunkObject *self, PyObject *memviews)
     Py_ssize_t pos = 0;
     PyObject *key, *value;
     while (PyDict_Next(memviews, &pos, &key, &value)) {
-        if (!PyLong_Check(key) || PyBool_Check(key)) {
-            PyErr_Format(PyExc_TypeError, "memoryview declarations are keyed by 0-based "
-                         "parameter index (int), not %.100s %R", Py_TYPE(key)->tp_name, key);
+        nt_mvspec spec;
+        long long i;
+        if (parse_mvspec(sig, key, value, &spec, &i) < 0)
             return -1;
-        }
-        int ovf = 0;
-        long long i = PyLong_AsLongLongAndOverflow(key, &ovf);
-        if (ovf != 0 || i < 0 || i >= sig->nargs) {
-            PyErr_Format(PyExc_ValueError,
-                         "memoryview declaration for parameter %R, out of range (the "
-                         "signature has %d parameter%s: 0 to %d)", key, sig->nargs,
-                         sig->nargs == 1 ? "" : "s", sig->nargs - 1);
-            return -1;
-        }
-        if (sig->args[i].kind != NT_MEMVIEW) {
-            PyErr_Format(PyExc_ValueError,
-                         "memoryview declaration for parameter %lld, which is not a "
-                         "__Pyx_memviewslice parameter of this signature", i);
-            return -1;
-        }
-        const char *text, *contig = NULL;
-        int ndim, is_const;
-        if (!PyTuple_Check(value)) {
-            PyErr_Format(PyExc_TypeError, "memoryview %lld: the core takes a declaration as "
-                         "(dtype, ndim, contig, const), got %.100s %R; numthunk.Function "
-                         "and numthunk.cython take the text form 'double[:, ::1]'",
-                         i, Py_TYPE(value)->tp_name, value);
-            return -1;
-        }
-        if (!PyArg_ParseTuple(value, "sizp", &text, &ndim, &contig, &is_const))
-            return -1;
-        nt_type t;
-        nt_error err = { NT_OK, -1, "" };
-        if (nt_type_parse(text, NULL, 0, &t, &err) != 0) {
-            PyErr_Format(PyExc_ValueError, "memoryview %lld dtype '%s': %s", i, text, err.msg);
-            return -1;
-        }
-        if (t.depth != 0 || !(NT_IS_INT(t.kind) || NT_IS_FLOAT(t.kind) || NT_IS_COMPLEX(t.kind))) {
-            if (t.fn != NULL)
-                nt_sig_free(t.fn);
-            PyErr_Format(PyExc_ValueError,
-                         "memoryview %lld dtype '%s' is not a scalar type", i, text);
-            return -1;
-        }
-        if (ndim < 1 || ndim > NT_MEMVIEW_MAX_DIMS) {
-            PyErr_Format(PyExc_ValueError, "memoryview %lld: ndim must be 1..%d",
-                         i, NT_MEMVIEW_MAX_DIMS);
-            return -1;
-        }
-        char c = contig != NULL ? contig[0] : 0;
-        if (c != 0 && c != 'C' && c != 'F') {
-            PyErr_Format(PyExc_ValueError, "memoryview %lld: contig must be 'C', 'F' or None", i);
-            return -1;
-        }
-        x->mvspecs[i] = (nt_mvspec){ t.kind, ndim, c, is_const };
+        x->mvspecs[i] = spec;
     }
     return 0;
 }
@@ -803,28 +817,34 @@ error:
     return NULL;
 }
 
-/* What a rebind prepares besides the new value itself: the derived values
-   that follow the array (size(arr) bound beside arr), and the context. */
+/* A derived value that follows the rebound array (size(arr) bound beside
+   arr): its parameter, its new marker and cell. */
+typedef struct {
+    int param;
+    PyObject *marker;          /* its new Derived marker (owned) */
+    uint64_t cell;             /* its new cell */
+    uint64_t key;              /* the layout key it reads */
+} follower;
+
+/* What a rebind prepares besides the new value itself: the followers and
+   the context. */
 typedef struct {
     int n;                     /* followers */
-    int *idx;                  /* parameter of each follower */
-    PyObject **marker;         /* its new Derived marker (owned) */
-    uint64_t *cell;            /* its new cell */
-    uint64_t *key;
+    follower *f;               /* room for one per parameter */
     nt_ctx *fresh;
 } rebind_prep;
 
 static void prep_discard(rebind_prep *p)
 {
     for (int k = 0; k < p->n; k++)
-        Py_CLEAR(p->marker[k]);
+        Py_CLEAR(p->f[k].marker);
     p->n = 0;
 }
 
 static void prep_free(rebind_prep *p)
 {
     prep_discard(p);
-    PyMem_Free(p->idx);
+    PyMem_Free(p->f);
     free(p->fresh);
 }
 
@@ -920,14 +940,14 @@ static int prepare_followers(ThunkObject *self, int i, PyObject *value, uint64_t
                          i + 1, Py_TYPE(value)->tp_name);
             return -1;
         }
-        int k = p->n;
-        p->marker[k] = nt_derived_new(d->kind, source, d->axis, d->elements);
-        if (p->marker[k] == NULL)
+        follower *f = &p->f[p->n];
+        f->marker = nt_derived_new(d->kind, source, d->axis, d->elements);
+        if (f->marker == NULL)
             return -1;
         p->n++;
-        p->idx[k] = j;
-        if (nt_convert_derived_from(sig, j, (nt_DerivedObject *)p->marker[k], source,
-                                    &p->cell[k], &p->key[k]) < 0)
+        f->param = j;
+        if (nt_convert_derived_from(sig, j, (nt_DerivedObject *)f->marker, source,
+                                    &f->cell, &f->key) < 0)
             return -1;
     }
     /* Room for what commit() retires, so that it cannot fail. */
@@ -977,7 +997,7 @@ static void commit(ThunkObject *self, int i, PyObject *value, const void *cell,
     memcpy(fresh->values + plan->slots[i].offset, cell,
            nt_cell_size(&self->sig->sig->args[i]));
     for (int k = 0; k < p->n; k++)
-        memcpy(fresh->values + plan->slots[p->idx[k]].offset, &p->cell[k], 8);
+        memcpy(fresh->values + plan->slots[p->f[k].param].offset, &p->f[k].cell, 8);
     fresh->older = self->ctx;
     nt_entry_swap(&self->entry, fresh);
     /* Release: compiled code that reads the thunk's own cell (Numba's
@@ -987,8 +1007,8 @@ static void commit(ThunkObject *self, int i, PyObject *value, const void *cell,
     retire(self, i, Py_NewRef(value), key);
     self->b[i].held = held;
     for (int k = 0; k < p->n; k++) {
-        retire(self, p->idx[k], p->marker[k], p->key[k]);
-        p->marker[k] = NULL;
+        retire(self, p->f[k].param, p->f[k].marker, p->f[k].key);
+        p->f[k].marker = NULL;
     }
     p->n = 0;
 }
@@ -1063,6 +1083,33 @@ static void commit_dep(ThunkObject *self, int i, ThunkObject *d)
 
 #define REBIND_RETRIES 100
 
+/* The followers prepared against the current bindings; a rebind that
+   completes in the meantime (from a finalizer, or another thread) means
+   again. */
+static int prepare_current(ThunkObject *self, int i, PyObject *value, uint64_t newkey,
+                           rebind_prep *p)
+{
+    for (int attempt = 0;; attempt++) {
+        if (self->released) {
+            PyErr_SetString(PyExc_ValueError,
+                            "the thunk was released while rebind() converted the new value" SEE_LIFETIME);
+            return -1;
+        }
+        uint32_t gen = self->gen;
+        if (prepare_followers(self, i, value, newkey, p) < 0)
+            return -1;
+        if (self->gen == gen && !self->released)
+            return 0;
+        prep_discard(p);
+        if (attempt == REBIND_RETRIES) {
+            PyErr_SetString(PyExc_RuntimeError,
+                            "rebind() was overtaken by other rebinds of this thunk "
+                            "100 times in a row");
+            return -1;
+        }
+    }
+}
+
 /* rebind() of bound parameter i (checked: 0 <= i < nargs) to value, a
    value the converter knows (resolved already): resolve (convert it, which
    may run Python code), then commit (runs none). 0, or -1 with an
@@ -1087,43 +1134,20 @@ int nt_thunk_rebind(ThunkObject *self, int i, PyObject *value)
     uint64_t newkey = 0;
     if (nt_convert(sig, i, value, &cell, &held, nt_thunk_mvspec(self, i), &newkey) < 0)
         return -1;
-    rebind_prep p = { 0, NULL, NULL, NULL, NULL, NULL };
-    size_t n = (size_t)(sig->nargs > 0 ? sig->nargs : 1);
-    p.idx = PyMem_Malloc((n + 1) * (sizeof(int) + sizeof(PyObject *) + 2 * sizeof(uint64_t)));
-    if (p.idx == NULL) {
+    rebind_prep p = { 0, NULL, NULL };
+    p.f = PyMem_Calloc((size_t)(sig->nargs > 0 ? sig->nargs : 1), sizeof(follower));
+    if (p.f == NULL) {
         PyErr_NoMemory();
         goto error;
     }
-    p.marker = (PyObject **)(p.idx + n + (n & 1));
-    p.cell = (uint64_t *)(p.marker + n);
-    p.key = p.cell + n;
     nt_error err = { NT_OK, -1, "" };
     p.fresh = nt_ctx_new(self->plan, self->target, &err);
     if (p.fresh == NULL) {
         nt_raise(&err);
         goto error;
     }
-    /* Prepare against the current bindings; a rebind that completes in
-       the meantime (from a finalizer, or another thread) means again. */
-    for (int attempt = 0;; attempt++) {
-        if (self->released) {
-            PyErr_SetString(PyExc_ValueError,
-                            "the thunk was released while rebind() converted the new value" SEE_LIFETIME);
-            goto error;
-        }
-        uint32_t gen = self->gen;
-        if (prepare_followers(self, i, value, newkey, &p) < 0)
-            goto error;
-        if (self->gen == gen && !self->released)
-            break;
-        prep_discard(&p);
-        if (attempt == REBIND_RETRIES) {
-            PyErr_SetString(PyExc_RuntimeError,
-                            "rebind() was overtaken by other rebinds of this thunk "
-                            "100 times in a row");
-            goto error;
-        }
-    }
+    if (prepare_current(self, i, value, newkey, &p) < 0)
+        goto error;
     /* From here no Python code runs until the change is published. */
     int function = sig->args[i].kind == NT_FNPTR;
     ThunkObject *d = NULL;
