@@ -21,15 +21,27 @@
 /* The thunk class handed out: the package's numthunk.Thunk (ctypes,
    lowlevelcallable(), Numba's protocol), registered when the package was
    imported (PyCapsule_Import imports it before any extension can reach
-   this table), else the core type. */
-static PyTypeObject *thunk_class(void)
+   this table), else the core type (docs/architecture.md, "The C/Python
+   boundary"). */
+static PyTypeObject *thunk_class(const nt_state *st)
+{
+    return st->thunk_class != NULL ? st->thunk_class : st->thunk_type;
+}
+
+/* The module state, or NULL with RuntimeError once the module is gone
+   (an extension that calls in while the interpreter finalizes). */
+static nt_state *live_state(const char *fn)
 {
     nt_state *st = nt_get_state();
-    return st != NULL && st->thunk_class != NULL ? st->thunk_class : &nt_ThunkType;
+    if (st == NULL)
+        PyErr_Format(PyExc_RuntimeError, "%s: the numthunk core module is gone", fn);
+    return st;
 }
 
 static PyObject *capi_signature(const char *text)
 {
+    if (live_state("numthunk_signature") == NULL)
+        return NULL;
     if (text == NULL) {
         PyErr_SetString(PyExc_ValueError, "numthunk_signature: text is NULL");
         return NULL;
@@ -40,13 +52,16 @@ static PyObject *capi_signature(const char *text)
         nt_raise_parse_error(text, &err);
         return NULL;
     }
-    return nt_signature_wrap(&nt_SignatureType, sig);
+    return nt_signature_wrap(nt_get_state()->signature_type, sig);
 }
 
 static PyObject *capi_create(PyObject *signature, void *target, PyObject *const *values,
                              Py_ssize_t nvalues, PyObject *owner, unsigned int flags)
 {
-    if (signature == NULL || !PyObject_TypeCheck(signature, &nt_SignatureType)) {
+    nt_state *st = live_state("numthunk_create");
+    if (st == NULL)
+        return NULL;
+    if (signature == NULL || !PyObject_TypeCheck(signature, st->signature_type)) {
         PyErr_SetString(PyExc_TypeError,
                         "numthunk_create: signature must be a numthunk Signature "
                         "(numthunk_signature(text))");
@@ -85,7 +100,7 @@ static PyObject *capi_create(PyObject *signature, void *target, PyObject *const 
         nt_raise(&err);
         return NULL;
     }
-    PyTypeObject *cls = thunk_class();
+    PyTypeObject *cls = thunk_class(st);
     PyObject *result = NULL, *resolved = NULL;
     PyObject *tuple = PyTuple_New(nvalues);
     if (tuple == NULL)
@@ -109,7 +124,10 @@ done:
 
 static int check_thunk(PyObject *obj, const char *fn)
 {
-    if (obj != NULL && PyObject_TypeCheck(obj, &nt_ThunkType))
+    nt_state *st = live_state(fn);
+    if (st == NULL)
+        return -1;
+    if (obj != NULL && PyObject_TypeCheck(obj, st->thunk_type))
         return 0;
     PyErr_Format(PyExc_TypeError, "%s: expected a numthunk Thunk, got %.100s", fn,
                  obj != NULL ? Py_TYPE(obj)->tp_name : "NULL");
@@ -150,7 +168,8 @@ static int capi_rebind(PyObject *thunk, Py_ssize_t index, PyObject *value)
 
 static int capi_check(PyObject *obj)
 {
-    return obj != NULL && PyObject_TypeCheck(obj, &nt_ThunkType);
+    nt_state *st = nt_get_state();
+    return st != NULL && obj != NULL && PyObject_TypeCheck(obj, st->thunk_type);
 }
 
 static PyObject *capi_dltensor(PyObject *obj, int writable, DLTensor **out)
@@ -174,13 +193,11 @@ static const numthunk_CAPI capi_table = {
     capi_dltensor,
 };
 
-int nt_capi_add(PyObject *module)
+int nt_capi_add(PyObject *module, nt_state *st)
 {
     /* The table is constant; the capsule API takes a non-const pointer. */
-    PyObject *capsule = PyCapsule_New((void *)&capi_table, NUMTHUNK_CAPI_CAPSULE, NULL);
-    if (capsule == NULL)
+    st->capi = PyCapsule_New((void *)&capi_table, NUMTHUNK_CAPI_CAPSULE, NULL);
+    if (st->capi == NULL)
         return -1;
-    int r = PyModule_AddObjectRef(module, "_C_API", capsule);
-    Py_DECREF(capsule);
-    return r;
+    return PyModule_AddObjectRef(module, "_C_API", st->capi);
 }

@@ -566,7 +566,7 @@ static int check_via(PyObject *via)
     if (PyTuple_Check(via)) {
         for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(via); k++) {
             PyObject *d = PyTuple_GET_ITEM(via, k);
-            if (!PyObject_TypeCheck(d, &nt_ThunkType)) {
+            if (!PyObject_TypeCheck(d, nt_get_state()->thunk_type)) {
                 PyErr_Format(PyExc_TypeError,
                              "the thunks a target uses (Function.depends, Thunk(via=...)) "
                              "must be thunks; item %zd is a %.100s", k, Py_TYPE(d)->tp_name);
@@ -575,7 +575,7 @@ static int check_via(PyObject *via)
         }
         return 0;
     }
-    if (PyObject_TypeCheck(via, &nt_ThunkType))
+    if (PyObject_TypeCheck(via, nt_get_state()->thunk_type))
         return 0;
     PyErr_Format(PyExc_TypeError,
                  "Thunk(via=...) takes the thunks the target uses: a thunk or a tuple of "

@@ -8,6 +8,8 @@
  *
  * They are types of the extension, so the converter (convert.c) reads them
  * as C structs: converting a value never calls into the Python package.
+ * Heap types made from specs with the module; the module state keeps them
+ * and the ARG singleton (nt_get_state; docs/architecture.md).
  */
 #include "pyapi.h"
 
@@ -38,23 +40,24 @@ static PyMethodDef arg_methods[] = {
     { NULL, NULL, 0, NULL }
 };
 
-PyTypeObject nt_ArgType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "numthunk._core.ArgType",
-    .tp_basicsize = sizeof(PyObject),
-    .tp_repr = arg_repr,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "numthunk.ARG: forward this parameter. The thunk takes it from its own caller;\n"
-              "its signature lists the forwarded parameters in order.\n\n"
-              ">>> hypot = nt.Function.from_library(\"libm.so.6\", \"hypot\",\n"
-              "...                                  \"double (double, double)\")\n"
-              ">>> t = nt.bind(hypot, nt.ARG, 4.0)\n"
-              ">>> t.csig, t(3.0)\n"
-              "(Signature('double (double)'), 5.0)\n",
-    .tp_methods = arg_methods,
+static PyType_Slot arg_slots[] = {
+    { Py_tp_repr, arg_repr },
+    { Py_tp_methods, arg_methods },
+    { Py_tp_doc, "numthunk.ARG: forward this parameter. The thunk takes it from its own caller;\n"
+                 "its signature lists the forwarded parameters in order.\n\n"
+                 ">>> hypot = nt.Function.from_library(\"libm.so.6\", \"hypot\",\n"
+                 "...                                  \"double (double, double)\")\n"
+                 ">>> t = nt.bind(hypot, nt.ARG, 4.0)\n"
+                 ">>> t.csig, t(3.0)\n"
+                 "(Signature('double (double)'), 5.0)\n" },
+    { 0, NULL }
 };
 
-nt_ArgObject nt_Arg = { PyObject_HEAD_INIT(&nt_ArgType) };
+/* One instance, made by nt_markers_add. */
+static PyType_Spec arg_spec = {
+    "numthunk._core.ArgType", sizeof(PyObject), 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION, arg_slots
+};
 
 /* ---- a short description of an array, for reprs ---- */
 
@@ -99,6 +102,7 @@ static const char *const derived_names[] = { "size", "shape", "stride" };
 
 static int derived_traverse(nt_DerivedObject *self, visitproc visit, void *arg)
 {
+    Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->obj);
     return 0;
 }
@@ -111,14 +115,16 @@ static int derived_clear(nt_DerivedObject *self)
 
 static void derived_dealloc(nt_DerivedObject *self)
 {
+    PyTypeObject *type = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
     derived_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type);
 }
 
 PyObject *nt_derived_new(int kind, PyObject *obj, Py_ssize_t axis, int elements)
 {
-    nt_DerivedObject *self = PyObject_GC_New(nt_DerivedObject, &nt_DerivedType);
+    nt_DerivedObject *self = PyObject_GC_New(nt_DerivedObject, nt_get_state()->derived_type);
     if (self == NULL)
         return NULL;
     self->kind = kind;
@@ -208,26 +214,29 @@ static PyGetSetDef derived_getset[] = {
     { NULL, NULL, NULL, NULL, NULL }
 };
 
-PyTypeObject nt_DerivedType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "numthunk._core.Derived",
-    .tp_basicsize = sizeof(nt_DerivedObject),
-    .tp_dealloc = (destructor)derived_dealloc,
-    .tp_repr = (reprfunc)derived_repr,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "Derived(kind, obj, axis=0, elements=False): a value derived from a bound "
-              "array, re-read when the array is rebound",
-    .tp_traverse = (traverseproc)derived_traverse,
-    .tp_clear = (inquiry)derived_clear,
-    .tp_members = derived_members,
-    .tp_getset = derived_getset,
-    .tp_new = derived_tp_new,
+static PyType_Slot derived_slots[] = {
+    { Py_tp_dealloc, derived_dealloc },
+    { Py_tp_repr, derived_repr },
+    { Py_tp_traverse, derived_traverse },
+    { Py_tp_clear, derived_clear },
+    { Py_tp_members, derived_members },
+    { Py_tp_getset, derived_getset },
+    { Py_tp_new, derived_tp_new },
+    { Py_tp_doc, "Derived(kind, obj, axis=0, elements=False): a value derived from a bound "
+                 "array, re-read when the array is rebound" },
+    { 0, NULL }
+};
+
+static PyType_Spec derived_spec = {
+    "numthunk._core.Derived", sizeof(nt_DerivedObject), 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE, derived_slots
 };
 
 /* ---- Strided(arr) ---- */
 
 static int strided_traverse(nt_StridedObject *self, visitproc visit, void *arg)
 {
+    Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->obj);
     return 0;
 }
@@ -240,9 +249,11 @@ static int strided_clear(nt_StridedObject *self)
 
 static void strided_dealloc(nt_StridedObject *self)
 {
+    PyTypeObject *type = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
     strided_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type);
 }
 
 static PyObject *strided_tp_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
@@ -273,25 +284,28 @@ static PyMemberDef strided_members[] = {
     { NULL, 0, 0, 0, NULL }
 };
 
-PyTypeObject nt_StridedType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "numthunk._core.Strided",
-    .tp_basicsize = sizeof(nt_StridedObject),
-    .tp_dealloc = (destructor)strided_dealloc,
-    .tp_repr = (reprfunc)strided_repr,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "strided(arr): bind a non-contiguous buffer's data pointer, for targets "
-              "that also take its strides",
-    .tp_traverse = (traverseproc)strided_traverse,
-    .tp_clear = (inquiry)strided_clear,
-    .tp_members = strided_members,
-    .tp_new = strided_tp_new,
+static PyType_Slot strided_slots[] = {
+    { Py_tp_dealloc, strided_dealloc },
+    { Py_tp_repr, strided_repr },
+    { Py_tp_traverse, strided_traverse },
+    { Py_tp_clear, strided_clear },
+    { Py_tp_members, strided_members },
+    { Py_tp_new, strided_tp_new },
+    { Py_tp_doc, "strided(arr): bind a non-contiguous buffer's data pointer, for targets "
+                 "that also take its strides" },
+    { 0, NULL }
+};
+
+static PyType_Spec strided_spec = {
+    "numthunk._core.Strided", sizeof(nt_StridedObject), 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE, strided_slots
 };
 
 /* ---- Address(n, owner=None) ---- */
 
 static int address_traverse(nt_AddressObject *self, visitproc visit, void *arg)
 {
+    Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->owner);
     return 0;
 }
@@ -304,9 +318,11 @@ static int address_clear(nt_AddressObject *self)
 
 static void address_dealloc(nt_AddressObject *self)
 {
+    PyTypeObject *type = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
     address_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type);
 }
 
 int nt_pointer_value(PyObject *value, const char *what, uintptr_t *out)
@@ -389,41 +405,56 @@ static PyGetSetDef address_getset[] = {
     { NULL, NULL, NULL, NULL, NULL }
 };
 
-PyTypeObject nt_AddressType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "numthunk._core.Address",
-    .tp_basicsize = sizeof(nt_AddressObject),
-    .tp_dealloc = (destructor)address_dealloc,
-    .tp_repr = (reprfunc)address_repr,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "``address(n, owner=None, *, nogil=True)``: an explicit pointer value for a\n"
-              "pointer parameter (a bare int is refused there). Nothing checks what it\n"
-              "points to; owner is kept alive with the binding, and nothing else is.\n"
-              "nogil=False marks a function pointer whose code needs the GIL: a thunk it\n"
-              "is bound to keeps the GIL when called from Python.\n\n"
-              ">>> frexp = nt.Function.from_library(\"libm.so.6\", \"frexp\",\n"
-              "...                                  \"double (double, int *)\")\n"
-              ">>> e = np.zeros(1, dtype=np.intc)\n"
-              ">>> nt.bind(frexp, 8.0, nt.address(e.ctypes.data, owner=e))()\n"
-              "0.5\n"
-              ">>> int(e[0])\n"
-              "4\n",
-    .tp_traverse = (traverseproc)address_traverse,
-    .tp_clear = (inquiry)address_clear,
-    .tp_members = address_members,
-    .tp_getset = address_getset,
-    .tp_new = address_tp_new,
+static PyType_Slot address_slots[] = {
+    { Py_tp_dealloc, address_dealloc },
+    { Py_tp_repr, address_repr },
+    { Py_tp_traverse, address_traverse },
+    { Py_tp_clear, address_clear },
+    { Py_tp_members, address_members },
+    { Py_tp_getset, address_getset },
+    { Py_tp_new, address_tp_new },
+    { Py_tp_doc, "``address(n, owner=None, *, nogil=True)``: an explicit pointer value for a\n"
+                 "pointer parameter (a bare int is refused there). Nothing checks what it\n"
+                 "points to; owner is kept alive with the binding, and nothing else is.\n"
+                 "nogil=False marks a function pointer whose code needs the GIL: a thunk it\n"
+                 "is bound to keeps the GIL when called from Python.\n\n"
+                 ">>> frexp = nt.Function.from_library(\"libm.so.6\", \"frexp\",\n"
+                 "...                                  \"double (double, int *)\")\n"
+                 ">>> e = np.zeros(1, dtype=np.intc)\n"
+                 ">>> nt.bind(frexp, 8.0, nt.address(e.ctypes.data, owner=e))()\n"
+                 "0.5\n"
+                 ">>> int(e[0])\n"
+                 "4\n" },
+    { 0, NULL }
 };
 
-int nt_markers_ready(PyObject *module)
+static PyType_Spec address_spec = {
+    "numthunk._core.Address", sizeof(nt_AddressObject), 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE, address_slots
+};
+
+/* A type made from spec with the module, added to it under name (if any). */
+static PyTypeObject *add_type(PyObject *module, PyType_Spec *spec, const char *name)
 {
-    if (PyType_Ready(&nt_ArgType) < 0 || PyType_Ready(&nt_DerivedType) < 0
-        || PyType_Ready(&nt_StridedType) < 0 || PyType_Ready(&nt_AddressType) < 0)
+    PyObject *type = PyType_FromModuleAndSpec(module, spec, NULL);
+    if (type == NULL)
+        return NULL;
+    if (name != NULL && PyModule_AddObjectRef(module, name, type) < 0) {
+        Py_DECREF(type);
+        return NULL;
+    }
+    return (PyTypeObject *)type;
+}
+
+int nt_markers_add(PyObject *module, nt_state *st)
+{
+    if ((st->arg_type = add_type(module, &arg_spec, NULL)) == NULL
+        || (st->derived_type = add_type(module, &derived_spec, "Derived")) == NULL
+        || (st->strided_type = add_type(module, &strided_spec, "Strided")) == NULL
+        || (st->address_type = add_type(module, &address_spec, "Address")) == NULL)
         return -1;
-    if (PyModule_AddObjectRef(module, "ARG", NT_ARG) < 0
-        || PyModule_AddObjectRef(module, "Derived", (PyObject *)&nt_DerivedType) < 0
-        || PyModule_AddObjectRef(module, "Strided", (PyObject *)&nt_StridedType) < 0
-        || PyModule_AddObjectRef(module, "Address", (PyObject *)&nt_AddressType) < 0)
+    st->arg = PyType_GenericAlloc(st->arg_type, 0);
+    if (st->arg == NULL)
         return -1;
-    return 0;
+    return PyModule_AddObjectRef(module, "ARG", st->arg);
 }

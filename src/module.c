@@ -1,7 +1,10 @@
 /*
- * numthunk._core: module state (the callables the package registers) and
- * the small functions the Python package needs from C (the kind table as
- * _core.kinds, checked scalar conversion for ref(), backend_info()).
+ * numthunk._core: the module, in multi-phase init; its state (the heap
+ * types, ARG, the C API capsule and the callables the package registers),
+ * one core per process; and the small functions the Python package needs
+ * from C (the kind table as _core.kinds, checked scalar conversion for
+ * ref(), backend_info()). docs/architecture.md, "The C/Python boundary",
+ * says what is registered and why there is one core.
  */
 #include "pyapi.h"
 #include "native.h"
@@ -254,12 +257,7 @@ static PyObject *mod_capsule_pointer(PyObject *module, PyObject *capsule)
 /* ---- module state: the package's callables (docs/architecture.md,
    "The C/Python boundary") ---- */
 
-static nt_state *the_state;       /* the one module's: one core per process */
-
-nt_state *nt_get_state(void)
-{
-    return the_state;
-}
+nt_state *nt_core_state;
 
 int nt_state_hooks_for(const nt_state *st, PyTypeObject *tp)
 {
@@ -289,7 +287,7 @@ static PyObject *mod_register(PyObject *module, PyObject *args, PyObject *kwds)
         }
     }
     if (!PyType_Check(items[0])
-        || !PyType_IsSubtype((PyTypeObject *)items[0], &nt_ThunkType)) {
+        || !PyType_IsSubtype((PyTypeObject *)items[0], nt_get_state()->thunk_type)) {
         PyErr_SetString(PyExc_TypeError,
                         "_register(): thunk_class= must be a subclass of numthunk._core.Thunk");
         return NULL;
@@ -306,6 +304,14 @@ static PyObject *mod_register(PyObject *module, PyObject *args, PyObject *kwds)
 static int module_traverse(PyObject *module, visitproc visit, void *arg)
 {
     nt_state *st = PyModule_GetState(module);
+    Py_VISIT(st->signature_type);
+    Py_VISIT(st->thunk_type);
+    Py_VISIT(st->arg_type);
+    Py_VISIT(st->derived_type);
+    Py_VISIT(st->strided_type);
+    Py_VISIT(st->address_type);
+    Py_VISIT(st->arg);
+    Py_VISIT(st->capi);
     Py_VISIT(st->thunk_class);
     Py_VISIT(st->resolve_values);
     Py_VISIT(st->resolve_call);
@@ -317,6 +323,14 @@ static int module_traverse(PyObject *module, visitproc visit, void *arg)
 static int module_clear(PyObject *module)
 {
     nt_state *st = PyModule_GetState(module);
+    Py_CLEAR(st->signature_type);
+    Py_CLEAR(st->thunk_type);
+    Py_CLEAR(st->arg_type);
+    Py_CLEAR(st->derived_type);
+    Py_CLEAR(st->strided_type);
+    Py_CLEAR(st->address_type);
+    Py_CLEAR(st->arg);
+    Py_CLEAR(st->capi);
     Py_CLEAR(st->thunk_class);
     Py_CLEAR(st->resolve_values);
     Py_CLEAR(st->resolve_call);
@@ -325,11 +339,19 @@ static int module_clear(PyObject *module)
     return 0;
 }
 
+/* One core per process: the registry, the engines and the quarantine are
+   process-wide, so a second module object (another interpreter, a second
+   load by importlib) would share them with types and a state of its own.
+   Set by a successful exec, cleared when that module is freed. */
+static int core_loaded;
+
 static void module_free(void *module)
 {
     module_clear(module);
-    if (the_state == PyModule_GetState(module))
-        the_state = NULL;
+    if (nt_core_state == PyModule_GetState(module)) {
+        nt_core_state = NULL;
+        core_loaded = 0;
+    }
 }
 
 PyObject *nt_kernel_addresses(PyObject *module, PyObject *unused);
@@ -354,11 +376,6 @@ static PyMethodDef module_methods[] = {
     { NULL, NULL, 0, NULL }
 };
 
-static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "numthunk._core",
-    "C core of numthunk: signatures, descriptors, plans and trampolines.",
-    sizeof(nt_state), module_methods, NULL, module_traverse, module_clear, module_free
-};
 
 static int check_config(void)
 {
@@ -370,26 +387,51 @@ static int check_config(void)
     return 0;
 }
 
+static int module_exec(PyObject *m)
+{
+    if (core_loaded) {
+        PyErr_SetString(PyExc_ImportError,
+                        "numthunk._core is already loaded in this process: its registry, "
+                        "engines and quarantine are process-wide, so it runs once per "
+                        "process (not in a second interpreter, nor loaded twice)");
+        return -1;
+    }
+    if (_import_array() < 0 || check_config() < 0)
+        return -1;
+    nt_kinds_ready();
+    nt_state *st = PyModule_GetState(m);
+    nt_core_state = st;
+    if (nt_signature_add(m, st) < 0
+        || nt_thunk_add(m, st) < 0
+        || PyModule_AddIntConstant(m, "MEMVIEW_SIZE", (long)sizeof(nt_memviewslice)) < 0
+        || nt_markers_add(m, st) < 0
+        || nt_capi_add(m, st) < 0
+        || add_kinds(m) < 0) {
+        nt_core_state = NULL;      /* the module is dropped: its state with it */
+        return -1;
+    }
+    core_loaded = 1;
+    return 0;
+}
+
+static PyModuleDef_Slot module_slots[] = {
+    { Py_mod_exec, module_exec },
+#ifdef Py_mod_multiple_interpreters
+    { Py_mod_multiple_interpreters, Py_MOD_MULTIPLE_INTERPRETERS_NOT_SUPPORTED },
+#endif
+    /* Py_mod_gil (the free-threaded 3.13 build) belongs here */
+    { 0, NULL }
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "numthunk._core",
+    "C core of numthunk: signatures, descriptors, plans and trampolines.",
+    sizeof(nt_state), module_methods, module_slots, module_traverse, module_clear,
+    module_free
+};
+
+/* Multi-phase init: the module object comes first, module_exec fills it. */
 PyMODINIT_FUNC PyInit__core(void)
 {
-    import_array();
-    if (check_config() < 0)
-        return NULL;
-    nt_kinds_ready();
-    if (PyType_Ready(&nt_SignatureType) < 0 || nt_thunk_ready() < 0)
-        return NULL;
-    PyObject *m = PyModule_Create(&module_def);
-    if (m == NULL)
-        return NULL;
-    the_state = PyModule_GetState(m);
-    if (PyModule_AddObjectRef(m, "Signature", (PyObject *)&nt_SignatureType) < 0
-        || PyModule_AddObjectRef(m, "Thunk", (PyObject *)&nt_ThunkType) < 0
-        || PyModule_AddIntConstant(m, "MEMVIEW_SIZE", (long)sizeof(nt_memviewslice)) < 0
-        || nt_markers_ready(m) < 0
-        || nt_capi_add(m) < 0
-        || add_kinds(m) < 0) {
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
+    return PyModuleDef_Init(&module_def);
 }

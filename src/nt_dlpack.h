@@ -38,6 +38,6 @@ int nt_dlpack_convert(const nt_sig *sig, int i, PyObject *value, void *cell,
 int nt_ndarray_kind(PyObject *obj);
 
 /* Adds the C API capsule numthunk._core._C_API to the module (capi.c). */
-int nt_capi_add(PyObject *module);
+int nt_capi_add(PyObject *module, nt_state *st);
 
 #endif /* NUMTHUNK_NT_DLPACK_H */

@@ -18,39 +18,50 @@
    boundary") ---- */
 
 /*
- * What the module owns: the callables the Python package registers once
+ * What the module owns. The types, made from specs when the module is
+ * executed (heap types, each holding the module), and the ARG singleton;
+ * the C API capsule; and the callables the Python package registers once
  * (numthunk._core._register, at the end of numthunk/_api.py's import), so
  * that C never looks the package's classes up by name. thunk_class is the
  * package's Thunk: the hooks apply to it and its subclasses, and the C API
- * makes its thunks of it. All NULL until registered; the core type alone
- * resolves nothing (the converter refuses foreign values by name).
+ * makes its thunks of it; the core type alone resolves nothing (the
+ * converter refuses foreign values by name). The hooks are NULL until
+ * registered.
  */
 typedef struct {
-    PyTypeObject *thunk_class;   /* numthunk.Thunk */
-    PyObject *resolve_values;    /* (sig, values, owner) -> values: before creation */
-    PyObject *resolve_call;      /* (thunk, args) -> args: before a call */
-    PyObject *resolve_rebind;    /* (thunk, index, value) -> value: before a rebind */
-    PyObject *numba_type;        /* (thunk) -> Numba's type of it */
+    PyTypeObject *signature_type;  /* signature.c */
+    PyTypeObject *thunk_type;      /* thunk.c */
+    PyTypeObject *arg_type, *derived_type, *strided_type, *address_type;  /* markers.c */
+    PyObject *arg;                 /* the ARG singleton */
+    PyObject *capi;                /* numthunk._core._C_API (capi.c) */
+    PyTypeObject *thunk_class;     /* numthunk.Thunk */
+    PyObject *resolve_values;      /* (sig, values, owner) -> values: before creation */
+    PyObject *resolve_call;        /* (thunk, args) -> args: before a call */
+    PyObject *resolve_rebind;      /* (thunk, index, value) -> value: before a rebind */
+    PyObject *numba_type;          /* (thunk) -> Numba's type of it */
 } nt_state;
 
-/* The module state: the one accessor every file uses. One core per
-   process, so it is the state of the one module object. */
-nt_state *nt_get_state(void);
+/* The state of the one module object (one core per process: a second
+   exec of the module fails), set by its exec and cleared when the module
+   is freed. Read it through nt_get_state() only. */
+extern nt_state *nt_core_state;
+
+/* The module state: the one accessor every file uses to reach the types,
+   ARG and the registered callables. Valid whenever code of the core runs
+   for one of its objects (each holds its type, each type the module). */
+static inline nt_state *nt_get_state(void)
+{
+    return nt_core_state;
+}
+
 /* Whether the registered hooks apply to objects of type tp: tp is the
    registered thunk class or a subclass of it. */
 int nt_state_hooks_for(const nt_state *st, PyTypeObject *tp);
 
 /* ---- binding markers (markers.c): C types, read as structs ---- */
 
-extern PyTypeObject nt_ArgType, nt_DerivedType, nt_StridedType, nt_AddressType;
-/* The ARG singleton, a static object: its header comes from
-   PyObject_HEAD_INIT, whose layout and initial count change between
-   CPython versions (immortal from 3.12, other fields without the GIL). */
-typedef struct {
-    PyObject_HEAD
-} nt_ArgObject;
-extern nt_ArgObject nt_Arg;
-#define NT_ARG (&nt_Arg.ob_base)
+/* The ARG singleton, the module's (its type has no other instance). */
+#define NT_ARG (nt_get_state()->arg)
 
 enum { NT_DERIVED_SIZE = 0, NT_DERIVED_SHAPE, NT_DERIVED_STRIDE };
 
@@ -74,9 +85,9 @@ typedef struct {
     int needs_gil;            /* a function that needs the GIL (nogil=False) */
 } nt_AddressObject;
 
-#define nt_is_derived(v)  (Py_TYPE(v) == &nt_DerivedType)
-#define nt_is_strided(v)  (Py_TYPE(v) == &nt_StridedType)
-#define nt_is_address(v)  (Py_TYPE(v) == &nt_AddressType)
+#define nt_is_derived(v)  (Py_TYPE(v) == nt_get_state()->derived_type)
+#define nt_is_strided(v)  (Py_TYPE(v) == nt_get_state()->strided_type)
+#define nt_is_address(v)  (Py_TYPE(v) == nt_get_state()->address_type)
 
 /* The most axes an array may have: NumPy's NPY_MAXDIMS was 32 and is 64
    since NumPy 2; an axis beyond it names no dimension of any array. */
@@ -91,7 +102,9 @@ int nt_pointer_value(PyObject *value, const char *what, uintptr_t *out);
 /* A new Derived marker (what rebind() binds to a derived parameter that
    follows its array). */
 PyObject *nt_derived_new(int kind, PyObject *obj, Py_ssize_t axis, int elements);
-int nt_markers_ready(PyObject *module);
+/* Each type's exec step: the type (or types) made from its spec with the
+   module, kept in st and added to the module. 0, or -1 with an exception. */
+int nt_markers_add(PyObject *module, nt_state *st);
 
 /* ---- Signature ---- */
 
@@ -108,7 +121,7 @@ typedef struct {
 nt_plan *nt_signature_plan(nt_SignatureObject *self, const uint8_t *pattern,
                            const nt_backend *wanted, int *owned, nt_error *err);
 
-extern PyTypeObject nt_SignatureType;
+int nt_signature_add(PyObject *module, nt_state *st);
 
 /* A new Signature object that takes ownership of sig (freed on failure). */
 PyObject *nt_signature_wrap(PyTypeObject *type, nt_sig *sig);
@@ -192,9 +205,9 @@ PyObject *nt_to_python(const nt_type *t, const void *ret);
 
 /* ---- Thunk ---- */
 
-extern PyTypeObject nt_ThunkType;
-/* Readies the type (and counts fork()s, for calls in flight). */
-int nt_thunk_ready(void);
+/* The Thunk type (and, once per process, the fork() counter of calls in
+   flight and the registry's layout). */
+int nt_thunk_add(PyObject *module, nt_state *st);
 
 /*
  * The commit of a new thunk, where Thunk() and the C API (capi.c) end:
@@ -218,13 +231,13 @@ PyObject *nt_thunk_create(PyTypeObject *type, nt_SignatureObject *sig, void *tar
    bind, NULL on error. */
 PyObject *nt_thunk_resolve(PyTypeObject *type, nt_SignatureObject *sig, PyObject *values,
                            PyObject *owner);
-/* rebind(key, value) of a thunk (an nt_ThunkType instance), the one the
+/* rebind(key, value) of a thunk (an instance of the Thunk type), the one the
    method and the C API share: key an index or a name; a foreign value is
    resolved by the registered resolve_rebind first. 0, or -1 with an
    exception set. */
 int nt_thunk_rebind_key(PyObject *thunk, PyObject *key, PyObject *value);
 /* The address of a thunk (NULL with ValueError once released) and its
-   release(); thunk must be an nt_ThunkType instance. */
+   release(); thunk must be an instance of the Thunk type. */
 void *nt_thunk_address(PyObject *thunk);
 int nt_thunk_release(PyObject *thunk);
 

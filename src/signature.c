@@ -3,7 +3,9 @@
  *
  * The Python package subclasses it to accept ctypes, cffi and Numba
  * signature objects; this type takes the C text (and optional typedefs,
- * name -> type text, for the mangled names in Cython capsules).
+ * name -> type text, for the mangled names in Cython capsules). A heap
+ * type made from its spec with the module (nt_signature_add), kept in the
+ * module state.
  */
 #include "pyapi.h"
 
@@ -80,7 +82,7 @@ static PyObject *signature_new(PyTypeObject *type, PyObject *args, PyObject *kwd
     PyObject *source, *typedefs = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O:Signature", kwlist, &source, &typedefs))
         return NULL;
-    if (PyObject_TypeCheck(source, &nt_SignatureType)) {
+    if (PyObject_TypeCheck(source, nt_get_state()->signature_type)) {
         /* a copy keeps the parameter names, which the text form drops */
         nt_sig *copy = nt_sig_copy(((nt_SignatureObject *)source)->sig);
         if (copy == NULL)
@@ -120,9 +122,11 @@ static void signature_dealloc(nt_SignatureObject *self)
 {
     /* Thunks hold a reference to their target's Signature, so no thunk
        uses these plans any more. */
+    PyTypeObject *type = Py_TYPE(self);
     nt_plan_cache_free(&self->plans);
     nt_sig_free(self->sig);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type);
 }
 
 static PyObject *format_type(const nt_type *t)
@@ -200,7 +204,7 @@ static Py_hash_t signature_hash(nt_SignatureObject *self)
 static PyObject *signature_richcompare(PyObject *a, PyObject *b, int op)
 {
     if ((op != Py_EQ && op != Py_NE)
-        || !PyObject_TypeCheck(b, &nt_SignatureType))
+        || !PyObject_TypeCheck(b, nt_get_state()->signature_type))
         Py_RETURN_NOTIMPLEMENTED;
     int eq = nt_sig_equal(((nt_SignatureObject *)a)->sig, ((nt_SignatureObject *)b)->sig);
     return PyBool_FromLong(op == Py_EQ ? eq : !eq);
@@ -264,7 +268,7 @@ static PyObject *describe_type(const nt_type *t)
         nt_sig *copy = nt_sig_copy(t->fn);
         if (copy == NULL)
             return PyErr_NoMemory();
-        fn = nt_signature_wrap(&nt_SignatureType, copy);
+        fn = nt_signature_wrap(nt_get_state()->signature_type, copy);
         if (fn == NULL)
             return NULL;
     }
@@ -317,18 +321,29 @@ static PyMethodDef signature_methods[] = {
     { NULL, NULL, 0, NULL }
 };
 
-PyTypeObject nt_SignatureType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "numthunk._core.Signature",
-    .tp_basicsize = sizeof(nt_SignatureObject),
-    .tp_dealloc = (destructor)signature_dealloc,
-    .tp_repr = (reprfunc)signature_repr,
-    .tp_str = (reprfunc)signature_str,
-    .tp_hash = (hashfunc)signature_hash,
-    .tp_richcompare = signature_richcompare,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "Signature(text, typedefs=None): a parsed C function signature.",
-    .tp_getset = signature_getset,
-    .tp_methods = signature_methods,
-    .tp_new = signature_new,
+static PyType_Slot signature_slots[] = {
+    { Py_tp_dealloc, signature_dealloc },
+    { Py_tp_repr, signature_repr },
+    { Py_tp_str, signature_str },
+    { Py_tp_hash, signature_hash },
+    { Py_tp_richcompare, signature_richcompare },
+    { Py_tp_doc, "Signature(text, typedefs=None): a parsed C function signature." },
+    { Py_tp_getset, signature_getset },
+    { Py_tp_methods, signature_methods },
+    { Py_tp_new, signature_new },
+    { 0, NULL }
 };
+
+static PyType_Spec signature_spec = {
+    "numthunk._core.Signature", sizeof(nt_SignatureObject), 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_IMMUTABLETYPE, signature_slots
+};
+
+int nt_signature_add(PyObject *module, nt_state *st)
+{
+    PyObject *type = PyType_FromModuleAndSpec(module, &signature_spec, NULL);
+    if (type == NULL)
+        return -1;
+    st->signature_type = (PyTypeObject *)type;
+    return PyModule_AddObjectRef(module, "Signature", type);
+}

@@ -85,6 +85,7 @@ static void call_done(ThunkObject *self)
 
 static int thunk_traverse(ThunkObject *self, visitproc visit, void *arg)
 {
+    Py_VISIT(Py_TYPE(self));      /* a heap type: its instances hold it */
     Py_VISIT(self->sig);
     Py_VISIT(self->owner);
     for (Py_ssize_t i = 0; i < Py_SIZE(self); i++) {
@@ -121,6 +122,7 @@ static int thunk_clear(ThunkObject *self)
 
 static void thunk_dealloc(ThunkObject *self)
 {
+    PyTypeObject *type = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
     if (self->weakreflist != NULL)
         PyObject_ClearWeakRefs((PyObject *)self);
@@ -142,7 +144,8 @@ static void thunk_dealloc(ThunkObject *self)
     }
     Py_XDECREF(self->owner);
     Py_XDECREF(self->sig);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type);              /* subclasses too: the base is a heap type */
 }
 
 typedef struct {
@@ -174,14 +177,15 @@ static int parse_new_args(PyObject *args, PyObject *kwds, new_args *a)
             a->engine = v[6];
         if (n > 7)
             a->via = v[7];
-        if (!PyObject_TypeCheck(v[0], &nt_SignatureType) || !PyTuple_Check(v[2])) {
+        if (!PyObject_TypeCheck(v[0], nt_get_state()->signature_type)
+            || !PyTuple_Check(v[2])) {
             PyErr_SetString(PyExc_TypeError, "Thunk(signature, address, args: tuple, ...)");
             return -1;
         }
         return 0;
     }
     return PyArg_ParseTupleAndKeywords(args, kwds, "O!OO!|OpOOO:Thunk", kwlist,
-                                       &nt_SignatureType, &a->sig, &a->address,
+                                       nt_get_state()->signature_type, &a->sig, &a->address,
                                        &PyTuple_Type, &a->values, &a->owner, &a->nogil,
                                        &a->memviews, &a->engine, &a->via) ? 0 : -1;
 }
@@ -822,25 +826,33 @@ static PyMethodDef thunk_methods[] = {
     { NULL, NULL, 0, NULL }
 };
 
-PyTypeObject nt_ThunkType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "numthunk._core.Thunk",
-    .tp_basicsize = offsetof(ThunkObject, b),
-    .tp_itemsize = sizeof(binding),
-    .tp_dealloc = (destructor)thunk_dealloc,
-    .tp_call = (ternaryfunc)thunk_call,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "Thunk(signature, address, args, owner=None, nogil=True, memviews=None, "
-              "engine=None, via=None)",
-    .tp_traverse = (traverseproc)thunk_traverse,
-    .tp_clear = (inquiry)thunk_clear,
-    .tp_weaklistoffset = offsetof(ThunkObject, weakreflist),
-    .tp_getset = thunk_getset,
-    .tp_methods = thunk_methods,
-    .tp_new = thunk_new,
+static PyMemberDef thunk_members[] = {
+    { "__weaklistoffset__", T_PYSSIZET, offsetof(ThunkObject, weakreflist), READONLY, NULL },
+    { NULL, 0, 0, 0, NULL }
 };
 
-int nt_thunk_ready(void)
+static PyType_Slot thunk_slots[] = {
+    { Py_tp_dealloc, thunk_dealloc },
+    { Py_tp_call, thunk_call },
+    { Py_tp_doc, "Thunk(signature, address, args, owner=None, nogil=True, memviews=None, "
+                 "engine=None, via=None)" },
+    { Py_tp_traverse, thunk_traverse },
+    { Py_tp_clear, thunk_clear },
+    { Py_tp_members, thunk_members },
+    { Py_tp_getset, thunk_getset },
+    { Py_tp_methods, thunk_methods },
+    { Py_tp_new, thunk_new },
+    { 0, NULL }
+};
+
+/* Variable-size: one binding per target parameter after the fixed part. */
+static PyType_Spec thunk_spec = {
+    "numthunk._core.Thunk", offsetof(ThunkObject, b), sizeof(binding),
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE,
+    thunk_slots
+};
+
+int nt_thunk_add(PyObject *module, nt_state *st)
 {
     static int once;
     if (!once) {
@@ -848,5 +860,9 @@ int nt_thunk_ready(void)
         pthread_atfork(NULL, NULL, after_fork_child);
         nt_registry_init(offsetof(ThunkObject, address));
     }
-    return PyType_Ready(&nt_ThunkType);
+    PyObject *type = PyType_FromModuleAndSpec(module, &thunk_spec, NULL);
+    if (type == NULL)
+        return -1;
+    st->thunk_type = (PyTypeObject *)type;
+    return PyModule_AddObjectRef(module, "Thunk", type);
 }
