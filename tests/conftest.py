@@ -38,6 +38,18 @@ collect_ignore = ["site"]
 HERE = os.path.dirname(os.path.abspath(__file__))
 BUILD = os.path.join(HERE, "_build")
 
+# The engines a test can choose (bind's engine=), and the name each reports
+# as a thunk's .backend on this machine. A test that runs on both takes the
+# `engine` fixture, or parametrises over ENGINES itself.
+ENGINES = ["native", "ffi"]
+BACKEND = {"native": "native-x86_64-sysv", "ffi": "libffi"}
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request):
+    """Each engine in turn."""
+    return request.param
+
 
 CLANG_HELP = ("clang is needed: these tests build their fixtures with gcc and with clang, "
               "whose callees rely on the caller's extension of narrow integers. The test "

@@ -256,27 +256,6 @@ def test_scipy_quad_lowlevelcallable(cfn):
         f.lowlevelcallable(signature="double (double, void *)")
 
 
-def test_rebind_follows_arrays_and_keeps_address(cfn):
-    a = np.array([1.0, 2.0])
-    t = nt.bind(cfn("f_d_pi", "double (const double *x, int n)"), a, nt.size(a))
-    addr = t.address
-    b = np.arange(5.0)
-    t.rebind(0, b)                 # size(a) follows: it now reads b
-    assert t() == 10.0 and t.address == addr
-    t.rebind("n", 2)
-    assert t() == 1.0
-    with pytest.raises(OverflowError, match="argument 2 \\(n: int\\)"):
-        t.rebind("n", 2**40)
-    assert t() == 1.0               # a failed rebind changes nothing
-    with pytest.raises(TypeError):
-        t.rebind(0, np.zeros(3, dtype=np.float32))
-    fwd = nt.bind(cfn("f_d_pi", "double (const double *x, int n)"), nt.ARG, 3)
-    with pytest.raises(ValueError, match="forwarded"):
-        fwd.rebind(0, a)
-    t.reclaim()
-    assert t() == 1.0
-
-
 def test_release_and_context_manager(cfn):
     fn = cfn("f_d_d", "double (double)")
     with nt.bind(fn, 2.0) as t:

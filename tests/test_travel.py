@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 import numthunk as nt
 from numthunk._recipe import PicklingRefused
 from ntbuild import no_preload
+from conftest import ENGINES
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(nt.__file__)))
@@ -954,7 +955,7 @@ def sum_cases(draw, lib, arrays):
         else:
             ints.append({"int": int, "np": np.int64, "index": Index}[form](literal))
     code_v = draw(st.sampled_from([ord(code), np.int32(ord(code)), nt.ARG]))
-    engine = draw(st.sampled_from([None, "native", "ffi"]))
+    engine = draw(st.sampled_from([None, *ENGINES]))
     t = nt.bind(fn, p, code_v, *ints, engine=engine)
 
     def described(t):
@@ -1051,7 +1052,7 @@ def scalar_cases(draw, fixture_path):
     fn = nt.Function.from_library(fixture_path, name, sig)
     forwarded = draw(st.booleans())
     t = nt.bind(fn, nt.ARG if forwarded else value,
-                engine=draw(st.sampled_from([None, "native", "ffi"])))
+                engine=draw(st.sampled_from([None, *ENGINES])))
     return Case(t, lambda t: [value] if forwarded else [], lambda t: want,
                 note=f"{ctype} {type(value).__name__} {value!r}")
 
