@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 import numthunk as nt
+
 from ntbuild import compiler_env, install_compiler_shims
 
 # Property-based tests without their own max_examples: a modest budget in

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import numthunk as nt
+
 from conftest import ENGINES
 
 SUM = "double (const double *x, int n)"

@@ -24,6 +24,7 @@ import scipy.integrate
 from numba import njit
 
 import numthunk as nt
+
 from ntbuild import compiler_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))

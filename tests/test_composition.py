@@ -17,6 +17,7 @@ import cffi
 import pytest
 
 import numthunk as nt
+
 from thunks import bind, run_bounded
 
 D_D = "double (double)"
@@ -116,7 +117,7 @@ def test_a_cycle_through_a_dependency_is_collected(fns, engine):
     thunk, which holds the inner one: a cycle the collector frees."""
     proto = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double)
     box = {}
-    cb = proto(lambda x: x + (1.0 if "outer" in box else 0.0))
+    cb = proto(lambda x: x + (1.0 if "outer" in box else 0.0))  # noqa: F821 (del box below)
     inner = bind(engine, cb, nt.ARG)
     box["outer"] = bind(engine, fns.apply, inner, nt.ARG)
     cb.box = box

@@ -32,10 +32,8 @@ from hypothesis import strategies as st
 import numthunk as nt
 
 import ntbuild
-from layouts import FOREIGN, c_strides, flat2, foreign_layouts, pep3118_c_contiguous, \
-    read_elements
 from conftest import ENGINES
-
+from layouts import FOREIGN, c_strides, flat2, foreign_layouts, pep3118_c_contiguous, read_elements
 
 # C spelling -> ctypes type with the same width and signedness (the oracle)
 INT_SPELLINGS = {

@@ -19,8 +19,8 @@ import struct
 import pytest
 
 import numthunk as nt
-from conftest import compile_shared, compiler_command
-from conftest import ENGINES
+
+from conftest import ENGINES, compile_shared, compiler_command
 
 SEED = 20261129
 COUNT = 2000

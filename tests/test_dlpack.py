@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 from numba import njit
 
 import numthunk as nt
-from conftest import compile_shared
+
+from conftest import ENGINES, compile_shared
 from layouts import foreign_layouts
-from conftest import ENGINES
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -31,7 +31,8 @@ def test_backend_info_names_engine_and_policy():
     assert info["fallback_engine"] == "libffi"
     assert info["engine"] in ("libffi", "native-x86_64-sysv")
     assert info["memory_policy"]
-    out = run_py("import numthunk; print(numthunk.backend_info()['engine'])", NUMTHUNK_BACKEND="ffi")
+    out = run_py("import numthunk; print(numthunk.backend_info()['engine'])",
+                 NUMTHUNK_BACKEND="ffi")
     assert out.stdout.strip() == "libffi"
     bad = run_py("import numthunk", NUMTHUNK_BACKEND="fast")
     assert bad.returncode != 0 and "NUMTHUNK_BACKEND='fast'" in bad.stderr
@@ -143,7 +144,8 @@ for line in rwx:
 """
 
 
-@pytest.mark.skipif(not NATIVE, reason="no native engine on this platform: every plan runs on libffi")
+@pytest.mark.skipif(not NATIVE,
+                    reason="no native engine on this platform: every plan runs on libffi")
 @pytest.mark.parametrize("policy", ["", "memfd", "mprotect"])
 def test_no_writable_executable_mapping(policy):
     out = run_py(W_X_CHECK, NUMTHUNK_BACKEND="native", NUMTHUNK_EXECMEM=policy)
@@ -188,7 +190,8 @@ def test_quarantine_delays_reuse():
 def test_same_results_on_both_engines(cfn, engine):
     if engine == "native" and not NATIVE:
         pytest.skip("no native engine on this platform")
-    many = cfn("f_d_iiiiiiiidddddddddd", "double (" + ", ".join(["int"] * 8 + ["double"] * 10) + ")")
+    many = cfn("f_d_iiiiiiiidddddddddd",
+               "double (" + ", ".join(["int"] * 8 + ["double"] * 10) + ")")
     vals = list(range(-4, 4)) + [0.25 * k for k in range(10)]
     expected = sum(v * (i + 1) for i, v in enumerate(vals))
     rng = np.random.default_rng(1)
@@ -535,7 +538,8 @@ def test_target_entered_with_aligned_stack(engine):
             sig = "uint64_t (" + ", ".join(["int64_t"] * nint + ["double"] * ndbl) + ")"
             f = nt.Function(addr, sig)
             n = nint + ndbl
-            for fwd_mask in [0, (1 << n) - 1, 1, 1 << (n - 1)] + [rng.getrandbits(n) for _ in range(4)]:
+            masks = [0, (1 << n) - 1, 1, 1 << (n - 1)] + [rng.getrandbits(n) for _ in range(4)]
+            for fwd_mask in masks:
                 args = [nt.ARG if fwd_mask >> i & 1 else (i if i < nint else i + 0.25)
                         for i in range(n)]
                 t = nt.bind(f, *args, engine=engine)

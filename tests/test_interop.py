@@ -15,10 +15,9 @@ import pytest
 
 import numthunk as nt
 from numthunk._api import as_function
-from conftest import BUILD, HERE, compile_shared
-from ntbuild import no_preload
-from conftest import ENGINES
 
+from conftest import BUILD, ENGINES, HERE, compile_shared
+from ntbuild import no_preload
 
 _CDEF = """
     struct pt { double x; double y; };

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import numthunk as nt
+
 from conftest import BACKEND, ENGINES
 from thunks import SUM, Index, Owner, bind, count_is, kept, run_bounded, sum_fn
 
@@ -392,7 +393,7 @@ def test_target_that_releases_its_own_thunk(engine):
     with pytest.raises(ValueError, match="released"):
         t(1.0)
     with pytest.raises(ValueError, match="released"):
-        t.address
+        _ = t.address
 
 
 def test_target_that_reclaims_and_rebinds_its_own_thunk(cfn, engine):

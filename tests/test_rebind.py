@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import numthunk as nt
+
 from thunks import MIXED, SUM, Index, bind, count_is, kept, sum_fn
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import numthunk as nt
+
 from thunks import MIXED, SUM, Index, bind, run_py
 
 NATIVE = nt.backend_info()["native_available"]

@@ -22,8 +22,9 @@ from hypothesis import strategies as st
 
 import numthunk as nt
 from numthunk._recipe import PicklingRefused
-from ntbuild import no_preload
+
 from conftest import ENGINES
+from ntbuild import no_preload
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(nt.__file__)))
@@ -138,6 +139,7 @@ def _cases(fixture_path, lib):
     import ntk_cy.mview
     import ntk_cy.scalar
     import ntk_travel_cffi
+
     import travel_kernels as k
 
     made = {}
@@ -240,7 +242,8 @@ def fresh(paths, fixture_path, lib, tmp_path_factory):
 
 KINDS = [
     "from_library path", "from_library 'm' (a Function)", "from_library CDLL",
-    "ctypes CDLL function", "ctypes prototype((name, CDLL))", "cffi ABI lib.f", "cffi API module function",
+    "ctypes CDLL function", "ctypes prototype((name, CDLL))", "cffi ABI lib.f",
+    "cffi API module function",
     "cython memoryviews", "cython fused cpdef", "cython cpdef (a Function)",
     "numba cfunc", "numba cfunc, qualified name", "thunk as target",
     "thunk as function-pointer value", "cfunc as function-pointer value",
@@ -931,7 +934,6 @@ def sum_cases(draw, lib, arrays):
     dense = arr.flags.c_contiguous or arr.flags.f_contiguous   # strides survive a trip
     ints = []
     for k in range(4):
-        axis_kind = "shape" if k < 2 else "stride"
         axis = k % 2
         literal = (shape2 if k < 2 else strides2)[axis]
         if elements and k >= 2:

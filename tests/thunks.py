@@ -10,6 +10,7 @@ import textwrap
 import threading
 
 import numthunk as nt
+
 from conftest import BACKEND
 
 SUM = "double (const double *x, int n)"

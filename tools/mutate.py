@@ -119,7 +119,8 @@ MUTANTS = [
     M("py-cython-float_t", "numthunk/_cython.py", "NumPy's Cython float_t resolved to float",
       '"float_t": "double",', '"float_t": "float",', [T_TABLES, T_CYTHON]),
     M("py-cython-uintp_t", "numthunk/_cython.py", "NumPy's Cython uintp_t resolved as signed",
-      '"intp_t": "npy_intp", "uintp_t": "npy_uintp",', '"intp_t": "npy_intp", "uintp_t": "npy_intp",',
+      '"intp_t": "npy_intp", "uintp_t": "npy_uintp",',
+      '"intp_t": "npy_intp", "uintp_t": "npy_intp",',
       [T_TABLES, T_CYTHON]),
     M("py-cython-ulonglong_t", "numthunk/_cython.py", "ulonglong_t resolved as signed",
       '"ulonglong_t": "unsigned long long",', '"ulonglong_t": "long long",', [T_TABLES, T_CYTHON]),
@@ -604,7 +605,7 @@ class OpWorker(Worker):
                     self.copy = (c.group(1), c.group(2))
         if not self.compile or self.link is None:
             raise RuntimeError("could not read the build commands from setup.py's output")
-        for src, (argv, obj) in self.compile.items():
+        for src, (argv, _obj) in self.compile.items():
             self._run(argv, "compile " + src)
         self._relink()
         self.clean = {}

@@ -23,6 +23,7 @@ BUILD_ROOT = os.path.join(os.path.dirname(HERE), "_build", "capi")
 if os.path.dirname(HERE) not in sys.path:
     sys.path.insert(0, os.path.dirname(HERE))     # tests/, for ntbuild
 from ntbuild import compiler_env, extension_toolchain  # noqa: E402
+
 SOURCES = ["ntcapi_ext.c", "ntcapi_cy.pyx"]
 
 

@@ -25,6 +25,7 @@ BUILD_ROOT = os.path.join(os.path.dirname(HERE), "_build", "cython")
 if os.path.dirname(HERE) not in sys.path:
     sys.path.insert(0, os.path.dirname(HERE))     # tests/, for ntbuild
 from ntbuild import compiler_env  # noqa: E402
+
 SOURCE_EXT = (".pyx", ".pxd", ".py")
 
 
