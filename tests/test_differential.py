@@ -20,7 +20,8 @@ import pytest
 
 import numthunk as nt
 
-from conftest import ENGINES, compile_shared, compiler_command
+from conftest import ENGINES, compiler_command
+from ntbuild import compile_shared
 
 SEED = 20261129
 COUNT = 2000

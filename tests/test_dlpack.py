@@ -24,8 +24,9 @@ from numba import njit
 
 import numthunk as nt
 
-from conftest import ENGINES, compile_shared
+from conftest import ENGINES
 from layouts import foreign_layouts
+from ntbuild import compile_shared
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

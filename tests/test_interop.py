@@ -16,8 +16,8 @@ import pytest
 import numthunk as nt
 from numthunk._api import as_function
 
-from conftest import BUILD, ENGINES, HERE, compile_shared
-from ntbuild import no_preload
+from conftest import BUILD, ENGINES, HERE
+from ntbuild import compile_shared, no_preload
 
 _CDEF = """
     struct pt { double x; double y; };

@@ -191,8 +191,8 @@ def test_kernel_reads_each_array_by_its_own_size_under_asan(engine):
     """The issue's case: one array bound to two pointer parameters, each with
     its size(); after rebind(0, big) the kernel reads n elements of x and m
     of y. Built with AddressSanitizer, a read past y is a report."""
-    from conftest import HERE, compile_shared
-    from ntbuild import compiler_env
+    from conftest import HERE
+    from ntbuild import compile_shared, compiler_env
     cc = os.environ.get("CC") or "gcc"
     path = compile_shared(os.path.join(HERE, "fixtures", "fixture.c"), "fixture",
                           compiler=cc, extra=["-fsanitize=address", "-g"], label="asan")

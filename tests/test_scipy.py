@@ -16,7 +16,8 @@ from scipy import LowLevelCallable, integrate, ndimage
 import numthunk as nt
 from numthunk._signature import scipy_text
 
-from conftest import HERE, compile_shared
+from conftest import HERE
+from ntbuild import compile_shared
 
 
 @pytest.fixture(scope="module")
