@@ -93,6 +93,9 @@ def test_capsule_keeps_its_thunk_alive():
     assert count_is(t, r0)[0]
 
 
+# ---------------------------------------------------------------- bound objects and buffers
+
+
 def test_bound_array_kept_alive(cfn):
     a = np.array([1.0, 2.0, 3.0])
     ref = weakref.ref(a)
@@ -332,6 +335,9 @@ def test_subclass_dict_is_traversed_by_the_collector(cfn, cls):
     assert ref() is None and ref_a() is None
 
 
+# ---------------------------------------- release and reclaim while a call is in flight
+
+
 def test_release_while_call_converts_its_arguments(cfn, engine):
     a = np.arange(4.0)
     t = bind(engine, cfn("f_d_pi", SUM), nt.ARG, nt.ARG)
@@ -411,6 +417,9 @@ def test_target_that_reclaims_and_rebinds_its_own_thunk(cfn, engine):
     assert run_bounded(lambda: t(1.0)) == 3.0
 
 
+# ---------------------------------------------------------------- garbage collection
+
+
 def test_function_call_creates_no_garbage(cfn):
     fn_lib = cfn("f_d_d", "double (double)")
     addr, lib = fn_lib.address, fn_lib.owner
@@ -473,6 +482,9 @@ def test_thunk_rebound_into_itself_is_collected(cfn, engine):
     del t
     gc.collect()
     assert ref() is None
+
+
+# ---------------------------------------- values and owners a call still needs
 
 
 def test_release_inside_the_target_keeps_bound_values_until_it_returns(engine):
