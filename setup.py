@@ -44,8 +44,9 @@ def libffi_flags():
             sys.exit(LIBFFI_HELP)
         include_dirs = found[:1]
     elif not any(os.path.exists(os.path.join(d, "ffi.h"))
-                 for d in include_dirs + ["/usr/include",
-                                          f"/usr/include/{getattr(sys.implementation, '_multiarch', '')}"]):
+                 for d in include_dirs + [
+                     "/usr/include",
+                     f"/usr/include/{getattr(sys.implementation, '_multiarch', '')}"]):
         sys.exit(LIBFFI_HELP)
     return include_dirs, library_dirs
 

@@ -120,13 +120,15 @@ def main():
     csum = nt.Function(kern["sum"], "double (const double *, int)")
     cn = nt.bind(csum, vec, 4, engine="native")
     cf = nt.bind(csum, vec, 4, engine="ffi")
-    assert c_loop(cn.address, 10) == c_loop(cf.address, 10) == direct_loop(kern["sum"], vec.ctypes.data, 4, 10)
+    assert (c_loop(cn.address, 10) == c_loop(cf.address, 10)
+            == direct_loop(kern["sum"], vec.ctypes.data, 4, 10))
     d = median(lambda: direct_loop(kern["sum"], vec.ctypes.data, 4, k)) / k
     table("call cost from a C loop (no Numba): the engine alone", [
         ("direct: sum(x, 4)", d),
         ("numthunk native thunk", median(lambda: c_loop(cn.address, k)) / k),
         ("numthunk libffi thunk", median(lambda: c_loop(cf.address, k)) / k),
-        ("ctypes Python callback", median(lambda: c_loop(ctypes.cast(pycb, ctypes.c_void_p).value, few)) / few),
+        ("ctypes Python callback",
+         median(lambda: c_loop(ctypes.cast(pycb, ctypes.c_void_p).value, few)) / few),
     ], d)
 
     many_sig = "double (" + ", ".join(["int"] * 8 + ["double"] * 10) + ")"
@@ -134,7 +136,8 @@ def main():
     args = [1, 2, 3, 4, 5, 6, 7, 8, 0.5, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5, 7.5, 8.5, 9.5]
     mn = nt.bind(many, *args, engine="native")
     mf = nt.bind(many, *args, engine="ffi")
-    many_loop = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_void_p, ctypes.c_long)(kern["direct_many_loop"])
+    many_loop = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_void_p,
+                                 ctypes.c_long)(kern["direct_many_loop"])
     assert c_loop(mn.address, 3) == c_loop(mf.address, 3) == many_loop(kern["many"], 3)
     d = median(lambda: many_loop(kern["many"], k)) / k
     table("many arguments (8 int + 10 double, all bound: stack arguments), from a C loop", [
@@ -149,7 +152,8 @@ def main():
     make_native = median(lambda: [nt.bind(c_sum, vec, size) for _ in range(n_make)]) / n_make
     fn = nt.Function(c_sum.address, "double (const double *, int)")
     make_fn = median(lambda: [nt.bind(fn, vec, size) for _ in range(n_make)]) / n_make
-    make_ffi = median(lambda: [nt.bind(fn, vec, size, engine="ffi") for _ in range(n_make)]) / n_make
+    make_ffi = median(lambda: [nt.bind(fn, vec, size, engine="ffi")
+                               for _ in range(n_make)]) / n_make
 
     def make_closure():
         @cfunc(float64())

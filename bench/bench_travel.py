@@ -174,14 +174,15 @@ def bench_unpickle(library):
     for name, target in targets.items():
         t = nt.bind(target, nt.ARG, p, nt.size(p))
         blob = pickle.dumps(t)
-        row(f"{name}: nt.bind", lambda: nt.bind(target, nt.ARG, p, nt.size(p)))
-        row(f"{name}: pickle.dumps", lambda: pickle.dumps(t))
-        row(f"{name}: pickle.loads, target resolved", lambda: pickle.loads(blob))
+        # each row() runs its lambda before the loop goes on
+        row(f"{name}: nt.bind", lambda: nt.bind(target, nt.ARG, p, nt.size(p)))  # noqa: B023
+        row(f"{name}: pickle.dumps", lambda: pickle.dumps(t))  # noqa: B023
+        row(f"{name}: pickle.loads, target resolved", lambda: pickle.loads(blob))  # noqa: B023
         keep = pickle.loads(blob)       # one alive: the next ones share its target
-        row(f"{name}: pickle.loads, target shared", lambda: pickle.loads(blob))
+        row(f"{name}: pickle.loads, target shared", lambda: pickle.loads(blob))  # noqa: B023
         del keep
         row(f"{name}: pickle.loads of the array alone",
-            lambda b=pickle.dumps(p): pickle.loads(b))
+            lambda b=pickle.dumps(p): pickle.loads(b))  # noqa: B008 (pickled once)
 
     print("\nFirst unpickling in a fresh interpreter (import numthunk | pickle.loads), "
           "median of 3")

@@ -17,9 +17,9 @@ import os
 import time
 
 import numpy as np
+from sweep_kernels import damped, integrate_all
 
 import numthunk as nt
-from sweep_kernels import damped, integrate_all
 
 N, CHUNK = 1000, 50
 

@@ -7,15 +7,14 @@ import importlib.util
 import os
 import shlex
 import shutil
-import subprocess
 import sys
-import sysconfig
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 import numthunk as nt
-from ntbuild import compiler_env, install_compiler_shims
+
+from ntbuild import compile_shared, install_compiler_shims
 
 # Property-based tests without their own max_examples: a modest budget in
 # the normal run; NUMTHUNK_HYPOTHESIS_PROFILE=long for a deeper one.
@@ -37,6 +36,18 @@ collect_ignore = ["site"]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BUILD = os.path.join(HERE, "_build")
+
+# The engines a test can choose (bind's engine=), and the name each reports
+# as a thunk's .backend on this machine. A test that runs on both takes the
+# `engine` fixture, or parametrises over ENGINES itself.
+ENGINES = ["native", "ffi"]
+BACKEND = {"native": "native-x86_64-sysv", "ffi": "libffi"}
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request):
+    """Each engine in turn."""
+    return request.param
 
 
 CLANG_HELP = ("clang is needed: these tests build their fixtures with gcc and with clang, "
@@ -72,24 +83,6 @@ def compiler_command(name):
         pytest.fail(f"{name} is needed: the tests build C fixtures with it "
                     f"(apt-get install {name})")
     return [name]
-
-
-def compile_shared(source, name, compiler=None, extra=(), label=None):
-    """Compile a C file into a shared library under tests/_build and return its
-    path. compiler: a command (string or list); label names the output."""
-    if compiler is None:
-        compiler = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
-    cmd_cc = shlex.split(compiler) if isinstance(compiler, str) else list(compiler)
-    if shutil.which(cmd_cc[0]) is None:
-        raise RuntimeError(f"C compiler {cmd_cc[0]!r} not found: the tests need one (the "
-                           "compiler is the oracle)")
-    os.makedirs(BUILD, exist_ok=True)
-    label = label or os.path.basename(cmd_cc[0])
-    out = os.path.join(BUILD, f"{name}-{label}{sysconfig.get_config_var('SHLIB_SUFFIX') or '.so'}")
-    cmd = [*cmd_cc, "-O2", "-shared", "-fPIC", "-std=c11", "-Wall", "-Wextra", "-Werror",
-           *extra, "-o", out, source]
-    subprocess.run(cmd, check=True, env=compiler_env())
-    return out
 
 
 @pytest.fixture(scope="session")

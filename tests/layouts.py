@@ -9,7 +9,7 @@ import struct
 import numpy as np
 from hypothesis import strategies as st
 
-ENGINES = ["native", "ffi"]
+from conftest import ENGINES
 
 FOREIGN = {"b": "int8_t", "B": "uint8_t", "h": "int16_t", "H": "uint16_t", "i": "int32_t",
            "I": "uint32_t", "q": "int64_t", "Q": "uint64_t", "f": "float", "d": "double",

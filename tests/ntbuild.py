@@ -1,6 +1,8 @@
-"""Builds the extra fixture libraries (C and x86-64 assembly) of the tests
-that own them, into tests/_build, with the system C compiler; and what
-every test that runs a compiler or expects a crash shares with them.
+"""The tests' one way to compile C: shared libraries (compile_shared, and
+build() for a file of tests/fixtures/) and Python extension modules
+(compile_extension, and build_extension() for a cached one), into
+tests/_build, with the system C compiler; and what every test that runs a
+compiler or expects a crash shares with them.
 
 Under the sanitizer run (.ci/run preloads libasan into the interpreter with
 LD_PRELOAD), a compiler must not inherit the preload: gcc, cc1, ld and zig
@@ -13,6 +15,7 @@ first on PATH. Python subprocesses that import numthunk keep the preload
 import contextlib
 import ctypes
 import os
+import shlex
 import shutil
 import subprocess
 import sysconfig
@@ -79,23 +82,44 @@ def crashed(proc):
                                    "AddressSanitizer" in (proc.stderr or ""))
 
 
+def c_compiler():
+    """The system C compiler's command line as a list: $CC, else the one
+    Python was built with; fails when it is missing."""
+    cmd = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
+    if shutil.which(cmd[0]) is None:
+        raise RuntimeError(f"C compiler {cmd[0]!r} not found: the tests need one (the "
+                           "compiler is the oracle)")
+    return cmd
+
+
 def compiler():
-    cc = os.environ.get("CC") or (sysconfig.get_config_var("CC") or "cc").split()[0]
-    if shutil.which(cc) is None:
-        raise RuntimeError(f"C compiler {cc!r} not found: the tests need one")
-    return cc
+    """The system C compiler, its program alone."""
+    return c_compiler()[0]
+
+
+def compile_shared(source, name, compiler=None, extra=(), label=None):
+    """Compile a C (or .S) file into a shared library under tests/_build and
+    return its path. compiler: a command (string or list), the system one
+    by default; label names the output (the compiler's name by default)."""
+    if compiler is None:
+        cmd_cc = c_compiler()
+    else:
+        cmd_cc = shlex.split(compiler) if isinstance(compiler, str) else list(compiler)
+    if shutil.which(cmd_cc[0]) is None:
+        raise RuntimeError(f"C compiler {cmd_cc[0]!r} not found: the tests need one (the "
+                           "compiler is the oracle)")
+    os.makedirs(BUILD, exist_ok=True)
+    label = label or os.path.basename(cmd_cc[0])
+    out = os.path.join(BUILD, f"{name}-{label}{sysconfig.get_config_var('SHLIB_SUFFIX') or '.so'}")
+    std = [] if source.endswith(".S") else ["-std=c11", "-Wall", "-Wextra", "-Werror"]
+    cmd = [*cmd_cc, "-O2", "-shared", "-fPIC", *std, *extra, "-o", out, source]
+    subprocess.run(cmd, check=True, env=compiler_env())
+    return out
 
 
 def build(source, name, extra=()):
     """Compile fixtures/<source> (C or .S) into a shared library; its path."""
-    cc = compiler()
-    os.makedirs(BUILD, exist_ok=True)
-    out = os.path.join(BUILD, f"{name}-{os.path.basename(cc)}.so")
-    src = os.path.join(HERE, "fixtures", source)
-    std = [] if source.endswith(".S") else ["-std=c11", "-Wall", "-Wextra", "-Werror"]
-    subprocess.run([cc, "-O2", "-shared", "-fPIC", *std, *extra, "-o", out, src], check=True,
-                   env=compiler_env())
-    return out
+    return compile_shared(os.path.join(HERE, "fixtures", source), name, extra=extra)
 
 
 def load(source, name):
@@ -110,15 +134,25 @@ def extension_toolchain():
     """(compiler command, extension suffix, link flags) for a Python
     extension module built with the system C compiler ($CC, else the one
     Python was built with)."""
-    import shlex
     import sys
 
-    cc = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
-    if shutil.which(cc[0]) is None:
-        raise RuntimeError(f"C compiler {cc[0]!r} not found: the tests need one")
+    cc = c_compiler()
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
     link = ["-shared"] + (["-undefined", "dynamic_lookup"] if sys.platform == "darwin" else [])
     return cc, suffix, link
+
+
+def compile_extension(sources, out, include_dirs=(), strict=True, cwd=None):
+    """Compile C sources into the Python extension module file ``out``
+    (-Wall -Wextra -Werror when strict, else -w: generated code such as
+    Cython's); raises with the compiler's output when it fails."""
+    cc, _, link = extension_toolchain()
+    inc = [f for d in [sysconfig.get_paths()["include"], *include_dirs] for f in ("-I", d)]
+    warn = ["-std=c11", "-Wall", "-Wextra", "-Werror"] if strict else ["-w"]
+    cmd = [*cc, "-O2", "-fPIC", *inc, *warn, *sources, "-o", out, *link]
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=compiler_env())
+    if proc.returncode != 0:
+        raise RuntimeError(f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
 
 
 def build_extension(source, name, include_dirs=(), depends=()):
@@ -142,13 +176,8 @@ def build_extension(source, name, include_dirs=(), depends=()):
     os.makedirs(root, exist_ok=True)
     work = tempfile.mkdtemp(prefix="tmp-", dir=root)
     try:
-        cc, suffix, link = extension_toolchain()
-        inc = [f for d in [sysconfig.get_paths()["include"], *include_dirs] for f in ("-I", d)]
-        proc = subprocess.run([*cc, "-O2", "-fPIC", "-std=c11", "-Wall", "-Wextra", "-Werror",
-                               *inc, source, "-o", os.path.join(work, name + suffix), *link],
-                              capture_output=True, text=True, env=compiler_env())
-        if proc.returncode != 0:
-            raise RuntimeError(f"building {name} from {source} failed:\n{proc.stderr}")
+        suffix = extension_toolchain()[1]
+        compile_extension([source], os.path.join(work, name + suffix), include_dirs)
         open(os.path.join(work, ".done"), "w").close()
         try:
             os.rename(work, target)

@@ -38,7 +38,8 @@ def _files(top, prefix):
         dirs[:] = [x for x in dirs if x != "__pycache__" and not x.startswith(".")]
         for n in names:
             if not BUILT.search(n):
-                out.add(prefix + "/" + os.path.relpath(os.path.join(d, n), top).replace(os.sep, "/"))
+                rel = os.path.relpath(os.path.join(d, n), top).replace(os.sep, "/")
+                out.add(prefix + "/" + rel)
     return out
 
 

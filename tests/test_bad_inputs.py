@@ -11,6 +11,8 @@ import pytest
 
 import numthunk as nt
 
+from conftest import ENGINES
+
 SUM = "double (const double *x, int n)"
 WRITE = "void (double *x, double v, int n)"
 
@@ -176,7 +178,6 @@ print('ok', len(T.ROWS))
 # the rest of what is no Exception, MemoryError, RecursionError. Those pass
 # unchanged, in bind, rebind and calls from Python, on both engines.
 
-ENGINES = ["native", "ffi"]
 PASSING = [KeyboardInterrupt, SystemExit, GeneratorExit, MemoryError, RecursionError]
 # (fixture, signature, a good value, what the fixture returns for it)
 SCALARS = [("f_i_i", "int (int a)", 7, 7), ("f_d_d", "double (double a)", 2.5, 2.5),

@@ -19,6 +19,7 @@ import subprocess
 import pytest
 
 import numthunk as nt
+
 from conftest import compiler_command
 from ntbuild import compiler_env
 

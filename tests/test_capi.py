@@ -24,6 +24,7 @@ import scipy.integrate
 from numba import njit
 
 import numthunk as nt
+
 from ntbuild import compiler_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -425,3 +426,28 @@ def test_missing_c_include_path_says_what_to_pass(tmp_path, header):
     ok = subprocess.run(base + ["-I", nt.get_include()],
                         capture_output=True, text=True, env=compiler_env())
     assert ok.returncode == 0, ok.stderr
+
+
+class _CAPI(ctypes.Structure):
+    # the head of numthunk_CAPI (numthunk/include/numthunk/capi.h)
+    _fields_ = [("version", ctypes.c_uint), ("size", ctypes.c_uint),
+                ("signature", ctypes.c_void_p), ("create", ctypes.c_void_p)]
+
+
+@pytest.mark.parametrize("engine_flag", [0x2, 0x4])
+def test_capi_needs_gil_flag_keeps_the_gil_for_the_target(engine_flag):
+    # numthunk_create(..., NUMTHUNK_NEEDS_GIL): a call from Python keeps the
+    # GIL for the target; without the flag the call releases it. The target
+    # is CPython's own PyGILState_Check, which says which.
+    get = ctypes.pythonapi["PyCapsule_GetPointer"]   # private: its argtypes are ours alone
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    api = _CAPI.from_address(get(nt._core._C_API, b"numthunk._core._C_API"))
+    create = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object, ctypes.c_void_p,
+                               ctypes.c_void_p, ctypes.c_ssize_t, ctypes.py_object,
+                               ctypes.c_uint)(api.create)
+    sig = nt._core.Signature("int (void)")
+    target = ctypes.cast(ctypes.pythonapi.PyGILState_Check, ctypes.c_void_p).value
+    with_gil = create(sig, target, None, 0, None, 0x1 | engine_flag)
+    without = create(sig, target, None, 0, None, engine_flag)
+    assert with_gil() == 1, "NUMTHUNK_NEEDS_GIL: the target ran without the GIL"
+    assert without() == 0

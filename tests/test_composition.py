@@ -18,15 +18,10 @@ import pytest
 
 import numthunk as nt
 
-ENGINES = ["native", "ffi"]
-BACKEND = {"native": "native-x86_64-sysv", "ffi": "libffi"}
+from thunks import bind, run_bounded
+
 D_D = "double (double)"
 APPLY = "double (double (*f)(double), double x)"
-
-
-@pytest.fixture(params=ENGINES)
-def engine(request):
-    return request.param
 
 
 @pytest.fixture
@@ -38,11 +33,6 @@ def fns(cfn):
         call_int = cfn("f_i_F", "int (int (*f)(void))")
     return F
 
-
-def bind(engine, target, *args, **kw):
-    t = nt.bind(target, *args, engine=engine, **kw)
-    assert t.backend == BACKEND[engine]
-    return t
 
 
 class Releasing:
@@ -127,7 +117,7 @@ def test_a_cycle_through_a_dependency_is_collected(fns, engine):
     thunk, which holds the inner one: a cycle the collector frees."""
     proto = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double)
     box = {}
-    cb = proto(lambda x: x + (1.0 if "outer" in box else 0.0))
+    cb = proto(lambda x: x + (1.0 if "outer" in box else 0.0))  # noqa: F821 (del box below)
     inner = bind(engine, cb, nt.ARG)
     box["outer"] = bind(engine, fns.apply, inner, nt.ARG)
     cb.box = box
@@ -436,3 +426,37 @@ def test_rebind_to_a_thunk_that_uses_a_released_one_is_refused(fns, engine):
     with pytest.raises(ValueError, match="uses a released thunk"):
         t.rebind(0, broken)
     assert t(5.0) == 5.0
+
+
+def test_composed_depth_is_bounded_for_libffi(cfn):
+    t = nt.bind(cfn("f_d_d", "double (double)"), nt.ARG, engine="ffi")
+    chain = [t]
+    for _ in range(127):
+        chain.append(nt.bind(chain[-1], nt.ARG, engine="ffi"))
+    assert chain[-1].chain == 127
+    with pytest.raises(ValueError, match=r"chain of 129 thunks.*at most 128 levels on the "
+                                         r"engines in this chain \(libffi: 128"):
+        nt.bind(chain[-1], nt.ARG, engine="ffi")
+    with pytest.raises(ValueError, match="at most 128 levels"):
+        nt.bind(chain[-1], nt.ARG, engine="native")    # a libffi thunk is in the chain
+    # the deepest allowed chain runs on a 256 KiB thread stack
+    threading.stack_size(256 * 1024)
+    try:
+        assert run_bounded(lambda: chain[-1](2.5)) == 2.5
+    finally:
+        threading.stack_size(0)
+
+
+def test_composed_depth_of_native_chains(cfn):
+    t = nt.bind(cfn("f_d_d", "double (double)"), nt.ARG, engine="native")
+    chain = [t]
+    for _ in range(1023):
+        chain.append(nt.bind(chain[-1], nt.ARG, engine="native"))
+    assert chain[-1].chain == 1023
+    with pytest.raises(ValueError, match=r"at most 1024 levels .*native-[\w-]+: 1024"):
+        nt.bind(chain[-1], nt.ARG, engine="native")
+    threading.stack_size(256 * 1024)
+    try:
+        assert run_bounded(lambda: chain[-1](2.5)) == 2.5
+    finally:
+        threading.stack_size(0)

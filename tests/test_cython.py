@@ -18,6 +18,7 @@ import pytest
 
 import numthunk as nt
 from numthunk import _cython
+
 from ntbuild import crashed
 
 HERE = os.path.dirname(os.path.abspath(__file__))

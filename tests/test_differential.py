@@ -19,7 +19,9 @@ import struct
 import pytest
 
 import numthunk as nt
-from conftest import compile_shared, compiler_command
+
+from conftest import ENGINES, compiler_command
+from ntbuild import compile_shared
 
 SEED = 20261129
 COUNT = 2000
@@ -146,7 +148,7 @@ def with_garbage(rng, p, v):
     return v
 
 
-@pytest.mark.parametrize("engine", ["native", "ffi"])
+@pytest.mark.parametrize("engine", ENGINES)
 def test_random_signatures_agree(fixtures, engine):
     if engine == "native" and not nt.backend_info()["native_available"]:
         pytest.skip("no native engine on this platform")

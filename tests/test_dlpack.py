@@ -23,11 +23,12 @@ from hypothesis import strategies as st
 from numba import njit
 
 import numthunk as nt
-from conftest import compile_shared
+
+from conftest import ENGINES
 from layouts import foreign_layouts
+from ntbuild import compile_shared
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ENGINES = ["native", "ffi"]
 
 
 @pytest.fixture(scope="module")
@@ -43,11 +44,6 @@ def kern(dl):
         addr = ctypes.cast(getattr(dl, name), ctypes.c_void_p).value
         return nt.Function(addr, signature, owner=dl, name=name)
     return make
-
-
-@pytest.fixture(params=ENGINES)
-def engine(request):
-    return request.param
 
 
 class OnlyDL:

@@ -15,10 +15,9 @@ import pytest
 
 import numthunk as nt
 from numthunk._api import as_function
-from conftest import BUILD, HERE, compile_shared
-from ntbuild import no_preload
 
-ENGINES = ["native", "ffi"]
+from conftest import BUILD, ENGINES, HERE
+from ntbuild import compile_shared, no_preload
 
 _CDEF = """
     struct pt { double x; double y; };
@@ -137,7 +136,7 @@ def test_thunk_cffi_signature_types(api, ifn):
     assert out[0] == 7.0
 
 
-@pytest.mark.parametrize("engine", ["native", "ffi"])
+@pytest.mark.parametrize("engine", ENGINES)
 def test_thunk_cffi_pointer_spells_complex_and_bool_as_cffi_does(fixture_path, engine):
     """cffi reads no "double complex" or "float complex": a thunk's types
     reach it as _Complex, a bare parameter type as one with a qualifier."""

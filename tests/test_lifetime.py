@@ -1,5 +1,8 @@
-"""Reference safety: bound objects live as long as the thunk, buffers are
-released exactly once, released thunks trap instead of running garbage."""
+"""A thunk's life: bound objects live as long as the thunk and their
+references balance, buffers are released exactly once, a release or reclaim
+while a call is in flight (or from inside the target) waits for it, thunks
+that nothing holds are collected, released thunks trap instead of running
+garbage."""
 
 import ctypes
 import gc
@@ -8,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import tracemalloc
 import weakref
 
 import numpy as np
@@ -15,13 +19,81 @@ import pytest
 
 import numthunk as nt
 
-SUM = "double (const double *x, int n)"
+from conftest import BACKEND, ENGINES
+from thunks import SUM, Index, Owner, bind, count_is, kept, run_bounded, sum_fn
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+# ---------------------------------------------------------------- reference counts
+#
+# First in the file: a missing reference would make later tests crash.
 
-@pytest.fixture(params=["native", "ffi"])
-def engine(request):
-    return request.param
+
+def test_owner_is_counted_and_given_back():
+    """A thunk keeps its target (the Function, which keeps its owner) alive."""
+    owner = kept(Owner())
+    f = kept(nt.Function(sum_fn(), "double (const double *x, int n)", owner=owner))
+    arr = kept(np.ones(2))
+    gc.collect()
+    rf, ro, ra = sys.getrefcount(f), sys.getrefcount(owner), sys.getrefcount(arr)
+    t = nt.bind(f, arr, 2)
+    assert sys.getrefcount(f) >= rf + 1
+    assert t() == 2.0
+    del t
+    ok_f, got_f = count_is(f, rf)
+    ok_a, got_a = count_is(arr, ra)          # repaired before anything is collected
+    gc.collect()
+    assert ok_f, f"the target's count went from {rf} to {got_f} after bind + del"
+    assert ok_a, f"a bound array's count went from {ra} to {got_a} after bind + del"
+    assert count_is(owner, ro)[0]
+
+
+def test_bound_objects_are_counted_and_given_back():
+    f = kept(nt.Function(sum_fn(), "double (const double *x, int n)"))
+    arr = kept(np.arange(5.0))
+    big = kept(10**12 + int("5"))     # a fresh int object, not a shared constant
+    gc.collect()
+    r_arr, r_n = sys.getrefcount(arr), sys.getrefcount(big)
+    t = nt.bind(f, arr, nt.ARG)
+    assert sys.getrefcount(arr) >= r_arr + 1      # the binding holds it
+    assert t(5) == 10.0
+    t.release()
+    ok, got = count_is(arr, r_arr)
+    gc.collect()
+    assert ok, f"a bound array's count went from {r_arr} to {got} after bind + release"
+    del t
+    gc.collect()
+    assert count_is(arr, r_arr)[0]
+
+    f2 = kept(nt.Function(sum_fn(), "int64_t (int64_t)"))
+    t2 = nt.bind(f2, big)
+    ok, got = count_is(big, r_n + 1)
+    assert ok, f"a bound int's count went from {r_n} to {got} with the binding"
+    del t2
+    gc.collect()
+    ok, got = count_is(big, r_n)
+    assert ok, f"a bound int's count went from {r_n} to {got} after bind + del"
+
+
+def test_capsule_keeps_its_thunk_alive():
+    f = kept(nt.Function(sum_fn(), "double (const double *x, int n)"))
+    t = kept(nt.bind(f, kept(np.ones(3)), 3))
+    gc.collect()
+    r0 = sys.getrefcount(t)
+    llc = t.lowlevelcallable()
+    assert sys.getrefcount(t) >= r0 + 1
+    del llc
+    gc.collect()
+    assert count_is(t, r0)[0]
+    cap = nt._core._capsule(t.address, "double (void)", t)
+    ok, got = count_is(t, r0 + 1)
+    assert ok, f"a capsule took {got - r0} references to its owner, not 1"
+    del cap
+    gc.collect()
+    assert count_is(t, r0)[0]
+
+
+# ---------------------------------------------------------------- bound objects and buffers
 
 
 def test_bound_array_kept_alive(cfn):
@@ -77,18 +149,6 @@ def test_ctypes_resize_is_not_stopped_by_a_binding(cfn, engine):
     assert ctypes.addressof(arr) != before      # the memory moved: t must not be called now
     t.rebind(0, np.arange(4.0))                 # rebound, it is safe again
     assert t() == 6.0
-
-
-def test_rebind_keeps_old_buffers_until_reclaim(cfn):
-    a, b = np.ones(3), np.ones(5)
-    before_a = sys.getrefcount(a)
-    t = nt.bind(cfn("f_d_pi", SUM), a, nt.size(a))
-    t.rebind(0, b)
-    assert t() == 5.0
-    assert sys.getrefcount(a) > before_a        # a caller may still read the old context
-    t.reclaim()
-    assert sys.getrefcount(a) == before_a
-    t.release()
 
 
 def test_target_owner_kept_alive(lib, fixture_path):
@@ -159,7 +219,7 @@ t.release()
 call()
 print("survived")
 """
-    for backend in ("native", "ffi"):
+    for backend in ENGINES:
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                              env={**__import__("os").environ, "NUMTHUNK_BACKEND": backend})
         assert out.returncode != 0, backend
@@ -167,7 +227,7 @@ print("survived")
         assert "survived" not in out.stdout
 
 
-@pytest.mark.parametrize("engine", ["native", "ffi"])
+@pytest.mark.parametrize("engine", ENGINES)
 def test_a_temporary_s_address_traps_naming_the_thunk(fixture_path, engine):
     """solver(nt.bind(...).address, ...): the thunk is gone when the
     expression ends, before the solver calls it. The trap names the thunk
@@ -273,3 +333,202 @@ def test_subclass_dict_is_traversed_by_the_collector(cfn, cls):
     del t, a
     gc.collect()
     assert ref() is None and ref_a() is None
+
+
+# ---------------------------------------- release and reclaim while a call is in flight
+
+
+def test_release_while_call_converts_its_arguments(cfn, engine):
+    a = np.arange(4.0)
+    t = bind(engine, cfn("f_d_pi", SUM), nt.ARG, nt.ARG)
+    assert t(a, 4) == 6.0
+    with pytest.raises(ValueError, match="released while its arguments were converted"):
+        t(a, Index(4, t.release))
+    assert t.released
+    with pytest.raises(ValueError, match="released"):
+        t(a, 4)
+    # the same through a value the package resolves first (arr.ctypes)
+    t = bind(engine, cfn("f_d_pi", SUM), nt.ARG, nt.ARG)
+    with pytest.raises(ValueError, match="released"):
+        t(a.ctypes, Index(4, t.release))
+    assert t.released
+
+
+def test_release_while_rebind_converts(cfn, engine):
+    a = np.arange(4.0)
+    t = bind(engine, cfn("f_d_pi", SUM), a, 4)
+    with pytest.raises(ValueError, match="released while rebind"):
+        t.rebind(1, Index(2, t.release))
+    assert t.released
+    with pytest.raises(ValueError, match="released"):
+        t.rebind(1, 2)
+
+
+def test_reclaim_with_a_call_in_flight_is_deferred(cfn, engine):
+    a, b = np.arange(4.0), np.arange(10.0, 14.0)
+    t = bind(engine, cfn("f_d_pi", SUM), nt.ARG, nt.ARG)
+    holder = bind(engine, cfn("f_d_pi", SUM), a, nt.ARG)
+    ref_a = weakref.ref(a)
+
+    def during():
+        holder.rebind(0, b)
+        holder.reclaim()                # holder has no call in flight: now
+        t.reclaim()                     # t is calling: deferred, no error
+        return 4
+
+    assert t(b, Index(4, during)) == sum(range(10, 14))
+    del a
+    gc.collect()
+    assert ref_a() is None
+    assert holder(4) == sum(range(10, 14))
+
+
+def test_target_that_releases_its_own_thunk(engine):
+    proto = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double)
+    box = {}
+
+    def body(x):
+        box["t"].release()              # deferred until this call returns
+        box["released_inside"] = box["t"].released
+        return x * 2
+
+    cb = proto(body)
+    t = box["t"] = bind(engine, cb, nt.ARG)
+    assert run_bounded(lambda: t(3.0)) == 6.0
+    assert box["released_inside"] and t.released
+    with pytest.raises(ValueError, match="released"):
+        t(1.0)
+    with pytest.raises(ValueError, match="released"):
+        _ = t.address
+
+
+def test_target_that_reclaims_and_rebinds_its_own_thunk(cfn, engine):
+    proto = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double, ctypes.c_double)
+    box = {}
+
+    def body(x, y):
+        box["t"].rebind(1, y + 1)
+        box["t"].reclaim()
+        return x + y
+
+    cb = proto(body)
+    t = box["t"] = bind(engine, cb, nt.ARG, 1.0)
+    assert run_bounded(lambda: t(1.0)) == 2.0
+    assert run_bounded(lambda: t(1.0)) == 3.0
+
+
+# ---------------------------------------------------------------- garbage collection
+
+
+def test_function_call_creates_no_garbage(cfn):
+    fn_lib = cfn("f_d_d", "double (double)")
+    addr, lib = fn_lib.address, fn_lib.owner
+    for _ in range(200):                                      # warm up
+        nt.Function(addr, "double (double)", owner=lib)(1.0)
+    gc.collect()
+    gc.disable()
+    try:
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(20_000):
+            assert nt.Function(addr, "double (double)", owner=lib)(float(i)) == float(i)
+        grown = tracemalloc.get_traced_memory()[0] - before
+        tracemalloc.stop()
+    finally:
+        gc.enable()
+    assert grown < 512 * 1024, f"{grown} bytes kept by 20,000 calls"
+
+
+def test_address_owned_by_its_holder_is_collected(cfn, engine):
+    class Holder:
+        pass
+
+    h = Holder()
+    h.buf = np.zeros(3)
+    h.t = bind(engine, cfn("f_p_p", "void *(void *)"), nt.address(h.buf.ctypes.data, owner=h))
+    ref_h, ref_t = weakref.ref(h), weakref.ref(h.t)
+    del h
+    gc.collect()
+    assert ref_h() is None and ref_t() is None
+
+
+def test_callback_closing_over_its_own_thunk_is_collected(engine):
+    proto = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double)
+
+    def make():
+        t = None
+
+        def body(x):
+            return x + (0.0 if t is None else 1.0)
+
+        cb = proto(body)
+        t = bind(engine, cb, nt.ARG)
+        return t
+
+    t = make()
+    assert t(1.0) == 2.0
+    ref = weakref.ref(t)
+    del t
+    gc.collect()
+    assert ref() is None
+
+
+def test_thunk_rebound_into_itself_is_collected(cfn, engine):
+    t = bind(engine, cfn("f_p_p", "void *(void *)"), None)
+    t.rebind(0, nt.address(t.address, owner=t))
+    assert t() == t.address
+    t.reclaim()
+    ref = weakref.ref(t)
+    del t
+    gc.collect()
+    assert ref() is None
+
+
+# ---------------------------------------- values and owners a call still needs
+
+
+def test_release_inside_the_target_keeps_bound_values_until_it_returns(engine):
+    # A call from Python is in flight from before its arguments are
+    # converted until it returns: a release() from inside the target is
+    # deferred, and the values the thunk holds stay alive while the target
+    # still reads them.
+    proto = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.POINTER(ctypes.c_double), ctypes.c_int)
+    box = {}
+
+    def body(p, n):
+        box["t"].release()
+        gc.collect()
+        box["alive_inside"] = box["ref"]() is not None
+        box["released_inside"] = box["t"].released
+        return sum(p[i] for i in range(n))
+
+    cb = proto(body)
+    a = np.arange(1.0, 5.0)
+    box["ref"] = weakref.ref(a)
+    t = box["t"] = nt.bind(cb, a, nt.ARG, engine=engine)
+    assert t.backend == BACKEND[engine]
+    del a
+    assert t(4) == 10.0
+    assert box["alive_inside"], "release() inside the call dropped the bound array"
+    assert box["released_inside"] and t.released
+    gc.collect()
+    assert box["ref"]() is None         # given back once the call returned
+
+
+def test_address_keeps_its_owner_alive_while_bound(engine, cfn):
+    # address(n, owner) holds owner: the memory n points into stays valid
+    # while the address, or a thunk bound to it, exists.
+    buf = np.arange(3.0)
+    ref = weakref.ref(buf)
+    addr = nt.address(buf.ctypes.data, owner=buf)
+    assert addr.owner is buf
+    t = nt.bind(cfn("f_d_pi", "double (const double *x, int n)"), addr, nt.ARG,
+                engine=engine)
+    del buf, addr
+    gc.collect()
+    assert ref() is not None, "the address did not keep its owner"
+    assert t(3) == 3.0
+    t.release()
+    del t
+    gc.collect()
+    assert ref() is None

@@ -215,9 +215,6 @@ def test_thunk_and_cfunc_of_another_signature_do_not_unify(f_sum):
 # array's is: containers, returned values and fields keep the thunk alive.
 
 
-ENGINES = pytest.mark.parametrize("engine", ["native", "ffi"])
-
-
 def _sum_thunks(f_sum, engine, sizes):
     """Thunks over sum(arange(n)) for each n; nothing else refers to them."""
     out = []
@@ -239,7 +236,6 @@ def _call_each(fns):
     return s
 
 
-@ENGINES
 def test_typed_list_holds_its_thunks(f_sum, engine):
     lst = numba.typed.List()
     lst.extend(tuple(_sum_thunks(f_sum, engine, (3, 4, 5))))
@@ -254,7 +250,6 @@ def test_typed_list_holds_its_thunks(f_sum, engine):
     assert all(r() is None for r in refs)               # and lets them go
 
 
-@ENGINES
 def test_typed_list_filled_in_njit_holds_its_thunks(f_sum, engine):
     @njit
     def gather(a, b):
@@ -273,7 +268,6 @@ def test_typed_list_filled_in_njit_holds_its_thunks(f_sum, engine):
     assert _call_each(lst) == _tri(6) + _tri(4)
 
 
-@ENGINES
 def test_typed_dict_holds_its_thunks(f_sum, engine):
     d = numba.typed.Dict.empty(types.int64, nt.Signature("double (void)").numba_type())
     for n, t in zip((2, 7), _sum_thunks(f_sum, engine, (2, 7))):
@@ -296,7 +290,6 @@ def test_typed_dict_holds_its_thunks(f_sum, engine):
     assert ref() is None
 
 
-@ENGINES
 def test_thunk_returned_from_njit_outlives_its_container(f_sum, engine):
     @njit
     def pick(fns, i):
@@ -319,7 +312,6 @@ def test_thunk_returned_from_njit_outlives_its_container(f_sum, engine):
     assert x is a and y is b and z is a
 
 
-@ENGINES
 def test_jitclass_field_holds_its_thunk(f_sum, engine):
     from numba.experimental import jitclass
 
@@ -345,7 +337,6 @@ def test_jitclass_field_holds_its_thunk(f_sum, engine):
     assert obj.value() == 2 * _tri(6)
 
 
-@ENGINES
 def test_structref_field_holds_its_thunk(f_sum, engine):
     from numba.experimental import structref
 
@@ -471,7 +462,6 @@ RELEASED_IN_LIST = """
 """
 
 
-@ENGINES
 def test_released_thunk_in_a_list_traps_when_called(fixture_path, engine):
     """release() is explicit: a list holding the thunk keeps the object, not
     its code. A call from @njit reaches the trap (documented), never freed
@@ -537,7 +527,6 @@ def test_closure(f_sum, cfn):
     assert direct(np.arange(4.0)) == 6.0
 
 
-@ENGINES
 def test_global_and_closure_thunks_are_held_by_the_code(f_sum, engine):
     """Compiled code keeps a global's or a closure variable's address: the
     thunk is held as long as the code (for ever)."""
@@ -578,7 +567,6 @@ def _captured_set(cf):
     return {id(t) for t in _numba.captured(cf)}
 
 
-@ENGINES
 def test_cfunc_depends_on_the_thunks_its_code_captured(f_sum, engine):
     """A @cfunc's Function lists, as ``depends``, the thunks compiled into
     its code or into the @njit functions it calls, for the core to record
@@ -1112,7 +1100,6 @@ def test_inline_type_per_target_and_layout(f_sum):
     assert slots == (("bound", "float64", 0), ("bound", "float64", 8), ("arg", "float64", 0))
 
 
-@ENGINES
 def test_inline_call_is_inlined(engine):
     t = nt.bind(c_affine, 2.0, 1.0, nt.ARG, engine=engine)
     opaque = t.opaque()
@@ -1133,7 +1120,6 @@ def test_inline_call_is_inlined(engine):
     assert "fmul double" in body[:body.index("\n}\n")]
 
 
-@ENGINES
 def test_inline_sees_rebind_and_no_recompilation(engine):
     p = np.array([1.0, 2.0])
     t = nt.bind(c_weighted, nt.ARG, p, nt.size(p), engine=engine)
@@ -1153,7 +1139,6 @@ def test_inline_sees_rebind_and_no_recompilation(engine):
     assert len(inline_sigs) == 1                    # one specialisation for all of them
 
 
-@ENGINES
 def test_inline_released_thunk_raises_never_calls(engine):
     """A container holds the thunk object: after release() an inlined call
     raises (the thunk's own context cell reads NULL), also once the
@@ -1228,7 +1213,6 @@ print(round(first, 6) + 0.0, round(consumer.midpoint(f, 0.0, 2.0, 1000), 6) + 0.
 """
 
 
-@ENGINES
 def test_inline_cache_in_fresh_processes(tmp_path, engine):
     """The cache holds the consumer with the target's code linked in, for
     the target's fingerprint: a fresh process loads it for its own thunk

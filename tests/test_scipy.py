@@ -10,12 +10,14 @@ import os
 import cffi
 import numpy as np
 import pytest
-from numba import cfunc, carray, types
+from numba import cfunc, types
 from scipy import LowLevelCallable, integrate, ndimage
 
 import numthunk as nt
 from numthunk._signature import scipy_text
-from conftest import HERE, compile_shared
+
+from conftest import HERE
+from ntbuild import compile_shared
 
 
 @pytest.fixture(scope="module")

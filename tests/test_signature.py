@@ -73,7 +73,8 @@ def test_parse_errors_point_at_the_column(text, column, message):
 
 
 def test_typedefs():
-    sig = nt.Signature("FLOAT64 (FLOAT64 *, INT8)", typedefs={"FLOAT64": "double", "INT8": "int8_t"})
+    sig = nt.Signature("FLOAT64 (FLOAT64 *, INT8)",
+                       typedefs={"FLOAT64": "double", "INT8": "int8_t"})
     assert str(sig) == "double (double *, int8_t)"
 
 

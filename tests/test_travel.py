@@ -22,6 +22,8 @@ from hypothesis import strategies as st
 
 import numthunk as nt
 from numthunk._recipe import PicklingRefused
+
+from conftest import ENGINES
 from ntbuild import no_preload
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -137,6 +139,7 @@ def _cases(fixture_path, lib):
     import ntk_cy.mview
     import ntk_cy.scalar
     import ntk_travel_cffi
+
     import travel_kernels as k
 
     made = {}
@@ -239,7 +242,8 @@ def fresh(paths, fixture_path, lib, tmp_path_factory):
 
 KINDS = [
     "from_library path", "from_library 'm' (a Function)", "from_library CDLL",
-    "ctypes CDLL function", "ctypes prototype((name, CDLL))", "cffi ABI lib.f", "cffi API module function",
+    "ctypes CDLL function", "ctypes prototype((name, CDLL))", "cffi ABI lib.f",
+    "cffi API module function",
     "cython memoryviews", "cython fused cpdef", "cython cpdef (a Function)",
     "numba cfunc", "numba cfunc, qualified name", "thunk as target",
     "thunk as function-pointer value", "cfunc as function-pointer value",
@@ -930,7 +934,6 @@ def sum_cases(draw, lib, arrays):
     dense = arr.flags.c_contiguous or arr.flags.f_contiguous   # strides survive a trip
     ints = []
     for k in range(4):
-        axis_kind = "shape" if k < 2 else "stride"
         axis = k % 2
         literal = (shape2 if k < 2 else strides2)[axis]
         if elements and k >= 2:
@@ -954,7 +957,7 @@ def sum_cases(draw, lib, arrays):
         else:
             ints.append({"int": int, "np": np.int64, "index": Index}[form](literal))
     code_v = draw(st.sampled_from([ord(code), np.int32(ord(code)), nt.ARG]))
-    engine = draw(st.sampled_from([None, "native", "ffi"]))
+    engine = draw(st.sampled_from([None, *ENGINES]))
     t = nt.bind(fn, p, code_v, *ints, engine=engine)
 
     def described(t):
@@ -1051,7 +1054,7 @@ def scalar_cases(draw, fixture_path):
     fn = nt.Function.from_library(fixture_path, name, sig)
     forwarded = draw(st.booleans())
     t = nt.bind(fn, nt.ARG if forwarded else value,
-                engine=draw(st.sampled_from([None, "native", "ffi"])))
+                engine=draw(st.sampled_from([None, *ENGINES])))
     return Case(t, lambda t: [value] if forwarded else [], lambda t: want,
                 note=f"{ctype} {type(value).__name__} {value!r}")
 

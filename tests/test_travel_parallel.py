@@ -8,7 +8,6 @@ import logging
 import multiprocessing
 import os
 
-import numpy as np
 import pytest
 
 import numthunk as nt

@@ -120,7 +120,7 @@ def c_functions(toks):
     out = []
     depth = 0
     start = name = None
-    for k, (kind, text, s, e) in enumerate(toks):
+    for k, (_kind, text, s, e) in enumerate(toks):
         if text == "{":
             if depth == 0:
                 start, name = s, None

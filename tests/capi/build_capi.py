@@ -15,14 +15,14 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BUILD_ROOT = os.path.join(os.path.dirname(HERE), "_build", "capi")
 if os.path.dirname(HERE) not in sys.path:
     sys.path.insert(0, os.path.dirname(HERE))     # tests/, for ntbuild
-from ntbuild import compiler_env, extension_toolchain  # noqa: E402
+from ntbuild import compile_extension, compiler_env, extension_toolchain  # noqa: E402
+
 SOURCES = ["ntcapi_ext.c", "ntcapi_cy.pyx"]
 
 
@@ -63,15 +63,13 @@ def build():
     try:
         for s in SOURCES:
             shutil.copy2(os.path.join(HERE, s), os.path.join(work, s))
-        cc, suffix, link = extension_toolchain()
+        suffix = extension_toolchain()[1]
         # Cython finds numthunk/*.pxd through -I (the directory holding the
         # package), the C compiler numthunk/*.h through get_include().
         _run([sys.executable, "-m", "cython", "-3", "--fast-fail", "-I", pkg_parent,
               "ntcapi_cy.pyx"], work)
-        flags = ["-O2", "-fPIC", "-I", sysconfig.get_paths()["include"], "-I", inc]
-        _run([*cc, *flags, "-std=c11", "-Wall", "-Wextra", "-Werror", "ntcapi_ext.c",
-              "-o", "ntcapi_ext" + suffix, *link], work)
-        _run([*cc, *flags, "-w", "ntcapi_cy.c", "-o", "ntcapi_cy" + suffix, *link], work)
+        compile_extension(["ntcapi_ext.c"], "ntcapi_ext" + suffix, [inc], cwd=work)
+        compile_extension(["ntcapi_cy.c"], "ntcapi_cy" + suffix, [inc], strict=False, cwd=work)
         open(os.path.join(work, ".done"), "w").close()
         try:
             os.rename(work, target)

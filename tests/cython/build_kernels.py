@@ -12,7 +12,6 @@ installed Cython packages do (numthunk.cython reads ctypedefs from them).
 
 import hashlib
 import os
-import shlex
 import shutil
 import subprocess
 import sys
@@ -24,19 +23,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BUILD_ROOT = os.path.join(os.path.dirname(HERE), "_build", "cython")
 if os.path.dirname(HERE) not in sys.path:
     sys.path.insert(0, os.path.dirname(HERE))     # tests/, for ntbuild
-from ntbuild import compiler_env  # noqa: E402
+from ntbuild import compiler_env, extension_toolchain  # noqa: E402
+
 SOURCE_EXT = (".pyx", ".pxd", ".py")
-
-
-def _compiler():
-    cc = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
-    cmd = shlex.split(cc)
-    if shutil.which(cmd[0]) is None:
-        raise RuntimeError(f"C compiler {cmd[0]!r} not found: the Cython tests need one")
-    link = ["-shared"]
-    if sys.platform == "darwin":
-        link += ["-undefined", "dynamic_lookup"]
-    return cmd, link
 
 
 def _run_all(commands, cwd):
@@ -63,8 +52,7 @@ def _compile(work, pyx_files):
     # parsed once.
     _run_all([[sys.executable, "-m", "cython", "-3", "--fast-fail", "-I", work,
                *pyx_files]], work)
-    cc, link = _compiler()
-    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    cc, suffix, link = extension_toolchain()
     flags = ["-O0", "-w", "-fPIC", "-I", sysconfig.get_paths()["include"],
              "-I", numpy.get_include(), "-DNPY_NO_DEPRECATED_API=NPY_1_7_API_VERSION"]
     _run_all([[*cc, *flags, rel[:-4] + ".c", "-o", rel[:-4] + suffix, *link]

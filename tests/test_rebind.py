@@ -1,0 +1,215 @@
+"""rebind(): a thunk's bound values replaced in place, its address kept.
+The new value is counted and the old one given back once no call can read
+it (reclaim); sizes and other derived values follow the array they were
+made from, in whatever form it was bound; a rebind from inside a
+conversion (an __index__ that rebinds) is not lost. On both engines.
+
+Rebind's interplay with other features lives with them: threads in
+test_threads.py, chains of thunks in test_composition.py, DLPack in
+test_dlpack.py, Numba in test_numba.py, the C API in test_capi.py, bad keys
+in test_bad_inputs.py."""
+
+import ctypes
+import gc
+import os
+import subprocess
+import sys
+import weakref
+
+import numpy as np
+import pytest
+
+import numthunk as nt
+
+from thunks import MIXED, SUM, Index, bind, count_is, kept, sum_fn
+
+
+def test_rebind_counts_the_new_value_and_gives_back_the_old():
+    f = kept(nt.Function(sum_fn(), "double (const double *x, int n)"))
+    a, b = kept(np.arange(3.0), np.arange(4.0))
+    gc.collect()
+    ra, rb = sys.getrefcount(a), sys.getrefcount(b)
+    t = nt.bind(f, a, 3)
+    t.rebind(0, b)
+    assert t() == 3.0                              # b[:3] summed
+    assert sys.getrefcount(b) >= rb + 1
+    # a stays pinned while a racing caller may still read the old values
+    t.release()
+    ok_a, got_a = count_is(a, ra)
+    ok_b, got_b = count_is(b, rb)
+    gc.collect()
+    assert (ok_a, ok_b) == (True, True), f"counts {got_a}/{ra} and {got_b}/{rb} after release"
+    del t
+    gc.collect()
+    assert count_is(a, ra)[0] and count_is(b, rb)[0]
+
+
+def test_rebind_follows_arrays_and_keeps_address(cfn):
+    a = np.array([1.0, 2.0])
+    t = nt.bind(cfn("f_d_pi", "double (const double *x, int n)"), a, nt.size(a))
+    addr = t.address
+    b = np.arange(5.0)
+    t.rebind(0, b)                 # size(a) follows: it now reads b
+    assert t() == 10.0 and t.address == addr
+    t.rebind("n", 2)
+    assert t() == 1.0
+    with pytest.raises(OverflowError, match="argument 2 \\(n: int\\)"):
+        t.rebind("n", 2**40)
+    assert t() == 1.0               # a failed rebind changes nothing
+    with pytest.raises(TypeError):
+        t.rebind(0, np.zeros(3, dtype=np.float32))
+    fwd = nt.bind(cfn("f_d_pi", "double (const double *x, int n)"), nt.ARG, 3)
+    with pytest.raises(ValueError, match="forwarded"):
+        fwd.rebind(0, a)
+    t.reclaim()
+    assert t() == 1.0
+
+
+def test_rebind_keeps_old_buffers_until_reclaim(cfn):
+    a, b = np.ones(3), np.ones(5)
+    before_a = sys.getrefcount(a)
+    t = nt.bind(cfn("f_d_pi", SUM), a, nt.size(a))
+    t.rebind(0, b)
+    assert t() == 5.0
+    assert sys.getrefcount(a) > before_a        # a caller may still read the old context
+    t.reclaim()
+    assert sys.getrefcount(a) == before_a
+    t.release()
+
+
+def test_nested_rebind_is_not_lost(cfn, engine):
+    t = bind(engine, cfn("f_d_idfl", MIXED), 1, 2.0, 3.0, 4)
+    t.rebind("a", Index(10, lambda: t.rebind("d", 100)))
+    assert t() == 10 + 2.0 + 3.0 + 100
+    assert [v for v in t.bindings][3] == 100
+
+
+def test_nested_rebind_then_reclaim_reads_no_freed_array(cfn, engine):
+    a, b = np.arange(4.0), np.arange(10.0, 20.0)
+    ref_a = weakref.ref(a)
+    t = bind(engine, cfn("f_d_pi", SUM), a, 4)
+    t.rebind("n", Index(2, lambda: t.rebind("x", b)))
+    assert t.bindings[0] is b
+    t.reclaim()
+    del a
+    gc.collect()
+    assert ref_a() is None              # a is gone, and the thunk does not read it
+    assert t() == 10.0 + 11.0
+
+
+# ---------------------------------------------------------------- derived values follow
+
+
+def _forms():
+    return {
+        "ndarray": lambda a: a,
+        "ctypes": lambda a: a.ctypes,
+        "memoryview": lambda a: memoryview(a),
+        "ctypes-array": lambda a: (ctypes.c_double * a.size).from_buffer(a),
+    }
+
+
+@pytest.mark.parametrize("form", list(_forms()))
+def test_size_follows_rebind_in_any_form(cfn, engine, form):
+    wrap = _forms()[form]
+    a, b = np.arange(4.0), np.arange(100.0)
+    t = bind(engine, cfn("f_d_pi", SUM), wrap(a), nt.size(wrap(a)))
+    assert t() == 6.0
+    t.rebind(0, wrap(b))
+    assert t() == b.sum()               # n followed: all 100 elements
+    t.rebind("x", wrap(a))
+    assert t() == 6.0
+
+
+def test_size_of_one_form_follows_the_array_bound_in_another(cfn, engine):
+    a, b = np.arange(4.0), np.arange(100.0)
+    t = bind(engine, cfn("f_d_pi", SUM), memoryview(a), nt.size(a))
+    t.rebind(0, b.ctypes)
+    assert t() == b.sum()
+
+
+def test_derived_value_of_another_array_does_not_follow(cfn, engine):
+    a, b, c = np.arange(4.0), np.arange(100.0), np.arange(3.0)
+    t = bind(engine, cfn("f_d_pi", SUM), a, nt.size(c))
+    t.rebind(0, b)
+    assert t() == b[:3].sum()
+
+
+def test_rebind_to_a_pointer_with_a_follower_is_refused(cfn, engine):
+    a = np.arange(4.0)
+    t = bind(engine, cfn("f_d_pi", SUM), a, nt.size(a))
+    with pytest.raises(TypeError, match="argument 2 \\(n: int\\) holds size\\(\\) of the array"):
+        t.rebind(0, nt.address(a.ctypes.data))
+    assert t() == 6.0
+
+
+PIPI = "double (const double *x, int n, const double *y, int m)"
+IIPP = "double (int n, int m, const double *x, const double *y)"   # x + 10 y
+
+
+def test_same_array_twice_each_size_follows_its_own_parameter(cfn, engine):
+    a, big, other = np.arange(4.0), np.arange(100.0), np.arange(7.0)
+    t = bind(engine, cfn("f_d_pipi", PIPI), a, nt.size(a), a, nt.size(a))
+    t.rebind(0, big)                    # moves n only: m stays 4
+    assert t() == big.sum() + a.sum()
+    assert t.bindings[1].obj is big and t.bindings[3].obj is a
+    t.rebind(2, other)
+    assert t() == big.sum() + other.sum()
+    t.rebind("x", a)
+    assert t() == a.sum() + other.sum()
+
+
+def test_sizes_before_their_arrays_pair_by_position(cfn, engine):
+    a, big = np.arange(4.0), np.arange(100.0)
+    t = bind(engine, cfn("f_d_iipp", IIPP), nt.size(a), nt.size(a), a, a)
+    t.rebind(2, big)                    # x: the first size follows
+    assert t() == big.sum() + 10 * a.sum()
+    t.rebind(3, big[:50].copy())        # y: the second one
+    assert t() == big.sum() + 10 * big[:50].sum()
+
+
+def test_one_size_of_an_array_bound_twice_follows_the_buffer_before_it(cfn, engine):
+    a, big = np.arange(4.0), np.arange(100.0)
+    t = bind(engine, cfn("f_d_pipi", PIPI), a, nt.size(a), a, 2)
+    t.rebind(2, big)                    # y: n was bound beside x, and stays
+    assert t() == a.sum() + big[:2].sum()
+    t.rebind(0, big)                    # x: n follows
+    assert t() == big.sum() + big[:2].sum()
+
+
+def test_a_size_follows_the_buffer_holding_its_array_object(cfn, engine):
+    a, big = np.arange(4.0), np.arange(100.0)
+    # x holds a memoryview of a, y holds a itself: size(a) was made from a
+    t = bind(engine, cfn("f_d_pipi", PIPI), memoryview(a), 2, a, nt.size(a))
+    t.rebind(0, big)
+    assert t() == big[:2].sum() + a.sum()
+    t.rebind(2, big)
+    assert t() == big[:2].sum() + big.sum()
+
+
+def test_kernel_reads_each_array_by_its_own_size_under_asan(engine):
+    """The issue's case: one array bound to two pointer parameters, each with
+    its size(); after rebind(0, big) the kernel reads n elements of x and m
+    of y. Built with AddressSanitizer, a read past y is a report."""
+    from conftest import HERE
+    from ntbuild import compile_shared, compiler_env
+    cc = os.environ.get("CC") or "gcc"
+    path = compile_shared(os.path.join(HERE, "fixtures", "fixture.c"), "fixture",
+                          compiler=cc, extra=["-fsanitize=address", "-g"], label="asan")
+    runtime = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True,
+                             text=True, check=True, env=compiler_env()).stdout.strip()
+    assert os.path.isabs(runtime), f"{cc} has no AddressSanitizer runtime: {runtime!r}"
+    code = f"""
+import ctypes, numpy as np, numthunk as nt
+lib = ctypes.CDLL({path!r})
+fn = nt.Function(ctypes.cast(lib.f_d_pipi, ctypes.c_void_p).value, {PIPI!r}, owner=lib)
+a, big = np.arange(4.0), np.arange(100.0)
+t = nt.bind(fn, a, nt.size(a), a, nt.size(a), engine={engine!r})
+t.rebind(0, big)
+print(t())
+"""
+    env = {**os.environ, "LD_PRELOAD": runtime, "ASAN_OPTIONS": "detect_leaks=0"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert "AddressSanitizer" not in out.stderr, out.stderr[-3000:]
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert float(out.stdout) == sum(range(100)) + 6.0

@@ -1,0 +1,25 @@
+"""numthunk/_core.pyi against the built module, by mypy's stubtest: every
+name the stub declares exists in numthunk._core with the declared kind and
+parameters, and every public name of the module is in the stub.
+
+When _core's names change, change the stub with them; `python -m
+mypy.stubtest numthunk._core` (run from the directory holding numthunk/)
+says what differs."""
+
+import os
+import subprocess
+import sys
+
+import numthunk as nt
+
+
+def test_core_stub_matches_the_module(tmp_path):
+    # From the directory that holds the package (the source tree, or
+    # site-packages for an installed wheel): mypy finds numthunk/_core.pyi
+    # beside the extension it checks it against.
+    where = os.path.dirname(os.path.dirname(os.path.abspath(nt.__file__)))
+    out = subprocess.run([sys.executable, "-m", "mypy.stubtest", "numthunk._core"],
+                         capture_output=True, text=True, cwd=where, timeout=600,
+                         env={**os.environ, "MYPY_CACHE_DIR": str(tmp_path / "mypy-cache")})
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "Success" in out.stdout, out.stdout
