@@ -13,9 +13,9 @@ imported when an object of theirs is used.
 from . import _core
 from ._api import (
     ARG, Address, Function, Ref, Thunk, address, bind, ref, shape, size, stride, strided,
+    unpack,
 )
 from ._signature import Signature
-from ._cython import unpack
 from . import _recipe
 
 backend_info = _core.backend_info
@@ -54,10 +54,8 @@ def cython(module, name, **options):
     >>> nt.cython("scipy.special.cython_special", "gamma", fused=("double",))(5.0)
     24.0
     """
-    from ._cython import cython_function
     # the call is recorded on the Function: another process repeats it
-    return _recipe.remember_cython(cython_function(module, name, **options), module, name,
-                                   options)
+    return _recipe.cython(module, name, options)
 
 
 def get_include():

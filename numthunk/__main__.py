@@ -63,6 +63,21 @@ def main(out=sys.stdout):
 
     vec = np.array([1.0, 2.0, 3.0, 4.0])
     thunk = nt.bind(target, vec, nt.size(vec))
+    loop, make_closure, closure = _demo(p, target, numba, vec, thunk)
+    p("\ntiming (median of 5; this machine, this run)")
+    rows = _timing(target, numba, vec, thunk, loop, make_closure, closure)
+    width = max(len(r[0]) for r in rows)
+    p(f"  {'what':<{width}}  {'cost':>12}")
+    for name, sec in rows:
+        p(f"  {name:<{width}}  {_fmt(sec):>12}")
+    p("\nfull benchmarks: python bench/bench_call.py (in the source tree)")
+    return 0
+
+
+def _demo(p, target, numba, vec, thunk):
+    """The thunk called, live binding and refusals shown; (the @njit loop,
+    the closure maker, a closure), the Numba parts None without Numba."""
+    loop = make_closure = closure = None
     p(f"\nthunk = nt.bind(c_sum, vec, nt.size(vec))\n  {thunk!r}")
     call = ctypes.CFUNCTYPE(ctypes.c_double)(thunk.address)
     p(f"  called through .address with ctypes:  {call()}")
@@ -104,8 +119,11 @@ def main(out=sys.stdout):
         nt.bind(target, vec, 3_000_000_000)
     except OverflowError as exc:
         p(f"    {type(exc).__name__}: {exc}")
+    return loop, make_closure, closure
 
-    p("\ntiming (median of 5; this machine, this run)")
+
+def _timing(target, numba, vec, thunk, loop, make_closure, closure):
+    """(what, seconds) rows of the timing table."""
     rows = []
     n_make = 2000
     make = _median_time(lambda: [nt.bind(target, vec, nt.size(vec)) for _ in range(n_make)],
@@ -145,13 +163,7 @@ def main(out=sys.stdout):
                      _median_time(lambda: loop(thunk, k)) / k))
         rows.append(("call from @njit loop: Numba cfunc closure",
                      _median_time(lambda: loop(closure, k)) / k))
-
-    width = max(len(r[0]) for r in rows)
-    p(f"  {'what':<{width}}  {'cost':>12}")
-    for name, sec in rows:
-        p(f"  {name:<{width}}  {_fmt(sec):>12}")
-    p("\nfull benchmarks: python bench/bench_call.py (in the source tree)")
-    return 0
+    return rows
 
 
 if __name__ == "__main__":

@@ -8,18 +8,28 @@ libraries only when an object of theirs shows up.
 
 import ctypes
 import operator
-import re
 import weakref
 
 import numpy as np
 
-from . import _core, _foreign, _numba
-from ._signature import Signature, ctypes_prototype, scipy_text
+from . import _cffi, _core, _ctypes, _foreign, _loader, _numba
+from ._cython import parse_memview
+from ._signature import Signature, ctypes_prototype, param_label, scipy_text
 
 __all__ = [
     "ARG", "Function", "Thunk", "bind", "size", "shape", "stride", "strided",
-    "ref", "address", "Ref", "Address",
+    "ref", "address", "Ref", "Address", "unpack",
 ]
+
+# Pickling and copying by recipe are numthunk._recipe's, which sits above
+# this module: it hands itself over once, when the package is imported
+# (numthunk/__init__.py imports it), so that no import here goes upward.
+_recipes = None
+
+
+def _set_recipes(module):
+    global _recipes
+    _recipes = module
 
 
 # ---------------------------------------------------------------- markers
@@ -240,6 +250,34 @@ ref = Ref
 _KIND_DTYPE = {k.name: np.dtype(k.dtype) for k in _core.kinds.values()}
 
 
+def unpack(arr, *, strides=False, elements=False):
+    """One array for a kernel that takes it as a pointer followed by its dims
+    (the ``T* ptr, Py_ssize_t dim0, Py_ssize_t dim1`` wrapper pattern):
+    ``bind(k, *unpack(x), ...)`` is ``bind(k, x, shape(x, 0), shape(x, 1), ...)``.
+    ``strides=True`` appends each axis's stride (in bytes; in elements with
+    ``elements=True``) and admits a non-contiguous array.
+
+    >>> a = np.zeros((2, 3))
+    >>> nt.unpack(a)[1:]
+    (shape(array[float64, 2x3], 0), shape(array[float64, 2x3], 1))
+    >>> len(nt.unpack(a[:, ::2], strides=True, elements=True))
+    5
+    """
+    base = _unwrap_array(arr)
+    ndim = getattr(base, "ndim", None)
+    if ndim is None:
+        try:
+            ndim = memoryview(base).ndim
+        except TypeError:
+            raise TypeError(f"unpack(): expected an array (an ndarray or another buffer), "
+                            f"got {type(base).__name__}") from None
+    out = [Strided(base) if strides else arr]
+    out += [shape(base, k) for k in range(ndim)]
+    if strides:
+        out += [stride(base, k, elements=elements) for k in range(ndim)]
+    return tuple(out)
+
+
 def _short(obj):
     if isinstance(obj, np.ndarray):
         return f"array[{obj.dtype}, {'x'.join(map(str, obj.shape)) or 'scalar'}]"
@@ -247,39 +285,6 @@ def _short(obj):
 
 
 # ---------------------------------------------------------------- targets
-
-
-_MEMVIEW_RE = re.compile(r"^\s*(const\s+)?(.+?)\s*\[(.*)\]\s*$")
-
-
-def parse_memview(decl, typedefs=None):
-    """'const double[:, ::1]' -> (dtype text, ndim, contig, const)."""
-    if isinstance(decl, tuple):
-        return decl
-    if not isinstance(decl, str):
-        raise TypeError(f"memoryview declaration: expected text such as 'double[:, ::1]', "
-                        f"got {type(decl).__name__} {decl!r}")
-    if "\0" in decl:
-        raise ValueError(f"memoryview declaration {decl!r}: NUL byte")
-    m = _MEMVIEW_RE.match(decl)
-    if not m:
-        raise ValueError(f"memoryview declaration {decl!r}: expected e.g. 'double[:, ::1]'")
-    is_const, dtype, dims = bool(m.group(1)), m.group(2).strip(), m.group(3)
-    if typedefs and dtype in typedefs:
-        dtype = typedefs[dtype]
-    parts = [p.replace(" ", "") for p in dims.split(",")]
-    if not parts or any(p not in (":", "::1") for p in parts):
-        raise ValueError(f"memoryview declaration {decl!r}: each axis must be ':' or '::1'")
-    contig = None
-    if "::1" in parts:
-        if parts[-1] == "::1" and parts.count("::1") == 1:
-            contig = "C"
-        elif parts[0] == "::1" and parts.count("::1") == 1:
-            contig = "F"
-        else:
-            raise ValueError(f"memoryview declaration {decl!r}: '::1' must be the first "
-                             "or the last axis")
-    return (dtype, len(parts), contig, is_const)
 
 
 class Function:
@@ -365,15 +370,18 @@ class Function:
         >>> pickle.loads(pickle.dumps(nt.bind(hypot, 3.0, nt.ARG)))(4.0)
         5.0
         """
-        from . import _recipe
-        return _recipe.from_library(library, symbol, signature, nogil=nogil, structs=structs)
+        where = _loader.check_symbol(library, symbol)
+        sig = signature if isinstance(signature, Signature) else Signature(signature)
+        address, lib, spec = _loader.find(library, symbol, where)
+        fn = Function(address, sig, nogil=nogil, owner=lib, name=symbol, structs=structs)
+        fn._recipe = ("symbol", spec, symbol)
+        return fn
 
     # Pickling by recipe (numthunk._recipe): the code is found again by
     # name in the other process. A Function names code, so copying one
     # gives the same object, as copying a Python function does.
     def __reduce__(self):
-        from . import _recipe
-        return _recipe.reduce_function(self)
+        return _recipes.reduce_function(self)
 
     def __copy__(self):
         return self
@@ -529,11 +537,11 @@ def as_function(target, signature=None, nogil=None):
                             "bind(numthunk.Function(address, 'double (double *, int)'), ...) "
                             "or bind(address, ..., signature=...)")
         return Function(target, signature, nogil=True if nogil is None else nogil)
-    if isinstance(target, ctypes._CFuncPtr):
-        addr = ctypes.cast(target, ctypes.c_void_p).value
+    if _ctypes.is_function(target):
         sig = Signature(signature if signature is not None else target)
-        return Function(addr or 0, sig, nogil=True if nogil is None else nogil,
-                        owner=target, name=getattr(target, "__name__", None),
+        return Function(_ctypes.address_of(target), sig,
+                        nogil=True if nogil is None else nogil, owner=target,
+                        name=getattr(target, "__name__", None),
                         structs=_foreign.declared_structs(target))
     if type(target).__name__ == "PyCapsule":
         fn = _capsule_target(target, nogil)
@@ -541,34 +549,10 @@ def as_function(target, signature=None, nogil=None):
             fn = Function(fn.address, signature, nogil=fn.nogil, owner=target)
         return fn
     if _is_numba_cfunc(target):
-        sig = Signature(signature) if signature is not None else _cfunc_signature(target)
-        fn = Function(target.address, sig, nogil=True if nogil is None else nogil,
-                      owner=target, name=getattr(target, "__name__", None),
-                      depends=_cfunc_depends(target))
-        if signature is None and nogil is None:
-            # Resolving a cfunc's signature costs more than making a thunk:
-            # keep the Function on the cfunc (a cycle the GC collects).
-            try:
-                target._numthunk_function = fn
-            except AttributeError:
-                pass
+        return _cfunc_function(target, signature, nogil)
+    fn = _cffi_function(target, signature, nogil)
+    if fn is not None:
         return fn
-    if type(target).__module__ == "_cffi_backend":
-        import _cffi_backend
-        ct = _cffi_backend.typeof(target)
-        if not (ct.kind == "function" or (ct.kind == "pointer" and ct.item.kind == "function")):
-            raise TypeError(f"cffi object of type {ct.cname!r} is not a function")
-        addr = int(_cffi_backend.cast(_cffi_backend.new_primitive_type("uintptr_t"), target))
-        sig = Signature(signature if signature is not None else target)
-        return Function(addr, sig, nogil=True if nogil is None else nogil, owner=target,
-                        structs=_foreign.declared_structs(target))
-    api = _foreign.cffi_api_pointer(target)
-    if api is not None:
-        # lib.f of a compiled cffi module: its module's ffi.addressof gives
-        # the pointer and the declared type
-        fn = as_function(api, signature, nogil)
-        return Function(fn.address, fn._signature, nogil=fn.nogil, owner=target,
-                        name=target.__name__, structs=fn.structs)
     if type(target).__module__.startswith("numba.") and hasattr(target, "py_func"):
         raise TypeError(f"cannot use the @njit function {target.py_func.__qualname__!r} as a "
                         "target: it has no C entry. Compile it as a @cfunc for the signature "
@@ -579,6 +563,41 @@ def as_function(target, signature=None, nogil=None):
                     "numthunk.Function, an int address with signature=, a ctypes or cffi "
                     "function pointer (or lib.f of a compiled cffi module), a capsule named "
                     "by its signature, a Numba @cfunc or a thunk")
+
+
+def _cfunc_function(target, signature, nogil):
+    """The Function of a Numba @cfunc (kept on it when the cfunc's own
+    signature and GIL policy apply)."""
+    sig = Signature(signature) if signature is not None else _cfunc_signature(target)
+    fn = Function(target.address, sig, nogil=True if nogil is None else nogil,
+                  owner=target, name=getattr(target, "__name__", None),
+                  depends=_cfunc_depends(target))
+    if signature is None and nogil is None:
+        # Resolving a cfunc's signature costs more than making a thunk:
+        # keep the Function on the cfunc (a cycle the GC collects).
+        try:
+            target._numthunk_function = fn
+        except AttributeError:
+            pass
+    return fn
+
+
+def _cffi_function(target, signature, nogil):
+    """The Function of a cffi function (pointer) or of ``lib.f`` of a
+    compiled cffi module; None for anything else."""
+    if _cffi.is_cffi(target):
+        addr = _cffi.function_address(target)
+        sig = Signature(signature if signature is not None else target)
+        return Function(addr, sig, nogil=True if nogil is None else nogil, owner=target,
+                        structs=_foreign.declared_structs(target))
+    api = _cffi.api_pointer(target)
+    if api is None:
+        return None
+    # lib.f of a compiled cffi module: its module's ffi.addressof gives the
+    # pointer and the declared type
+    fn = as_function(api, signature, nogil)
+    return Function(fn.address, fn._signature, nogil=fn.nogil, owner=target,
+                    name=target.__name__, structs=fn.structs)
 
 
 # ---------------------------------------------------------------- binding
@@ -707,16 +726,13 @@ class Thunk(_core.Thunk):
     # (numthunk._recipe). copy.copy: a new thunk on the same target and the
     # same bound objects; copy.deepcopy: on copies of them.
     def __reduce__(self):
-        from . import _recipe
-        return _recipe.reduce_thunk(self)
+        return _recipes.reduce_thunk(self)
 
     def __copy__(self):
-        from . import _recipe
-        return _recipe.copy_thunk(self)
+        return _recipes.copy_thunk(self)
 
     def __deepcopy__(self, memo):
-        from . import _recipe
-        return _recipe.deepcopy_thunk(self, memo)
+        return _recipes.deepcopy_thunk(self, memo)
 
     def lowlevelcallable(self, signature=None, user_data=None):
         """A ``scipy.LowLevelCallable`` for this thunk. Its signature string
@@ -874,14 +890,11 @@ def _resolve(sig, values, indices, index=None, structs=None):
     descs = sig._describe()[1]
     for k in indices:
         i = k if index is None else index
-        name = sig.names[i]
-        ctype_text = sig.argtypes[i]
-        what = f"argument {i + 1} ({name + ': ' if name else ''}{ctype_text})"
-        values[k] = _resolve_one(values[k], what, sig, i, descs[i], structs)
+        values[k] = _resolve_one(values[k], sig, i, descs[i], structs)
     return tuple(values)
 
 
-def _resolve_one(obj, what, sig, i, desc, structs=None):
+def _resolve_one(obj, sig, i, desc, structs=None):
     if isinstance(obj, Ref):
         return obj.cell
     arr = _numpy_ctypes_array(obj)
@@ -901,7 +914,7 @@ def _resolve_one(obj, what, sig, i, desc, structs=None):
             if fn.fixed:
                 fn = as_function(fn._thunk())
             if fn._signature != fnsig:
-                raise TypeError(f"{what}: expected a function '{fnsig}', got '{fn._signature}'")
+                raise TypeError(f"{param_label(sig, i)}: expected a function '{fnsig}', got '{fn._signature}'")
             return Address(fn.address, owner=obj, nogil=fn.nogil)
         return obj
     if _foreign.is_foreign(obj):

@@ -6,7 +6,9 @@ Cython's spelling, where a module's private typedefs appear mangled
 (``__pyx_t_5numpy_float64_t``: ``__pyx_t_``, then ``<len><part>_`` for each
 part of the module's dotted name, then the typedef's own name). This module
 reads the pointer from the capsule, resolves those names to C types and
-returns a :class:`numthunk.Function` ready for :func:`numthunk.bind`.
+returns what a :class:`numthunk.Function` ready for :func:`numthunk.bind`
+is made of (numthunk._recipe makes it, and records the call for pickling).
+It also reads Cython's memoryview declarations (``'double[:, ::1]'``).
 
 Typedef resolution order: the user's ``typedefs=`` (short or mangled name),
 NumPy's standard Cython typedefs, then the ``ctypedef`` lines of the ``.pxd``
@@ -26,10 +28,42 @@ import re
 import sys
 
 from . import _core
-from ._api import Function, Strided, _unwrap_array, parse_memview, shape, stride
 from ._signature import Signature
 
-__all__ = ["cython_function", "unpack"]
+__all__ = ["cython_target", "parse_memview", "CythonError"]
+
+
+_MEMVIEW_RE = re.compile(r"^\s*(const\s+)?(.+?)\s*\[(.*)\]\s*$")
+
+
+def parse_memview(decl, typedefs=None):
+    """'const double[:, ::1]' -> (dtype text, ndim, contig, const)."""
+    if isinstance(decl, tuple):
+        return decl
+    if not isinstance(decl, str):
+        raise TypeError(f"memoryview declaration: expected text such as 'double[:, ::1]', "
+                        f"got {type(decl).__name__} {decl!r}")
+    if "\0" in decl:
+        raise ValueError(f"memoryview declaration {decl!r}: NUL byte")
+    m = _MEMVIEW_RE.match(decl)
+    if not m:
+        raise ValueError(f"memoryview declaration {decl!r}: expected e.g. 'double[:, ::1]'")
+    is_const, dtype, dims = bool(m.group(1)), m.group(2).strip(), m.group(3)
+    if typedefs and dtype in typedefs:
+        dtype = typedefs[dtype]
+    parts = [p.replace(" ", "") for p in dims.split(",")]
+    if not parts or any(p not in (":", "::1") for p in parts):
+        raise ValueError(f"memoryview declaration {decl!r}: each axis must be ':' or '::1'")
+    contig = None
+    if "::1" in parts:
+        if parts[-1] == "::1" and parts.count("::1") == 1:
+            contig = "C"
+        elif parts[0] == "::1" and parts.count("::1") == 1:
+            contig = "F"
+        else:
+            raise ValueError(f"memoryview declaration {decl!r}: '::1' must be the first "
+                             "or the last axis")
+    return (dtype, len(parts), contig, is_const)
 
 
 # Cython spellings of C types that the C parser spells differently.
@@ -737,17 +771,24 @@ def _choose_fused(capi, name, fused, resolver, where, modname):
             raise CythonError(f"{where}: no specialisation fused={fused!r} of '{name}':\n"
                               f"{listing()}")
         return key
-    # By types: a whole signature, or the parameter types in order.
+    return _fused_by_types(capi, specs, name, fused, resolver, where, listing)
+
+
+def _wanted(fused, resolver):
+    """(return description or None, parameter descriptions) that fused=
+    asks for: a whole signature, or the parameter types in order."""
     if isinstance(fused, str) and "(" in fused:
-        want = Signature(_resolve_sig_text(fused, resolver))
-        want_ret, want_args = want._describe()
-    else:
-        types = (fused,) if isinstance(fused, str) else tuple(fused)
-        if not all(isinstance(t, str) for t in types):
-            raise TypeError("fused= takes an index, a tuple of indexes, a C signature or a "
-                            "tuple of parameter types")
-        text = ", ".join(resolver.short(t) for t in types) or "void"
-        want_ret, want_args = None, Signature(f"void ({text})")._describe()[1]
+        return Signature(_resolve_sig_text(fused, resolver))._describe()
+    types = (fused,) if isinstance(fused, str) else tuple(fused)
+    if not all(isinstance(t, str) for t in types):
+        raise TypeError("fused= takes an index, a tuple of indexes, a C signature or a "
+                        "tuple of parameter types")
+    text = ", ".join(resolver.short(t) for t in types) or "void"
+    return None, Signature(f"void ({text})")._describe()[1]
+
+
+def _fused_by_types(capi, specs, name, fused, resolver, where, listing):
+    want_ret, want_args = _wanted(fused, resolver)
     # Same C types first; among those, the same spellings (long and
     # Py_ssize_t are one type on LP64, yet distinct specialisations).
     hits, exact, refused = [], [], []
@@ -804,9 +845,11 @@ def _shown(sig):
     return text
 
 
-def cython_function(module, name, typedefs=None, memoryviews=None, nogil=False, fused=None,
-                    structs=None):
-    """A :class:`numthunk.Function` for ``module.__pyx_capi__[name]``.
+def cython_target(module, name, typedefs=None, memoryviews=None, nogil=False, fused=None,
+                  structs=None):
+    """What the :class:`numthunk.Function` for ``module.__pyx_capi__[name]``
+    is made of: a dict of its arguments (``address``, ``signature`` and the
+    keywords).
 
     ``module``: a Cython extension module (or its dotted name). ``name``: a
     ``cdef api`` function or a function declared in the module's ``.pxd``.
@@ -836,22 +879,35 @@ def cython_function(module, name, typedefs=None, memoryviews=None, nogil=False, 
     if not isinstance(name, str):
         raise TypeError(f"{where}: the function name must be a str")
     resolver = _Resolver(mod, typedefs, where)
-    if fused is not None or name not in capi:
-        key = _choose_fused(capi, name, fused, resolver, where, modname)
-        if key is None:
-            close = difflib.get_close_matches(name, list(capi), n=6, cutoff=0.6)
-            hint = f" (similar: {', '.join(close)})" if close else ""
-            raise CythonError(f"{where}: {modname}.__pyx_capi__ has no function "
-                              f"'{name}'{hint}; it exports {len(capi)} function(s)")
-    else:
-        key = name
+    key = _capsule_key(capi, name, fused, resolver, where, modname)
     capsule = capi[key]
     address, text, sig = _parse(capsule, resolver, where)
-
     fixed = {}
     if sig.nargs and sig.names[-1] == "__pyx_skip_dispatch":
         fixed[sig.nargs - 1] = 0
+    mvs = _memviews(sig, text, memoryviews, resolver, where, modname, name, key)
+    return dict(address=address, signature=sig, nogil=nogil, owner=(mod, capsule),
+                name=f"{modname}.{key}", memoryviews=mvs or None, fixed=fixed or None,
+                structs=structs)
 
+
+def _capsule_key(capi, name, fused, resolver, where, modname):
+    """The key of ``__pyx_capi__`` that ``name`` (and ``fused=``) choose."""
+    if fused is None and name in capi:
+        return name
+    key = _choose_fused(capi, name, fused, resolver, where, modname)
+    if key is None:
+        close = difflib.get_close_matches(name, list(capi), n=6, cutoff=0.6)
+        hint = f" (similar: {', '.join(close)})" if close else ""
+        raise CythonError(f"{where}: {modname}.__pyx_capi__ has no function "
+                          f"'{name}'{hint}; it exports {len(capi)} function(s)")
+    return key
+
+
+def _memviews(sig, text, memoryviews, resolver, where, modname, name, key):
+    """{index: (dtype, ndim, contig, const)} for the typed-memoryview
+    parameters: as declared, from the chosen fused specialisation, or a
+    refusal naming the ones left undeclared."""
     described = sig._describe()[1]
     mv_params = [i for i, d in enumerate(described) if d[0] == "memoryview slice"]
     mvs = {}
@@ -878,21 +934,23 @@ def cython_function(module, name, typedefs=None, memoryviews=None, nogil=False, 
         _fused_memviews(resolver, modname, name, key, mv_params, mvs, memoryviews or {}, where)
     missing = [i for i in mv_params if i not in mvs]
     if missing:
-        src = resolver.source(modname)
-        path, found = _declared_memviews(src.files, name)
-        if found and all(i in found for i in missing):
-            hint = (f"; {os.path.basename(path)} declares them: memoryviews={{"
-                    + ", ".join(f"{i}: {found[i]!r}" for i in missing) + "}")
-        else:
-            hint = (", e.g. memoryviews={" + ", ".join(f"{i}: 'double[:, ::1]'"
-                                                        for i in missing[:2]) + "}")
-        raise CythonError(
-            f"{where}: parameter(s) {', '.join(map(str, missing))} of '{text}' are typed "
-            "memoryviews (__Pyx_memviewslice), whose dtype and dimensions the capsule "
-            "does not carry; declare each one by its 0-based index" + hint)
-    return Function(address, sig, nogil=nogil, owner=(mod, capsule),
-                    name=f"{modname}.{key}", memoryviews=mvs or None, fixed=fixed or None,
-                    structs=structs)
+        _refuse_undeclared(resolver, modname, name, text, missing, where)
+    return mvs
+
+
+def _refuse_undeclared(resolver, modname, name, text, missing, where):
+    src = resolver.source(modname)
+    path, found = _declared_memviews(src.files, name)
+    if found and all(i in found for i in missing):
+        hint = (f"; {os.path.basename(path)} declares them: memoryviews={{"
+                + ", ".join(f"{i}: {found[i]!r}" for i in missing) + "}")
+    else:
+        hint = (", e.g. memoryviews={" + ", ".join(f"{i}: 'double[:, ::1]'"
+                                                    for i in missing[:2]) + "}")
+    raise CythonError(
+        f"{where}: parameter(s) {', '.join(map(str, missing))} of '{text}' are typed "
+        "memoryviews (__Pyx_memviewslice), whose dtype and dimensions the capsule "
+        "does not carry; declare each one by its 0-based index" + hint)
 
 
 def _fused_memviews(resolver, modname, name, key, mv_params, mvs, given, where):
@@ -937,31 +995,3 @@ def _fused_memviews(resolver, modname, name, key, mv_params, mvs, given, where):
                     f"'{dtype}{decl[decl.index('['):]}' or leave it out")
             continue
         mvs[k] = derived if mine is None else (dtype,) + tuple(mine[1:])
-
-
-def unpack(arr, *, strides=False, elements=False):
-    """One array for a kernel that takes it as a pointer followed by its dims
-    (the ``T* ptr, Py_ssize_t dim0, Py_ssize_t dim1`` wrapper pattern):
-    ``bind(k, *unpack(x), ...)`` is ``bind(k, x, shape(x, 0), shape(x, 1), ...)``.
-    ``strides=True`` appends each axis's stride (in bytes; in elements with
-    ``elements=True``) and admits a non-contiguous array.
-
-    >>> a = np.zeros((2, 3))
-    >>> nt.unpack(a)[1:]
-    (shape(array[float64, 2x3], 0), shape(array[float64, 2x3], 1))
-    >>> len(nt.unpack(a[:, ::2], strides=True, elements=True))
-    5
-    """
-    base = _unwrap_array(arr)
-    ndim = getattr(base, "ndim", None)
-    if ndim is None:
-        try:
-            ndim = memoryview(base).ndim
-        except TypeError:
-            raise TypeError(f"unpack(): expected an array (an ndarray or another buffer), "
-                            f"got {type(base).__name__}") from None
-    out = [Strided(base) if strides else arr]
-    out += [shape(base, k) for k in range(ndim)]
-    if strides:
-        out += [stride(base, k, elements=elements) for k in range(ndim)]
-    return tuple(out)

@@ -13,15 +13,21 @@ foreign object, so the thunk keeps it alive:
   (``bg.ctypes.state``), the first argument of the ``bitgen_t`` functions
   (``next_double(void *state)``).
 
-ctypes and cffi are imported only when one of their objects shows up.
+What each library's pointer holds and points to is its adapter's
+(numthunk._ctypes, numthunk._cffi); the rule and the struct checks are
+here. cffi is imported only when one of its objects shows up.
 """
 
 import ctypes
 
-__all__ = ["is_foreign", "resolve", "param_label", "cffi_api_pointer", "cffi_pointer",
-           "struct_size", "declared_structs", "resolve_struct"]
+from . import _cffi, _core, _ctypes, _cython
+from ._signature import Signature, param_label, scipy_text
 
-_CTYPES_POINTERS = (ctypes._Pointer, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_wchar_p)
+__all__ = ["is_foreign", "resolve", "struct_size", "declared_structs", "resolve_struct",
+           "cffi_pointer"]
+
+Address = _core.Address
+_CTYPES_POINTERS = _ctypes.POINTERS
 
 
 def is_foreign(obj):
@@ -39,13 +45,6 @@ def _is_bit_generator(obj):
     return isinstance(obj, np.random.BitGenerator)
 
 
-def param_label(sig, i):
-    """'argument 2 (x: const double *)', as the core writes it."""
-    name = sig.names[i]
-    ctype = sig.argtypes[i]
-    return f"argument {i + 1} ({name}: {ctype})" if name else f"argument {i + 1} ({ctype})"
-
-
 # ---------------------------------------------------------------- pointees
 #
 # A pointee is (base, depth, struct): base a kind name from the core
@@ -61,8 +60,7 @@ def _strip_struct(name):
         if name.startswith(prefix):
             name = name[len(prefix):]
     if name.startswith("__pyx_t_"):
-        from ._cython import _demangle
-        d = _demangle(name)
+        d = _cython._demangle(name)
         if d is not None:
             name = d[1]
     return name
@@ -81,70 +79,7 @@ def _param_pointee(sig, i):
     return (base, depth, struct)
 
 
-def _kind_of_c(text):
-    from ._signature import Signature
-    try:
-        return Signature(f"void ({text})")._describe()[1][0][0]
-    except ValueError:
-        return None      # a C type the core does not model (wchar_t, ...)
-
-
-def _ctypes_pointee(obj):
-    """The pointee of a ctypes pointer object."""
-    if isinstance(obj, ctypes.c_void_p):
-        return ("void", 1, None)
-    if isinstance(obj, ctypes.c_char_p):
-        return ("int8" if _kind_of_c("char") == "int8" else "uint8", 1, None)
-    if isinstance(obj, ctypes.c_wchar_p):
-        return (_wchar_kind(), 1, None)
-    depth = 0
-    t = type(obj)
-    while isinstance(t, type) and issubclass(t, ctypes._Pointer):
-        depth += 1
-        t = t._type_
-    return _ctypes_leaf(t, depth)
-
-
-def _wchar_kind():
-    # wchar_t: a 32-bit int on Linux and macOS, a 16-bit unsigned on Windows
-    return "int32" if ctypes.sizeof(ctypes.c_wchar) == 4 else "uint16"
-
-
-def _ctypes_leaf(t, depth):
-    if t is ctypes.c_void_p:
-        return ("void", depth + 1, None)
-    if t is ctypes.c_char_p:
-        return (_ctypes_leaf(ctypes.c_char, 0)[0], depth + 1, None)
-    if t is ctypes.c_wchar_p:
-        return (_wchar_kind(), depth + 1, None)
-    if isinstance(t, type) and issubclass(t, (ctypes.Structure, ctypes.Union)):
-        return ("void", depth, t.__name__)
-    from ._signature import ctypes_type_text
-    try:
-        kind = _kind_of_c(ctypes_type_text(t))
-    except TypeError:
-        kind = None
-    return (kind or f"ctypes {getattr(t, '__name__', t)}", depth, None)
-
-
-def _cffi_pointee(ct):
-    """The pointee of a cffi pointer or array type."""
-    depth = 1
-    item = ct.item
-    while item.kind == "pointer":
-        depth += 1
-        item = item.item
-    if item.kind == "void":
-        return ("void", depth, None)
-    if item.kind in ("struct", "union"):
-        return ("void", depth, _strip_struct(item.cname))
-    if item.kind == "primitive":
-        return (_kind_of_c(item.cname) or f"cffi {item.cname}", depth, None)
-    return (f"cffi {item.cname}", depth, None)
-
-
 def _c_name(kind):
-    from ._signature import Signature
     try:
         return Signature(f"void ({kind})").argtypes[0]
     except ValueError:
@@ -179,25 +114,19 @@ def resolve(obj, sig, i):
     """An ``address`` (owner: obj) for a foreign pointer bound to parameter i
     of sig, after the pointee check; None when obj is not a foreign pointer
     or the parameter is not a data pointer (the core reports those)."""
-    from ._api import Address
-
     param = _param_pointee(sig, i)
     if param is None:
         return None
-    if type(obj).__module__ == "_cffi_backend":
-        import _cffi_backend as backend
-        ct = backend.typeof(obj)
-        if ct.kind not in ("pointer", "array"):
-            raise TypeError(f"{param_label(sig, i)}: expected a pointer, got cffi {ct.cname!r}")
-        if ct.kind == "pointer" and ct.item.kind == "function":
+    if _cffi.is_cffi(obj):
+        try:
+            found = _cffi.pointee(obj, _strip_struct)
+        except TypeError as exc:
+            raise TypeError(f"{param_label(sig, i)}: {exc}") from None
+        if found is None:
             return None     # a function pointer: for function-pointer parameters
-        given = _cffi_pointee(ct)
-        value = int(backend.cast(backend.new_primitive_type("uintptr_t"), obj))
-        what = f"a cffi {ct.cname!r}"
+        given, value, what = found
     elif isinstance(obj, _CTYPES_POINTERS):
-        given = _ctypes_pointee(obj)
-        value = ctypes.cast(obj, ctypes.c_void_p).value or 0
-        what = f"a ctypes {type(obj).__name__}"
+        given, value, what = _ctypes.pointee(obj)
     elif _is_bit_generator(obj):
         if param != ("void", 1, None):
             raise TypeError(f"{param_label(sig, i)}: a NumPy {type(obj).__name__} binds to a "
@@ -237,10 +166,9 @@ def struct_size(layout, what):
         return layout.itemsize
     if isinstance(layout, type) and issubclass(layout, (ctypes.Structure, ctypes.Union)):
         return ctypes.sizeof(layout)
-    if type(layout).__module__ == "_cffi_backend" and type(layout).__name__ in ("CType",
-                                                                                "__CType"):
-        import _cffi_backend
-        return _cffi_backend.sizeof(layout)
+    size = _cffi.struct_size(layout)
+    if size is not None:
+        return size
     raise TypeError(f"{what}: expected a struct layout (a NumPy dtype, a ctypes Structure "
                     f"class, a cffi struct type or a size in bytes), got "
                     f"{type(layout).__name__} {layout!r}")
@@ -250,43 +178,17 @@ def declared_structs(target):
     """{struct name: size} for the structs a ctypes or cffi function's
     parameters point to, as its own types declare them; None if none."""
     found = {}
-    if isinstance(target, ctypes._CFuncPtr):
-        for t in target.argtypes or getattr(type(target), "_argtypes_", None) or ():
-            while isinstance(t, type) and issubclass(t, ctypes._Pointer):
-                t = t._type_
-            if isinstance(t, type) and issubclass(t, (ctypes.Structure, ctypes.Union)):
-                found[t.__name__] = ctypes.sizeof(t)
-    elif type(target).__module__ == "_cffi_backend":
-        import _cffi_backend
-        ct = _cffi_backend.typeof(target)
-        if ct.kind == "pointer":
-            ct = ct.item
-        for a in getattr(ct, "args", ()) if ct.kind == "function" else ():
-            while a.kind in ("pointer", "array"):
-                a = a.item
-            if a.kind in ("struct", "union"):
-                try:
-                    found[_strip_struct(a.cname)] = _cffi_backend.sizeof(a)
-                except Exception:      # an opaque struct: no size to check
-                    pass
+    if _ctypes.is_function(target):
+        _ctypes.declared_structs(target, found)
+    elif _cffi.is_cffi(target):
+        _cffi.declared_structs(target, found, _strip_struct)
     return found or None
-
-
-def _ctypes_struct_of(obj):
-    """The Structure or Union class of a ctypes instance or array of them."""
-    t = type(obj)
-    while isinstance(t, type) and issubclass(t, ctypes.Array):
-        t = t._type_
-    if isinstance(t, type) and issubclass(t, (ctypes.Structure, ctypes.Union)):
-        return t
-    return None
 
 
 def resolve_struct(obj, sig, i, structs):
     """A buffer (or ``strided(buffer)``) bound to a ``struct S *`` parameter:
     obj itself after the checks, or an ``address`` for a ctypes Union (whose
     buffer carries no layout). ``structs``: the target's declarations."""
-    from ._api import Address
     param = _param_pointee(sig, i)
     if param is None or param[2] is None or param[1] != 1:
         return obj
@@ -294,7 +196,7 @@ def resolve_struct(obj, sig, i, structs):
     what = param_label(sig, i)
     declared = (structs or {}).get(name)
     inner = obj.obj if type(obj).__name__ == "Strided" else obj
-    ct = _ctypes_struct_of(inner)
+    ct = _ctypes.struct_of(inner)
     if ct is not None:
         if ct.__name__ != name:
             raise TypeError(f"{what}: a ctypes {type(inner).__name__} holds struct "
@@ -330,45 +232,7 @@ def resolve_struct(obj, sig, i, structs):
 # ---------------------------------------------------------------- cffi
 
 
-def cffi_api_pointer(obj):
-    """For ``lib.f`` of a compiled (API-mode) cffi module, a
-    builtin_function_or_method whose ``__self__`` is the module's ``lib``:
-    the module's ``ffi.addressof(lib, name)``, a function pointer cdata of
-    the declared type. None for anything else."""
-    lib = getattr(obj, "__self__", None)
-    if type(lib).__module__ != "_cffi_backend" or type(lib).__name__ != "Lib":
-        return None
-    import sys
-    module = sys.modules.get(getattr(obj, "__module__", None) or "")
-    ffi = getattr(module, "ffi", None)
-    if ffi is None:
-        raise TypeError(f"cffi function {obj.__name__!r}: its module "
-                        f"{getattr(obj, '__module__', '?')!r} has no 'ffi' to take its "
-                        "address with; pass module.ffi.addressof(module.lib, name)")
-    return ffi.addressof(lib, obj.__name__)
-
-
-def _cffi_type_of(text):
-    """The text cffi reads for the core's C text ("_Bool *" for "bool *")."""
-    from ._signature import CFFI_OF_C
-
-    for core, cffi_name in CFFI_OF_C.items():
-        if text == core or text.startswith(core + " ") or text.startswith("const " + core):
-            return text.replace(core, cffi_name, 1)
-    return text
-
-
 def cffi_pointer(thunk, ffi):
     """A cffi function pointer to the thunk's address that keeps the thunk
-    alive as long as the cdata lives (ffi.gc ties the thunk to it)."""
-    from ._signature import scipy_text, Signature
-
-    sig = Signature(scipy_text(thunk.csig))
-    if "__Pyx_memviewslice" in str(sig):
-        raise TypeError(f"thunk.cffi(): the signature {thunk.csig} has a Cython memoryview "
-                        "parameter, which cffi cannot declare")
-    args = ", ".join(_cffi_type_of(a) for a in sig.argtypes) or "void"
-    ctype = ffi.typeof(f"{_cffi_type_of(sig.restype)}(*)({args})")
-    ptr = ffi.cast(ctype, thunk.address)
-    # the destructor closes over the thunk: it lives as long as the cdata
-    return ffi.gc(ptr, lambda _cdata, _owner=thunk: None)
+    alive as long as the cdata lives."""
+    return _cffi.pointer(thunk, ffi, Signature(scipy_text(thunk.csig)))

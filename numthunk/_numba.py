@@ -193,8 +193,10 @@ def string_to_c(text):
 # ---------------------------------------------------------------- C -> Numba
 
 
-def type_from_desc(desc, where="type"):
-    """The Numba type of one entry of ``Signature._describe()``.
+def type_from_desc(desc, where=None):
+    """The Numba type of one entry of ``Signature._describe()``; ``where``
+    starts a refusal's message (a parameter's label, "argument 1 (z: float
+    complex)"; by default the type's spelling).
 
     C function pointers become ``voidptr``: a Numba ``FunctionType`` value is
     a three-pointer struct, not a C function pointer, so declaring one where
@@ -202,6 +204,8 @@ def type_from_desc(desc, where="type"):
     from numba.core import types
 
     kind, base, depth, _const, spelling, _fn = desc
+    if where is None:
+        where = f"type ({spelling})"
     if kind == "void":
         return types.void
     if kind in _KIND_NUMBA:
@@ -220,10 +224,10 @@ def type_from_desc(desc, where="type"):
     if kind == "function pointer":
         return types.voidptr
     if kind == "complex64":
-        raise TypeError(f"{where} ({spelling}): Numba passes a complex64 as two separate "
+        raise TypeError(f"{where}: Numba passes a complex64 as two separate "
                         "floats, C passes 'float complex' packed in one register; bind it, "
                         "or use a pointer")
-    raise TypeError(f"{where} ({spelling}): a C {kind} has no Numba equivalent; bind it so "
+    raise TypeError(f"{where}: a C {kind} has no Numba equivalent; bind it so "
                     "that the thunk takes only scalars and pointers")
 
 
@@ -232,14 +236,9 @@ def signature_from_c(sig):
     from numba.core import typing
 
     ret, args = sig._describe()
-    names = sig.names
     return typing.signature(
-        type_from_desc(ret, "return type"),
-        *[type_from_desc(a, _param_where(i, names[i])) for i, a in enumerate(args)])
-
-
-def _param_where(i, name):
-    return f"parameter {i + 1}" + (f" ({name})" if name else "")
+        type_from_desc(ret, f"return type ({ret[4]})"),
+        *[type_from_desc(a, sig._label(i)) for i, a in enumerate(args)])
 
 
 # ---------------------------------------------------------------- function values

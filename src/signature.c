@@ -298,6 +298,20 @@ error:
     return NULL;
 }
 
+/* The label the core's messages start with ("argument 2 (n: int)"), for
+   the messages the Python package raises about the same parameter. */
+static PyObject *signature_label(nt_SignatureObject *self, PyObject *arg)
+{
+    long i = PyLong_AsLong(arg);
+    if (i == -1 && PyErr_Occurred())
+        return NULL;
+    if (i < 0 || i >= self->sig->nargs)
+        return PyErr_Format(PyExc_IndexError, "parameter index %ld out of range", i);
+    char buf[256];
+    nt_param_label(self->sig, (int)i, buf, sizeof(buf));
+    return PyUnicode_FromString(buf);
+}
+
 static PyObject *signature_reduce(nt_SignatureObject *self, PyObject *unused)
 {
     (void)unused;
@@ -317,6 +331,7 @@ static PyGetSetDef signature_getset[] = {
 
 static PyMethodDef signature_methods[] = {
     { "_describe", (PyCFunction)signature_describe, METH_NOARGS, NULL },
+    { "_label", (PyCFunction)signature_label, METH_O, NULL },
     { "__reduce__", (PyCFunction)signature_reduce, METH_NOARGS, NULL },
     { NULL, NULL, 0, NULL }
 };

@@ -390,3 +390,52 @@ def test_register_refuses_what_is_not_a_hook(cfn):
         nt._core._register(**{k: v for k, v in hooks.items() if k != "numba_type"})
     # the refused calls left the package's hooks in place
     assert nt.bind(fn, nt.ref(3.0, "double"), 1)() == 3.0
+
+
+# ---------------------------------------------------------------- one label
+
+
+@pytest.mark.parametrize("names", [True, False])
+def test_python_and_core_messages_label_a_parameter_alike(fixture_path, names):
+    """The core formats a parameter's label (nt_param_label); the package's
+    own messages read it (Signature._label), numbered from 1 alike."""
+    import pickle
+
+    sig = "void (double *x, double v, int n)" if names else "void (double *, double, int)"
+    fn = nt.Function.from_library(fixture_path, "f_v_pdi", sig)
+    label = fn.csig._label(0)
+    assert label == ("argument 1 (x: double *)" if names else "argument 1 (double *)")
+    assert fn.csig._label(2) == ("argument 3 (n: int)" if names else "argument 3 (int)")
+    messages = []
+    # the core: a buffer of the wrong element type
+    with pytest.raises(TypeError) as exc:
+        nt.bind(fn, np.zeros(3, dtype=np.float32), 1.0, 3)
+    messages.append(str(exc.value))
+    # Python (numthunk._foreign): a ctypes pointer to the wrong type
+    with pytest.raises(TypeError) as exc:
+        nt.bind(fn, ctypes.pointer(ctypes.c_int(1)), 1.0, 3)
+    messages.append(str(exc.value))
+    # Python (numthunk._recipe): pickling refuses a raw address
+    t = nt.bind(fn, nt.address(4096), 1.0, 3)
+    with pytest.raises(pickle.PicklingError) as exc:
+        pickle.dumps(t)
+    messages.append(str(exc.value).removeprefix("cannot pickle the thunk: "))
+    for m in messages:
+        assert m.startswith((label + ":", label + " is bound")), m
+
+
+def test_function_pointer_messages_label_alike(cfn):
+    fn = cfn("f_d_Fd", "double (double (*f)(double), double x)")
+    label = fn.csig._label(0)
+    assert label == "argument 1 (f: double (*)(double))"
+    with pytest.raises(TypeError) as core:          # the core: not a function
+        nt.bind(fn, 1.5, nt.ARG)
+    wrong = cfn("f_i_i", "int (int)")
+    with pytest.raises(TypeError) as python:        # Python: a function of another type
+        nt.bind(fn, wrong, nt.ARG)
+    for exc in (core.value, python.value):
+        assert str(exc).startswith(label + ":"), exc
+    with pytest.raises(IndexError):
+        fn.csig._label(2)
+    with pytest.raises(IndexError):
+        fn.csig._label(-1)

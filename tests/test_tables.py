@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 import numthunk as nt
-from numthunk import _cython, _foreign, _numba, _signature
+from numthunk import _cffi, _cython, _numba
 
 import ntbuild
 
@@ -192,11 +192,11 @@ def test_kind_cffi_both_ways(k):
         assert (int(ffi.cast(t, -1)) < 0) == k.signed
     # cffi's type -> numthunk's kind and its C text, and the kind's C text ->
     # the text cffi reads
-    text = _signature._cffi_type_text(t)
+    text = _cffi.type_text(t)
     assert described(f"void ({text})")[0] == k.name
     assert str(nt.Signature(f"void ({text})")) == f"void ({k.c})"
-    assert ffi.typeof(_foreign._cffi_type_of(k.c)) is t
-    assert ffi.typeof(_foreign._cffi_type_of(f"{k.c} *")) is ffi.typeof(f"{k.cffi} *")
+    assert ffi.typeof(_cffi.cffi_text(k.c)) is t
+    assert ffi.typeof(_cffi.cffi_text(f"{k.c} *")) is ffi.typeof(f"{k.cffi} *")
 
 
 @pytest.mark.parametrize("k", KINDS, ids=kind_id)

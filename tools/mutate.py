@@ -99,21 +99,21 @@ def M(id, file, desc, find, repl, tests, regex=False):
 
 MUTANTS = [
     # ---- Python type tables (no rebuild needed)
-    M("py-ctypes-ulong", "numthunk/_signature.py", "ctypes c_ulong mapped as signed",
+    M("py-ctypes-ulong", "numthunk/_ctypes.py", "ctypes c_ulong mapped as signed",
       "*((ct, _int_text(ct)) for ct in (ctypes.c_int, ctypes.c_uint, ctypes.c_long,",
       "*((ct, _int_text(ctypes.c_long if ct is ctypes.c_ulong else ct)) for ct in "
       "(ctypes.c_int, ctypes.c_uint, ctypes.c_long,", [T_TABLES, T_BIND]),
-    M("py-ctypes-ushort", "numthunk/_signature.py", "ctypes c_ushort mapped as signed",
+    M("py-ctypes-ushort", "numthunk/_ctypes.py", "ctypes c_ushort mapped as signed",
       '(ctypes.c_ushort, "unsigned short"),', '(ctypes.c_ushort, "short"),', [T_TABLES, T_BIND]),
     # The ctypes, cffi and Numba maps derive from the core's kind table
     # (_core.kinds, src/kinds.c): a wrong column in the derivation.
-    M("py-ctypes-of-kind", "numthunk/_signature.py", "ctypes map keyed by C text, not kind",
+    M("py-ctypes-of-kind", "numthunk/_ctypes.py", "ctypes map keyed by C text, not kind",
       '_CTYPES_OF_KIND = {k.name: getattr(ctypes, k.ctypes)',
       '_CTYPES_OF_KIND = {k.c: getattr(ctypes, k.ctypes)', [T_BIND, T_TABLES]),
     M("py-numba-kind-c64", "numthunk/_numba.py", "complex64 value passed to Numba (ABI differs)",
       '_KIND_NUMBA = {k.name: k.numba for k in _core.kinds.values() if k.name != "complex64"}',
       '_KIND_NUMBA = {k.name: k.numba for k in _core.kinds.values()}', [T_TABLES, T_NUMBA]),
-    M("py-cffi-inverse", "numthunk/_signature.py", "cffi's names read back as themselves",
+    M("py-cffi-inverse", "numthunk/_cffi.py", "cffi's names read back as themselves",
       "_C_OF_CFFI = {cffi_name: c for c, cffi_name in CFFI_OF_C.items()}",
       "_C_OF_CFFI = {}", [T_TABLES]),
     M("py-cython-float_t", "numthunk/_cython.py", "NumPy's Cython float_t resolved to float",
@@ -536,6 +536,9 @@ OP_TESTS = {
     "numthunk/_recipe.py": [T_TRAVEL, T_DLPACK],
     "numthunk/_foreign.py": [T_INTEROP, T_BIND, T_BAD],
     "numthunk/_signature.py": [T_SIG, T_TABLES, T_BIND],
+    "numthunk/_ctypes.py": [T_SIG, T_TABLES, T_BIND, T_INTEROP],
+    "numthunk/_cffi.py": [T_SIG, T_TABLES, T_INTEROP],
+    "numthunk/_loader.py": [T_TRAVEL, T_BIND],
     "numthunk/_api.py": [T_BIND, T_BAD, T_TRAVEL] + OP_CORE,
     "numthunk/__main__.py": [T_MAIN],
     "numthunk/__init__.py": [T_BIND],

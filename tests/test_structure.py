@@ -1,0 +1,286 @@
+"""The shape of the code: no import cycle in the numthunk package, no long
+functions in numthunk/ or src/.
+
+- The import graph is read from the AST of every numthunk/*.py, imports at
+  the top level and inside functions alike (a lazy import is an edge too:
+  it only moves the cycle to the first call). `from . import x` is an edge
+  to the module x when numthunk/x.py exists, else to the package itself.
+- A function or method is at most MAX_LINES lines long, from its `def`
+  (decorators aside) to its last line; in src/*.c, a top-level function
+  from the line of its name to its closing brace.
+
+Outside the source tree the package's files are the installed ones (there
+is no src/ beside a wheel).
+"""
+
+import ast
+import glob
+import os
+import re
+
+import numthunk
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGE = (os.path.join(ROOT, "numthunk") if os.path.isdir(os.path.join(ROOT, "numthunk"))
+           else os.path.dirname(os.path.abspath(numthunk.__file__)))
+SRC = os.path.join(ROOT, "src")
+
+MAX_LINES = 70
+
+# Functions of src/ over MAX_LINES being shortened: this list only shrinks,
+# and a listed function may not grow. name (in whichever file of src/ it
+# is): its length when it was listed.
+C_ALLOWED = {
+    "collect_mvspecs": 90,
+    "thunk_rebind": 80,
+}
+
+
+def _modules():
+    return {os.path.splitext(os.path.basename(p))[0]: p
+            for p in sorted(glob.glob(os.path.join(PACKAGE, "*.py")))}
+
+
+def _submodules():
+    """Every module name of the package: its .py files and its extension
+    (_core, whose stub is _core.pyi)."""
+    return {re.split(r"[.]", n)[0] for n in os.listdir(PACKAGE)
+            if re.search(r"[.](py|pyi|so|pyd)$", n)}
+
+
+def _name(mod):
+    return "numthunk" if mod == "__init__" else f"numthunk.{mod}"
+
+
+def _edges(mod, path, modules, submodules=()):
+    """The package modules that module `mod` imports, anywhere in it."""
+    tree = ast.parse(open(path, encoding="utf-8").read(), path)
+    out = set()
+    for node in ast.walk(tree):
+        targets = []
+        if isinstance(node, ast.ImportFrom):
+            if node.level == 0:
+                base = node.module or ""
+            elif node.level == 1:
+                base = "numthunk" + (f".{node.module}" if node.module else "")
+            else:
+                continue
+            if base == "numthunk":
+                # from . import x: the module x, or a name of the package
+                targets += [a.name if a.name in modules or a.name in submodules
+                            else "__init__" for a in node.names]
+            elif base.startswith("numthunk."):
+                targets.append(base.split(".")[1])
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name == "numthunk":
+                    targets.append("__init__")
+                elif a.name.startswith("numthunk."):
+                    targets.append(a.name.split(".")[1])
+        for t in targets:
+            if t in modules and t != mod:
+                out.add(t)
+    return out
+
+
+def import_graph():
+    modules, submodules = _modules(), _submodules()
+    return {m: _edges(m, p, modules, submodules) for m, p in modules.items()}
+
+
+def find_cycle(graph):
+    """One cycle of the graph as a list of nodes (first == last), or None."""
+    state = {}
+    stack = []
+
+    def visit(n):
+        state[n] = "open"
+        stack.append(n)
+        for m in sorted(graph.get(n, ())):
+            if state.get(m) == "open":
+                return stack[stack.index(m):] + [m]
+            if m not in state:
+                found = visit(m)
+                if found:
+                    return found
+        stack.pop()
+        state[n] = "done"
+        return None
+
+    for n in sorted(graph):
+        if n not in state:
+            found = visit(n)
+            if found:
+                return found
+    return None
+
+
+def test_cycle_finder_finds_and_names_a_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+    assert find_cycle({"a": {"a"}}) == ["a", "a"]
+
+
+def test_edges_count_lazy_imports(tmp_path):
+    p = tmp_path / "_x.py"
+    p.write_text("def f():\n    from . import _y\n    from ._z import w\n"
+                 "from . import __main__, nothing\nimport numthunk._core\n")
+    mods = {"_x": str(p), "_y": "", "_z": "", "_core": "", "__init__": "", "__main__": ""}
+    assert _edges("_x", str(p), mods) == {"_y", "_z", "__main__", "__init__", "_core"}
+
+
+def test_no_import_cycle_in_the_package():
+    graph = import_graph()
+    assert "_api" in graph and graph["__init__"], "the package's modules were not found"
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(_name(m) for m in cycle)
+
+
+# ---------------------------------------------------------------- lengths
+
+
+def _python_lengths(path):
+    tree = ast.parse(open(path, encoding="utf-8").read(), path)
+    out = []
+
+    def walk(node, prefix):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                name = prefix + child.name
+                out.append((name, child.end_lineno - child.lineno + 1))
+                walk(child, name + ".")
+            elif isinstance(child, ast.ClassDef):
+                walk(child, prefix + child.name + ".")
+            else:
+                walk(child, prefix)
+
+    walk(tree, "")
+    return out
+
+
+_C_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+_C_LITERAL = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'')
+_C_HEAD = re.compile(r"(\w+)\s*\([^;{}]*\)\s*(?:\w+\s*(?:\([^)]*\))?\s*)*$", re.S)
+
+
+def c_lengths(text):
+    """(name, lines) of each top-level function of C source text: a brace
+    at depth 0 opening a body whose head is `name(...)`, counted from the
+    line of the name to the closing brace."""
+    # comments and literals blanked, newlines kept: line numbers stay
+    text = _C_COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+    text = _C_LITERAL.sub(lambda m: '""', text)
+    text = "\n".join("" if line.lstrip().startswith("#") else line
+                     for line in text.split("\n"))
+    out = []
+    depth, start, head_from = 0, None, 0
+    for i, ch in enumerate(text):
+        if ch == "{":
+            if depth == 0:
+                head = text[head_from:i]
+                m = _C_HEAD.search(head)
+                start = (m.group(1), head_from + m.start(1)) if m else None
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                if start is not None:
+                    name, at = start
+                    lines = text.count("\n", at, i) + 1
+                    out.append((name, lines))
+                start = None
+                head_from = i + 1
+        elif ch == ";" and depth == 0:
+            head_from = i + 1
+    return out
+
+
+def test_c_scan_finds_functions_and_their_lengths():
+    text = ("/* f() { */\nstatic int\nf(int a,\n  int b)\n{\n    if (a) { return \"}\"[0]; }\n"
+            "    return b;\n}\nstruct s { int x; };\nstatic const int t[] = {1, 2};\n"
+            "#define G(x) { x }\nvoid g(void) { }\n")
+    assert c_lengths(text) == [("f", 6), ("g", 1)]
+
+
+def test_no_long_python_function():
+    long = []
+    for mod, path in _modules().items():
+        for name, n in _python_lengths(path):
+            if n > MAX_LINES:
+                long.append(f"numthunk/{mod}.py: {name} is {n} lines")
+    assert not long, f"functions over {MAX_LINES} lines:\n" + "\n".join(long)
+
+
+def test_no_long_c_function():
+    if not os.path.isdir(SRC):
+        return      # beside an installed wheel: no C sources to read
+    long, seen = [], {}
+    for path in sorted(glob.glob(os.path.join(SRC, "*.c"))):
+        base = os.path.basename(path)
+        for name, n in c_lengths(open(path, encoding="utf-8").read()):
+            seen[name] = max(n, seen.get(name, 0))
+            if n > MAX_LINES and n > C_ALLOWED.get(name, MAX_LINES):
+                long.append(f"src/{base}: {name} is {n} lines")
+    assert len(seen) > 100, "the C scan found too few functions"
+    assert not long, f"functions over {MAX_LINES} lines:\n" + "\n".join(long)
+    # the allow-list only shrinks: an entry goes once its function is short
+    done = [k for k in C_ALLOWED if seen.get(k, 0) <= MAX_LINES]
+    assert not done, (f"now at most {MAX_LINES} lines (or gone): remove from "
+                      f"C_ALLOWED: {', '.join(done)}")
+
+
+# ---------------------------------------------------------------- lazy imports
+
+
+_BLOCKED = ("numba", "llvmlite", "cffi", "_cffi_backend", "scipy", "Cython", "pyximport")
+
+_WITHOUT_THEM = r"""
+import ctypes, ctypes.util, importlib.abc, pickle, sys
+
+BLOCKED = %r
+
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ImportError(f"{name} is blocked")
+        return None
+
+sys.meta_path.insert(0, Block())
+import numpy as np
+import numthunk as nt
+
+libm = ctypes.CDLL(ctypes.util.find_library("m"))
+libm.hypot.restype = ctypes.c_double
+libm.hypot.argtypes = [ctypes.c_double, ctypes.c_double]
+t = nt.bind(libm.hypot, 3.0, nt.ARG)
+assert t(4.0) == 5.0 and t.ctypes(4.0) == 5.0
+assert str(nt.Signature(libm.hypot)) == "double (double, double)"
+assert pickle.loads(pickle.dumps(t))(4.0) == 5.0
+x = np.arange(1, 9, dtype=np.uint8)
+memset = nt.Function.from_library(ctypes.util.find_library("c"), "memset",
+                                  "void *(void *s, int c, size_t n)")
+nt.bind(memset, x, 0, nt.size(x))()
+assert not x.any()
+try:
+    nt.Signature("float64(float64)")      # Numba's syntax: Numba is asked, and is absent
+except ValueError as exc:
+    assert "float64" in str(exc), exc
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)
+assert not loaded, loaded
+print("ok")
+"""
+
+
+def test_import_numthunk_needs_only_numpy():
+    """With Numba, cffi, SciPy and Cython unimportable, the package imports,
+    binds and calls a ctypes function, pickles its thunk, and reads a
+    ctypes signature."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [os.path.dirname(PACKAGE)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    out = subprocess.run([sys.executable, "-c", _WITHOUT_THEM % (_BLOCKED,)],
+                         capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stdout + out.stderr
