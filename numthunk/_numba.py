@@ -30,7 +30,7 @@ import threading
 
 from . import _core
 
-__all__ = ["type_to_c", "signature_to_c", "string_to_c", "type_from_desc",
+__all__ = ["type_to_c", "signature_to_c", "type_from_desc",
            "signature_from_c", "function_type", "captured", "register", "set_classes"]
 
 # From the core's kind table: Numba's name for a kind (str(t) of a Numba
@@ -79,115 +79,9 @@ def signature_to_c(sig):
     return f"{ret} ({', '.join(args) or 'void'})"
 
 
-# Numba's two written forms of a signature: the call form it accepts in
-# @cfunc("float64(CPointer(float64), intc)") and the form str() gives,
-# "(float64*, int32) -> float64". Parsed here, without eval().
-_TOKEN = re.compile(r"\s*(?:(->)|([A-Za-z_][A-Za-z0-9_]*)|(.))")
-
-
-class _SigParser:
-    def __init__(self, text):
-        self.text = text
-        self.tokens = []
-        pos = 0
-        text = text.rstrip()
-        while pos < len(text):
-            m = _TOKEN.match(text, pos)
-            self.tokens.append((m.group(1) or m.group(2) or m.group(3), m.start(m.lastindex)))
-            pos = m.end()
-        self.i = 0
-
-    def peek(self):
-        return self.tokens[self.i][0] if self.i < len(self.tokens) else None
-
-    def take(self, want=None):
-        tok = self.peek()
-        if tok is None or (want is not None and tok != want):
-            self.fail(f"expected {want!r}" if want else "unexpected end")
-        self.i += 1
-        return tok
-
-    def fail(self, what):
-        col = self.tokens[self.i][1] if self.i < len(self.tokens) else len(self.text)
-        raise ValueError(f"Numba signature {self.text!r}: {what} at column {col + 1}")
-
-    def signature(self):
-        from numba.core import typing
-
-        if self.peek() == "(":                        # (args) -> ret
-            args = self.arglist()
-            self.take("->")
-            ret = self.type()
-        else:                                         # ret(args)
-            ret = self.type(call_suffix=False)
-            if self.peek() != "(":
-                self.fail("expected '(' and the argument types")
-            args = self.arglist()
-        if self.peek() is not None:
-            self.fail(f"unexpected {self.peek()!r}")
-        return typing.signature(ret, *args)
-
-    def arglist(self):
-        self.take("(")
-        args = []
-        if self.peek() == ")":
-            self.i += 1
-            return args
-        while True:
-            args.append(self.type())
-            tok = self.take()
-            if tok == ")":
-                return args
-            if tok != ",":
-                self.i -= 1
-                self.fail("expected ',' or ')'")
-
-    def type(self, call_suffix=True):
-        from numba.core import types
-
-        name = self.take()
-        if not name[0].isalpha() and name[0] != "_":
-            self.i -= 1
-            self.fail("expected a type name")
-        if name == "CPointer":
-            self.take("(")
-            t = types.CPointer(self.type())
-            self.take(")")
-        elif name == "FunctionType":
-            self.take("[")
-            t = types.FunctionType(self.signature_inside("]"))
-        else:
-            t = getattr(types, name, None)
-            if not isinstance(t, types.Type):
-                self.i -= 1
-                self.fail(f"{name!r} is not a Numba type")
-            if call_suffix and self.peek() == "(":      # float64(float64) as a type
-                t = types.FunctionType(t(*self.arglist()))
-        while self.peek() == "*":
-            self.i += 1
-            t = types.CPointer(t)
-        if self.peek() == "[":
-            self.fail("arrays have no C equivalent (use CPointer(dtype) plus the sizes)")
-        return t
-
-    def signature_inside(self, close):
-        from numba.core import typing
-
-        ret = self.type(call_suffix=False)
-        args = self.arglist()
-        self.take(close)
-        return typing.signature(ret, *args)
-
-
-def parse_numba_signature(text):
-    """A Numba signature from its text, in either of Numba's forms."""
-    return _SigParser(text).signature()
-
-
-def string_to_c(text):
-    """C text for a Numba signature string ('float64(CPointer(float64), intc)'
-    or '(float64*, int32) -> float64'); raises ValueError if it is not one."""
-    return signature_to_c(parse_numba_signature(text))
+# Numba's signature text ("float64(CPointer(float64), intc)", the form
+# str() gives, "(float64*, int32) -> float64", FunctionType[...]) is read
+# by the core's parser (src/sig.c), as C text is: no Numba needed.
 
 
 # ---------------------------------------------------------------- C -> Numba

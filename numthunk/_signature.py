@@ -53,15 +53,9 @@ class Signature(_core.Signature):
                 raise TypeError("typedefs apply to C text only")
             return super().__new__(cls, spec)
         if isinstance(spec, str):
+            # C text or Numba's: the core's parser reads both
             _refuse_nul(spec, typedefs)
-            try:
-                return super().__new__(cls, spec, typedefs)
-            except ValueError as exc:
-                # typedefs are C's: text given with them is C text
-                text = None if typedefs else _numba_string_to_c(spec)
-                if text is None:
-                    raise exc from None
-                return super().__new__(cls, text)
+            return super().__new__(cls, spec, typedefs)
         if isinstance(spec, type) and issubclass(spec, ctypes._CFuncPtr):
             return super().__new__(cls, _ctypes.prototype_text(spec))
         if isinstance(spec, ctypes._CFuncPtr):
@@ -103,19 +97,6 @@ def _refuse_nul(text, typedefs):
                 if isinstance(part, str) and "\0" in part:
                     raise ValueError(f"typedef {k!r}: {v!r}: NUL byte in "
                                      f"{'the name' if part is k else 'the type'}")
-
-
-def _numba_string_to_c(text):
-    """'float64(CPointer(float64), intc)'-style text that the C parser did not
-    take: ask Numba, when it is installed, what it means."""
-    if "->" not in text and "(" not in text:
-        return None
-    try:
-        return _numba.string_to_c(text)
-    except (ImportError, ValueError, TypeError):
-        # Not Numba's either (or Numba is not installed): the C parser's
-        # error, with its caret, is the one to show.
-        return None
 
 
 def ctypes_prototype(sig):

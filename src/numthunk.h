@@ -111,6 +111,9 @@ extern const size_t nt_nspellings;
 /* Looks up a (possibly multi-word, single-spaced) type name. Returns the
    spelling index or -1. */
 int nt_spelling_find(const char *name, size_t len);
+/* Numba's short names (f8, i4, none): the nt_spellings[] index of the
+   kind's C text, or -1. */
+int nt_numba_name_find(const char *name, size_t len);
 
 /* ------------------------------------------------------------------------ */
 /* The kind table (kinds.c)                                                  */

@@ -2,8 +2,11 @@
  * sig.c: the first stage of the pipeline, signature strings to nt_sig.
  *
  * Reads the C abstract declarators that SciPy (LowLevelCallable) and Cython
- * (__pyx_capi__ capsule names) use, plus Numba's voidptr and CPointer(T),
- * and writes them back in one canonical form. SciPy matches signatures with
+ * (__pyx_capi__ capsule names) use, and Numba's signature syntax: its
+ * names (voidptr, float64, f8, none), CPointer(T), FunctionType[R(A)], a
+ * function type written as R(A) where a parameter stands, and the form
+ * str() of a Numba signature gives, "(float64 *, int32) -> float64".
+ * It writes them back in one canonical form. SciPy matches signatures with
  * strcmp, so the canonical form keeps the base type's spelling ("npy_intp"
  * stays "npy_intp") and follows Cython's declarator spacing: "T *",
  * "T *const", "double (*)(double)", "void (void)".
@@ -32,7 +35,7 @@
 
 enum {
     T_END, T_IDENT, T_LPAREN, T_RPAREN, T_STAR, T_COMMA, T_ELLIPSIS,
-    T_LBRACKET, T_OTHER
+    T_LBRACKET, T_RBRACKET, T_ARROW, T_OTHER
 };
 
 typedef struct {
@@ -87,6 +90,15 @@ peek(const parser *p)
     case '*': t.kind = T_STAR; return t;
     case ',': t.kind = T_COMMA; return t;
     case '[': t.kind = T_LBRACKET; return t;
+    case ']': t.kind = T_RBRACKET; return t;
+    case '-':
+        if (s[i + 1] == '>') {
+            t.kind = T_ARROW;
+            t.len = 2;
+            return t;
+        }
+        t.kind = T_OTHER;
+        return t;
     case '.':
         if (s[i + 1] == '.' && s[i + 2] == '.') {
             t.kind = T_ELLIPSIS;
@@ -469,6 +481,13 @@ resolve_words(parser *p, const span *words, int nwords, int plain,
                                     words[0].len, out);
         }
     }
+    idx = nwords == 1 && plain ? nt_numba_name_find(p->src + words[0].start,
+                                                     words[0].len) : -1;
+    if (idx >= 0) {
+        out->kind = nt_spellings[idx].kind;
+        out->spelling = (uint16_t)idx;
+        return 0;
+    }
     if (nwords == 1)
         nt_fail(p->err, NT_ERR_VALUE, column(words[0].start),
                 "unknown type name '%.*s%s'", quote_len(words[0].len),
@@ -480,6 +499,8 @@ resolve_words(parser *p, const span *words, int nwords, int plain,
 }
 
 static int parse_type(parser *p, nt_type *out);
+static int read_type(parser *p, nt_type *out);
+static int parse_function_type(parser *p, nt_type *out);
 
 /* CPointer(T), the name already read: T with one more level of pointer. */
 static int
@@ -600,15 +621,21 @@ spec_keyword(parser *p, specifier *sp, const token *tok)
 static int
 spec_name(parser *p, specifier *sp, const token *tok, nt_type *out)
 {
+    int r;
+
     sp->words[0].start = tok->start;
     sp->words[0].len = tok->len;
     sp->named = 1;
     advance(p, tok);
-    if (!tok_is(p, tok, "CPointer")) {
+    if (tok_is(p, tok, "CPointer"))
+        r = parse_cpointer(p, out);
+    else if (tok_is(p, tok, "FunctionType"))
+        r = parse_function_type(p, out);
+    else {
         sp->nwords = 1;
         return 1;
     }
-    if (parse_cpointer(p, out) < 0)
+    if (r < 0)
         return -1;
     sp->resolved = 1;
     return 1;
@@ -686,6 +713,16 @@ parse_pointers(parser *p, nt_type *out)
 static int
 parse_type(parser *p, nt_type *out)
 {
+    if (read_type(p, out) == 0)
+        return 0;
+    nt_sig_free(out->fn);       /* a FunctionType[...] read before the error */
+    memset(out, 0, sizeof(*out));
+    return -1;
+}
+
+static int
+read_type(parser *p, nt_type *out)
+{
     specifier sp;
     token tok;
     int r;
@@ -759,8 +796,79 @@ fail_struct_value(parser *p, const nt_type *t, const token *after)
     return -1;
 }
 
+/* A function type whose return type ret and '(' are read: its params and
+   ')'. A parameter of function type is a function pointer (C adjusts it
+   so; Numba writes float64(float64) for one). */
+static int
+function_of(parser *p, const nt_type *ret, nt_type *out)
+{
+    token tok = peek(p);
+    nt_sig *fn;
+
+    if (ret->kind == NT_FNPTR) {
+        nt_fail(p->err, NT_ERR_VALUE, column(tok.start),
+                "a function returning a function pointer is not supported");
+        return -1;
+    }
+    if (refuse_by_value(p, ret, tok.start) < 0)
+        return -1;
+    if (is_struct_value(ret))
+        return fail_struct_value(p, ret, &tok);
+    fn = calloc(1, sizeof(*fn));
+    if (fn == NULL)
+        return fail_memory(p);
+    fn->ret = *ret;
+    if (parse_params(p, fn) < 0) {
+        nt_sig_free(fn);
+        return -1;
+    }
+    memset(out, 0, sizeof(*out));
+    out->kind = NT_FNPTR;
+    out->fn = fn;
+    return 0;
+}
+
+/* Numba's FunctionType[R(A)], the name already read: a function pointer. */
+static int
+parse_function_type(parser *p, nt_type *out)
+{
+    token tok = peek(p);
+    nt_type ret;
+
+    if (tok.kind != T_LBRACKET)
+        return fail_token(p, &tok, "'[' after FunctionType");
+    advance(p, &tok);
+    if (++p->nest > MAX_NEST) {
+        nt_fail(p->err, NT_ERR_VALUE, column(tok.start),
+                "type nested too deeply (at most %d levels)", MAX_NEST);
+        return -1;
+    }
+    if (parse_type(p, &ret) < 0)
+        return -1;
+    tok = peek(p);
+    if (tok.kind != T_LPAREN) {
+        nt_sig_free(ret.fn);
+        return fail_token(p, &tok, "'(' and the parameters of the function type");
+    }
+    advance(p, &tok);
+    if (function_of(p, &ret, out) < 0) {
+        nt_sig_free(ret.fn);
+        return -1;
+    }
+    tok = peek(p);
+    if (tok.kind != T_RBRACKET) {
+        nt_sig_free(out->fn);
+        memset(out, 0, sizeof(*out));
+        return fail_token(p, &tok, "']'");
+    }
+    advance(p, &tok);
+    p->nest--;
+    return 0;
+}
+
 /* The declarator of a function pointer whose return type ret and '(' are
-   read: '*' {'const'} [name] ')' '(' params ')'. */
+   read: '*' {'const'} [name] ')' '(' params ')', or a function type
+   (function_of). */
 static int
 parse_fnptr(parser *p, const nt_type *ret, nt_type *out, char **name,
             int allow_name)
@@ -769,9 +877,8 @@ parse_fnptr(parser *p, const nt_type *ret, nt_type *out, char **name,
     token tok = peek(p);
     int fn_const = 0;
 
-    if (tok.kind != T_STAR)
-        return fail_token(p, &tok,
-                          "'*' (function parameters must be pointers)");
+    if (tok.kind != T_STAR || ret->kind == NT_FNPTR)
+        return function_of(p, ret, out);
     advance(p, &tok);
     for (;;) {
         tok = peek(p);
@@ -843,14 +950,24 @@ parse_param(parser *p, nt_type *out, char **name, int allow_name)
     tok = peek(p);
     if (allow_name && is_struct_value(&t))
         return fail_struct_value(p, &t, &tok);
-    if (tok.kind == T_IDENT && allow_name)
-        return take_name(p, &tok, 1, name) < 0 ? -1 : (*out = t, 0);
+    if (tok.kind == T_IDENT && allow_name) {
+        if (take_name(p, &tok, 1, name) < 0) {
+            nt_sig_free(t.fn);
+            return -1;
+        }
+        *out = t;
+        return 0;
+    }
     if (tok.kind != T_LPAREN) {
         *out = t;
         return 0;
     }
     advance(p, &tok);
-    return parse_fnptr(p, &t, out, name, allow_name);
+    if (parse_fnptr(p, &t, out, name, allow_name) < 0) {
+        nt_sig_free(t.fn);      /* FunctionType[...](...): refused */
+        return -1;
+    }
+    return 0;
 }
 
 static int
@@ -1031,6 +1148,46 @@ expect_end(parser *p, const char *what)
     return -1;
 }
 
+/* A return type: no DLTensor or struct by value. */
+static int
+parse_return(parser *p, nt_type *ret)
+{
+    token first = peek(p), tok;
+
+    if (parse_type(p, ret) < 0 || refuse_by_value(p, ret, first.start) < 0)
+        return -1;
+    tok = peek(p);
+    if (is_struct_value(ret))
+        return fail_struct_value(p, ret, &tok);
+    if (ret->kind == NT_FNPTR) {        /* FunctionType[...] as the result */
+        nt_sig_free(ret->fn);
+        memset(ret, 0, sizeof(*ret));
+        nt_fail(p->err, NT_ERR_VALUE, column(first.start),
+                "a function pointer as the return type is not supported");
+        return -1;
+    }
+    return 0;
+}
+
+/* Numba's "(params) -> ret" (what str() of a Numba signature gives), the
+   '(' not yet read. */
+static int
+parse_arrow(parser *p, nt_sig *sig)
+{
+    token tok = peek(p);
+
+    advance(p, &tok);
+    if (parse_params(p, sig) < 0)
+        return -1;
+    tok = peek(p);
+    if (tok.kind != T_ARROW)
+        return fail_token(p, &tok, "'->' and the return type");
+    advance(p, &tok);
+    if (parse_return(p, &sig->ret) < 0)
+        return -1;
+    return expect_end(p, "signature");
+}
+
 nt_sig *
 nt_sig_parse(const char *src, const nt_typedef *typedefs, size_t ntypedefs,
              nt_error *err)
@@ -1057,13 +1214,14 @@ nt_sig_parse(const char *src, const nt_typedef *typedefs, size_t ntypedefs,
         fail_memory(&p);
         return NULL;
     }
-    if (parse_type(&p, &sig->ret) < 0 || refuse_by_value(&p, &sig->ret, tok.start) < 0)
+    if (tok.kind == T_LPAREN) {
+        if (parse_arrow(&p, sig) < 0)
+            goto error;
+        return sig;
+    }
+    if (parse_return(&p, &sig->ret) < 0)
         goto error;
     tok = peek(&p);
-    if (is_struct_value(&sig->ret)) {
-        fail_struct_value(&p, &sig->ret, &tok);
-        goto error;
-    }
     if (tok.kind == T_IDENT) {
         if (take_name(&p, &tok, 0, &fname) < 0)
             goto error;

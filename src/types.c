@@ -198,6 +198,43 @@ const nt_spelling nt_spellings[] = {
 
 const size_t nt_nspellings = sizeof(nt_spellings) / sizeof(nt_spellings[0]);
 
+/*
+ * Numba's short names of its scalar types (numba.types: f8, i4, c16, b1,
+ * ...) and `none`, its void. Read after the caller's typedefs, so that a
+ * typedef may still take one of these names (and a Cython module's own
+ * `ctypedef ... f8` keeps its meaning); a type read from one prints as its
+ * kind's C text. Numba's names that look like C typedefs (uint, ulong,
+ * int_, longlong, ...) are not here: a C header's `uint` is not Numba's.
+ */
+static const struct {
+    const char *name;
+    nt_kind kind;
+} numba_names[] = {
+    {"none", NT_VOID},
+    {"b1", NT_BOOL},
+    {"i1", NT_I8}, {"i2", NT_I16}, {"i4", NT_I32}, {"i8", NT_I64},
+    {"u1", NT_U8}, {"u2", NT_U16}, {"u4", NT_U32}, {"u8", NT_U64},
+    {"f4", NT_F32}, {"f8", NT_F64},
+    {"c8", NT_C64}, {"c16", NT_C128},
+};
+
+int
+nt_numba_name_find(const char *name, size_t len)
+{
+    size_t i;
+
+    if (name == NULL)
+        return -1;
+    for (i = 0; i < sizeof(numba_names) / sizeof(numba_names[0]); i++) {
+        const char *s = numba_names[i].name;
+        if (strlen(s) == len && memcmp(s, name, len) == 0) {
+            const char *c = nt_kinds[numba_names[i].kind].c_text;
+            return nt_spelling_find(c, strlen(c));
+        }
+    }
+    return -1;
+}
+
 _Static_assert(sizeof(nt_spellings) / sizeof(nt_spellings[0]) <= UINT16_MAX,
                "spelling indexes fit in nt_type.spelling");
 

@@ -171,6 +171,8 @@ static const char *const vocabulary[] = {
     " ", " ", "  ", "\t", "(*)", "(void)", "double (", ", ", "*const ",
     "const *", "long long", "unsigned long long int", "long double", "$",
     "\xff", ";", "0", "double (double (*)(double), int)",
+    "->", "-", ">", "FunctionType", "FunctionType[", "none", "f8", "i4", "c16",
+    "(float64) -> float64", "float64(float64)",
 };
 
 static const char *const typedef_names[] = {
@@ -215,6 +217,8 @@ space(text *t)
     emit(t, spaces[rng() % 6]);
 }
 
+static void gen_params(text *t, int nest);
+
 static void
 gen_type(text *t, int nest)
 {
@@ -230,6 +234,12 @@ gen_type(text *t, int nest)
         emit(t, ")");
     } else if (k == 1) {
         emit(t, typedef_names[rng() % 4]);
+    } else if (k == 2 && nest < 70) {
+        /* Numba's FunctionType[R(A)] */
+        emit(t, "FunctionType[");
+        gen_type(t, nest + 1);
+        gen_params(t, nest + 1);
+        emit(t, "]");
     } else {
         emit(t, nt_spellings[rng() % nt_nspellings].name);
     }
@@ -247,7 +257,6 @@ gen_type(text *t, int nest)
     }
 }
 
-static void gen_params(text *t, int nest);
 
 static void
 gen_param(text *t, int nest)
@@ -262,6 +271,8 @@ gen_param(text *t, int nest)
         emit(t, ")");
         space(t);
         gen_params(t, nest + 1);
+    } else if (rng() % 6 == 0 && nest < 70) {
+        gen_params(t, nest + 1);       /* a function type, Numba's R(A) */
     } else if (rng() % 2) {
         emit(t, " ");
         emit(t, param_names[rng() % 5]);
@@ -289,6 +300,15 @@ gen_params(text *t, int nest)
 static void
 gen_sig(text *t)
 {
+    if (rng() % 4 == 0) {
+        /* Numba's (params) -> ret */
+        gen_params(t, (int)(rng() % 80));
+        space(t);
+        emit(t, "->");
+        space(t);
+        gen_type(t, 0);
+        return;
+    }
     gen_type(t, 0);
     if (rng() % 3 == 0)
         emit(t, " f");

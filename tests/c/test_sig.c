@@ -227,11 +227,11 @@ test_errors(void)
     BAD("float16 (int)", 0, "unknown type name 'float16'");
     BAD("double", 6, "expected '('");
     BAD("double f", 8, "expected '('");
-    BAD("(double)", 0, "expected a type");
+    BAD("(double)", 8, "expected '->' and the return type");
     BAD("double (int,)", 12, "expected a type");
     BAD("double (*)(double)", 8, "expected a type");
     BAD("int (double (**)(int))", 14, "pointers to function pointers");
-    BAD("int (double (f)(int))", 13, "'*'");
+    BAD("int (double (f)(int))", 13, "unknown type name 'f'");
     BAD("int (unsigned float)", 5, "unknown type name 'unsigned float'");
     BAD("int (npy_intp int)", 14, "cannot follow");
     BAD("int (volatile int)", 5, "'volatile' is not supported");
@@ -506,6 +506,110 @@ test_typedefs(void)
     CHECK(t.kind == NT_PTR && t.base == NT_F64 && t.depth == 1);
 }
 
+/* a and b parse to equal signatures. */
+static void
+same(const char *a, const char *b, int line)
+{
+    nt_sig *x = parse(a), *y = parse(b);
+
+    checks++;
+    if (x == NULL || y == NULL || !nt_sig_equal(x, y)) {
+        failures++;
+        fprintf(stderr, "test_sig.c:%d: \"%s\" and \"%s\" differ\n", line, a, b);
+    }
+    nt_sig_free(x);
+    nt_sig_free(y);
+}
+
+#define SAME(a, b) same((a), (b), __LINE__)
+
+/* Numba's signature syntax: the call form with its names, the form str()
+   of a Numba signature gives, FunctionType[...], a function type where a
+   parameter stands, Numba's short names. */
+static void
+test_numba_forms(void)
+{
+    nt_typedef td;
+    nt_error err = {NT_OK, -1, ""};
+    nt_sig *sig;
+    char buf[256];
+
+    RT("float64(CPointer(float64), intc)", "double (double *, int)");
+    RT("void(voidptr, intp, uintp, boolean, int8, uint16)",
+       "void (void *, intptr_t, uintptr_t, bool, int8_t, uint16_t)");
+    RT("complex128(complex128)", "double complex (double complex)");
+    /* (params) -> ret */
+    RT("(float64*, int32) -> float64", "double (double *, int)");
+    RT("(CPointer(float64), int32) -> float64", "double (double *, int)");
+    RT("(int32, float64) -> none", "void (int, double)");
+    RT("() -> none", "void (void)");
+    SAME("(float64*, int64, float64*, void*) -> int32",
+         "int32 (float64 *, int64, float64 *, void *)");
+    RT("(double x, int n)->double", "double (double, int)");
+    /* function types */
+    RT("float64(FunctionType[float64(float64)], float64)",
+       "double (double (*)(double), double)");
+    RT("float64(float64(float64), float64)", "double (double (*)(double), double)");
+    RT("void (double (double x), int n)", "void (double (*)(double), int)");
+    RT("(FunctionType[none(i4)]) -> f8", "double (void (*)(int))");
+    /* Numba's short names, printed as C */
+    SAME("f8(f4, i1, i2, i4, i8, u1, u2, u4, u8, b1, c8, c16)",
+         "float64 (float32, int8, int16, int32, int64, uint8, uint16, uint32, uint64, "
+         "bool, complex64, complex128)");
+    RT("none()", "void (void)");
+
+    BAD("(float64) -> ", 13, "expected a type, got end of input");
+    BAD("(float64)", 9, "expected '->' and the return type");
+    BAD("(float64) float64", 10, "expected '->'");
+    BAD("(float64, ) -> float64", 10, "expected a type, got ')'");
+    BAD("float64(float64) -> float64", 17, "unexpected '->' after the signature");
+    BAD("(float64) -> float64 (", 21, "unexpected '(' after the signature");
+    BAD("float64(float64[:], intc)", 15, "arrays ('[]') are not supported");
+    BAD("float64(CPointer(float64), foo)", 27, "unknown type name 'foo'");
+    BAD("void (FunctionType(float64))", 18, "expected '[' after FunctionType");
+    BAD("void (FunctionType[float64(float64)", 35, "expected ']'");
+    BAD("void (FunctionType[float64 float64])", 27, "expected '(' and the parameters");
+    BAD("void (FunctionType[float64(float64)] *)", 37,
+        "pointers to function pointers are not supported");
+    BAD("FunctionType[float64(float64)](void)", 0,
+        "a function pointer as the return type is not supported");
+    BAD("void (struct S (double))", 15, "'struct S' passed by value");
+    BAD("(DLTensor) -> void", 1, "DLTensor is passed by pointer");
+    BAD("() -> DLTensor", 6, "DLTensor is passed by pointer");
+    BAD("(float64) - float64", 10, "expected '->'");
+    /* errors after a FunctionType was read: it is freed (ASan) */
+    BAD("void (CPointer(FunctionType[f8(f8)]))", 35, "pointers to function pointers");
+    BAD("void (FunctionType[f8(f8)](int))", 27,
+        "a function returning a function pointer is not supported");
+    BAD("void (FunctionType[FunctionType[f8()](i4)])", 38, "returning a function pointer");
+    BAD("void (FunctionType[f8(f8)] volatile)", 27, "'volatile' is not supported");
+    BAD("void (FunctionType[f8(f8)] struct)", 27, "'struct' types are not supported");
+    BAD("void (FunctionType[f8(f8)] const x, int x)", 36, "parameter names must differ");
+    BAD("void (FunctionType[f8(f8)] int)", 27, "cannot follow the type name");
+    BAD("void (FunctionType[f8(f8) x])", 26, "expected ']'");
+    BAD("(FunctionType[f8(f8)] f) -> FunctionType[f8()]", 28,
+        "a function pointer as the return type");
+    RT("void (FunctionType[f8(f8)] const)", "void (double (*const)(double))");
+    RT("void (FunctionType[f8(FunctionType[f8(f8)])])",
+       "void (double (*)(double (*)(double)))");
+
+    /* a typedef may take a Numba short name: it comes first */
+    memset(&td, 0, sizeof(td));
+    td.name = "f8";
+    CHECK(nt_type_parse("float", NULL, 0, &td.type, &err) == 0);
+    sig = nt_sig_parse("f8 (f8, i4)", &td, 1, &err);
+    CHECK(sig != NULL);
+    if (sig != NULL) {
+        nt_sig_format(sig, buf, sizeof(buf));
+        CHECK(strcmp(buf, "float (float, int)") == 0);
+    }
+    nt_sig_free(sig);
+    CHECK(nt_numba_name_find("f8", 2) == nt_spelling_find("double", 6));
+    CHECK(nt_numba_name_find("none", 4) == nt_spelling_find("void", 4));
+    CHECK(nt_numba_name_find("uint", 4) < 0);
+    CHECK(nt_numba_name_find("f", 1) < 0);
+}
+
 static int
 kind_of(const char *name)
 {
@@ -665,6 +769,7 @@ main(void)
     test_structure();
     test_type_parse();
     test_typedefs();
+    test_numba_forms();
     test_types();
     test_format();
     test_sticky_error();
