@@ -33,7 +33,7 @@ MAX_LINES = 70
 # is): its length when it was listed.
 C_ALLOWED = {
     "collect_mvspecs": 90,
-    "thunk_rebind": 80,
+    "nt_thunk_rebind": 72,          # thunk_rebind (80 lines) before it moved to commit.c
 }
 
 
