@@ -14,12 +14,18 @@ the cost of making the callable shows). For each of 5,000 parameter sets:
 - in place: one thunk over one array; ``buf[:] = c`` per set (same length);
 - quad alone: the integral with one callable and no change, the floor.
 
+Then what making a callable costs alone, per call (best of 7 runs of
+20,000): ``t.lowlevelcallable()``, ``Function.lowlevelcallable()``,
+SciPy's ``LowLevelCallable(capsule)`` on a ready capsule (SciPy's own
+constructor, for scale) and ``nt.bind`` of the integrand.
+
 Median of 7 runs of the whole sweep, in one process; ratios against "new".
 """
 
 import statistics
 import sys
 import time
+import timeit
 
 import numpy as np
 from numba import cfunc
@@ -27,6 +33,7 @@ from numba.types import CPointer, float64, intc
 from scipy import LowLevelCallable, integrate
 
 import numthunk as nt
+from numthunk._api import as_function
 
 QUICK = "--quick" in sys.argv
 SETS = 500 if QUICK else 5000
@@ -115,5 +122,22 @@ def main():
         print(f"  {name:42s} {m / SETS * 1e6:8.2f} µs {base / m:8.2f}x")
 
 
+def making():
+    t = nt.bind(poly, nt.ARG, np.arange(4.0), 4)
+    fn = as_function(poly)
+    capsule = t.lowlevelcallable().function
+    c = np.arange(4.0)
+    ways = [("t.lowlevelcallable()", t.lowlevelcallable),
+            ("Function.lowlevelcallable()", fn.lowlevelcallable),
+            ("SciPy's LowLevelCallable(capsule)", lambda: LowLevelCallable(capsule)),
+            ("nt.bind(poly, nt.ARG, c, 4)", lambda: nt.bind(poly, nt.ARG, c, 4))]
+    n = 2000 if QUICK else 20000
+    print(f"  making a callable, best of 7 x {n}")
+    for name, fn_ in ways:
+        best = min(timeit.repeat(fn_, number=n, repeat=7)) / n
+        print(f"  {name:42s} {best * 1e6:8.2f} µs")
+
+
 if __name__ == "__main__":
     main()
+    making()

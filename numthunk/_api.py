@@ -287,6 +287,37 @@ def _short(obj):
 # ---------------------------------------------------------------- targets
 
 
+def _lowlevelcallable(address, csig, owner, signature, user_data, whose):
+    """A ``scipy.LowLevelCallable`` of the function at ``address`` with C
+    signature ``csig``, keeping ``owner`` alive (Thunk.lowlevelcallable and
+    Function.lowlevelcallable)."""
+    global _LowLevelCallable
+    if _LowLevelCallable is None:
+        from scipy import LowLevelCallable as _LowLevelCallable
+    if signature is None:
+        text = scipy_text(csig)
+    else:
+        # C text keeps its names (SciPy compares them) in the canonical
+        # layout; Numba text, a Numba, ctypes or cffi signature becomes C
+        # text first.
+        text = str(Signature(signature))
+        if Signature(text) != csig:
+            raise ValueError(f"signature {text!r} does not match {whose} {csig}")
+    capsule = _core._capsule(address, text, owner)
+    if user_data is not None:
+        return _LowLevelCallable(capsule, user_data)
+    # SciPy's constructor without its search through the ctypes and cffi
+    # forms (most of its cost): the tuple (a capsule of the same pointer and
+    # name, the capsule, None). Its consumers read the first item's name,
+    # pointer and context, the context as the callback's user data: NULL
+    # here, where SciPy's constructor would take the capsule's context,
+    # numthunk's holder of the owner.
+    return tuple.__new__(_LowLevelCallable, (_core._raw_capsule(address, text), capsule, None))
+
+
+_LowLevelCallable = None
+
+
 class Function:
     """A C function at ``address`` with a known signature: a target for
     :func:`bind`, and callable from Python as it is.
@@ -404,6 +435,23 @@ class Function:
         if not self.fixed:
             return self._signature
         return self._thunk().csig
+
+    def lowlevelcallable(self, signature=None, user_data=None):
+        """A ``scipy.LowLevelCallable`` for this function, as
+        :meth:`Thunk.lowlevelcallable` makes one (through its call thunk when
+        parameters are fixed or memoryviews); it keeps this function alive.
+
+        >>> from scipy import integrate
+        >>> sqrt = nt.Function.from_library("libm.so.6", "sqrt", "double (double)")
+        >>> round(integrate.quad(sqrt.lowlevelcallable(), 0.0, 1.0)[0], 12)
+        0.666666666667
+        """
+        if self.fixed or self.memoryviews:
+            thunk = self._thunk()
+            return _lowlevelcallable(thunk.address, thunk.csig, thunk, signature, user_data,
+                                     "the function's")
+        return _lowlevelcallable(self.address, self._signature, self, signature, user_data,
+                                 "the function's")
 
     # Numba's Wrapper Address Protocol (see Thunk). A Function with fixed
     # parameters or memoryviews is called through its call thunk.
@@ -745,18 +793,8 @@ class Thunk(_core.Thunk):
         >>> round(integrate.quad(f.lowlevelcallable(), -1.0, 1.0)[0], 12)
         1.0
         """
-        from scipy import LowLevelCallable
-
-        if signature is None:
-            text = scipy_text(self.csig)
-        else:
-            # C text keeps its names (SciPy compares them) in the canonical
-            # layout; Numba text, a Numba, ctypes or cffi signature becomes C
-            # text first.
-            text = str(Signature(signature))
-        if signature is not None and Signature(text) != self.csig:
-            raise ValueError(f"signature {text!r} does not match the thunk's {self.csig}")
-        return LowLevelCallable(_core._capsule(self.address, text, self), user_data)
+        return _lowlevelcallable(self.address, self.csig, self, signature, user_data,
+                                 "the thunk's")
 
     def rebind(self, key, value):
         """Replace a bound value (by parameter index or name); ``.address``

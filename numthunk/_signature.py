@@ -130,9 +130,23 @@ def _kind_fn_text(sig, pointer=False):
     return f"{ret_text} (*)({text_args})" if pointer else f"{ret_text} ({text_args})"
 
 
+# scipy_text's answers by the signature's own text (spellings included: a
+# typedef'd void pointer prints as written): a parameter sweep asks for the
+# same few on every LowLevelCallable it makes.
+_scipy_texts = {}
+_SCIPY_TEXTS = 256
+
+
 def scipy_text(sig):
     """The signature as SciPy's LowLevelCallable consumers compare it: each
     type by what it is, not how it was written ("int" for a 32-bit C int,
     "intptr_t" for a pointer-sized integer, whatever typedef or Numba name
     the signature used)."""
-    return str(Signature(_kind_fn_text(sig)))
+    key = str(sig)
+    text = _scipy_texts.get(key)
+    if text is None:
+        text = str(Signature(_kind_fn_text(sig)))
+        if len(_scipy_texts) >= _SCIPY_TEXTS:
+            _scipy_texts.clear()
+        _scipy_texts[key] = text
+    return text

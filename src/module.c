@@ -224,6 +224,38 @@ static PyObject *mod_capsule(PyObject *module, PyObject *args)
     return capsule;
 }
 
+/* _raw_capsule(address, name): a capsule named by its C signature with no
+   context, as SciPy's LowLevelCallable keeps first (its consumers read the
+   context as the callback's user data); the name is its own copy. */
+static void raw_capsule_destroy(PyObject *capsule)
+{
+    PyMem_Free((void *)PyCapsule_GetName(capsule));
+}
+
+static PyObject *mod_raw_capsule(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *address;
+    const char *name;
+    if (!PyArg_ParseTuple(args, "Os:_raw_capsule", &address, &name))
+        return NULL;
+    void *p = PyLong_AsVoidPtr(address);
+    if (p == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "address is 0 (NULL)");
+        return NULL;
+    }
+    size_t len = strlen(name);
+    char *copy = PyMem_Malloc(len + 1);
+    if (copy == NULL)
+        return PyErr_NoMemory();
+    memcpy(copy, name, len + 1);
+    PyObject *capsule = PyCapsule_New(p, copy, raw_capsule_destroy);
+    if (capsule == NULL)
+        PyMem_Free(copy);
+    return capsule;
+}
+
 /* _capsule_pointer(capsule) -> (address, name or None) */
 static PyObject *mod_capsule_pointer(PyObject *module, PyObject *capsule)
 {
@@ -360,6 +392,8 @@ static PyMethodDef module_methods[] = {
     { "_kernels", nt_kernel_addresses, METH_NOARGS,
       "addresses of the reference kernels (demo and benchmarks)" },
     { "_capsule", mod_capsule, METH_VARARGS, "a signature-named capsule keeping owner alive" },
+    { "_raw_capsule", mod_raw_capsule, METH_VARARGS,
+      "a signature-named capsule without context (a LowLevelCallable's first item)" },
     { "_capsule_pointer", mod_capsule_pointer, METH_O, "the pointer and name of a capsule" },
     { "_scalar", mod_scalar, METH_VARARGS, "check a scalar against a C type" },
     { "_register", (PyCFunction)(void (*)(void))mod_register, METH_VARARGS | METH_KEYWORDS,

@@ -75,6 +75,103 @@ def test_numba_string_signature_override_becomes_c_text(ifn):
         t.lowlevelcallable(signature="float64(float64, voidptr)")
 
 
+# -------------------------------------------------- making the callable
+
+
+# private function objects (ctypes.pythonapi's are shared by every module,
+# argtypes included)
+_get_name = ctypes.pythonapi["PyCapsule_GetName"]
+_get_name.restype, _get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+_get_pointer = ctypes.pythonapi["PyCapsule_GetPointer"]
+_get_pointer.restype, _get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+_get_context = ctypes.pythonapi["PyCapsule_GetContext"]
+_get_context.restype, _get_context.argtypes = ctypes.c_void_p, [ctypes.py_object]
+
+
+def _consumer_view(llc):
+    """What SciPy's consumers (ccallback.h) read of a LowLevelCallable: the
+    first item's name and pointer, and its context as the user data."""
+    item = tuple.__getitem__(llc, 0)
+    name = _get_name(item)
+    return name.decode(), _get_pointer(item, name), _get_context(item)
+
+
+def _scipy_made(address, text, user_data=None):
+    return LowLevelCallable(nt._core._capsule(address, text, None), user_data)
+
+
+def test_lowlevelcallable_is_what_scipy_makes_of_the_capsule(ifn):
+    t = nt.bind(ifn("poly_at", "double (double, const double *, int)"), nt.ARG,
+                np.array([1.0, 2.0]), 2)
+    llc = t.lowlevelcallable()
+    ref = _scipy_made(t.address, "double (double)")
+    assert type(llc) is LowLevelCallable
+    assert _consumer_view(llc)[:2] == _consumer_view(ref)[:2] == ("double (double)", t.address)
+    # no user data given: the callback's void * is NULL (SciPy's constructor
+    # would pass the capsule's context, which is numthunk's own holder)
+    assert _consumer_view(llc)[2] is None
+    assert _consumer_view(ref)[2] is not None
+    assert llc.signature == ref.signature == "double (double)"
+    assert llc.user_data is None
+    assert nt._core._capsule_pointer(llc.function) == (t.address, "double (double)")
+    assert integrate.quad(llc, 0.0, 1.0)[0] == pytest.approx(2.0)   # 1 + 2x
+
+
+def test_lowlevelcallable_with_user_data_passes_it_on(ifn):
+    # double (double, void *): quad hands the callback the user data
+    t = nt.bind(ifn("poly_at", "double (double, const double *, int)"), nt.ARG,
+                np.array([1.0, 2.0]), 2)
+    data = ctypes.c_double(7.0)
+    llc = t.lowlevelcallable(user_data=ctypes.cast(ctypes.pointer(data), ctypes.c_void_p))
+    assert _consumer_view(llc)[2] == ctypes.addressof(data)
+    assert llc.user_data is not None
+
+
+def test_lowlevelcallable_keeps_its_thunk(ifn):
+    import gc
+    t = nt.bind(ifn("poly_at", "double (double, const double *, int)"), nt.ARG,
+                np.array([3.0, 0.0, 1.0]), 3)
+    llc = t.lowlevelcallable()
+    del t
+    gc.collect()
+    assert integrate.quad(llc, 0.0, 3.0)[0] == pytest.approx(9.0 + 9.0)   # 3x + x^3/3
+
+
+def test_lowlevelcallable_keeps_the_name_after_the_thunk_s_capsule_goes(ifn):
+    # the first item has its own copy of the name
+    t = nt.bind(ifn("poly_at", "double (double, const double *, int)"), nt.ARG,
+                np.array([1.0]), 1)
+    item = tuple.__getitem__(t.lowlevelcallable(), 0)
+    gc_items = [t.lowlevelcallable() for _ in range(50)]   # reuse freed memory
+    del gc_items
+    assert _get_name(item) == b"double (double)"
+
+
+def test_function_lowlevelcallable(ifn):
+    poly = ifn("poly_at", "double (double, const double *, int)")
+    llc = poly.lowlevelcallable()
+    assert _consumer_view(llc) == ("double (double, double *, int)", poly.address, None)
+    # a Function with fixed parameters: through its call thunk, which it keeps
+    c = np.array([0.0, 0.0, 3.0])
+    fixed = nt.Function(poly.address, "double (double, const double *, int)",
+                        owner=poly, fixed={1: c, 2: 3})
+    llc = fixed.lowlevelcallable()
+    assert llc.signature == "double (double)"
+    assert _consumer_view(llc)[1] == fixed._thunk().address
+    del fixed
+    assert integrate.quad(llc, 0.0, 1.0)[0] == pytest.approx(1.0)    # 3x^2
+    c[2] = 6.0                                                       # live
+    assert integrate.quad(llc, 0.0, 1.0)[0] == pytest.approx(2.0)
+
+
+def test_function_lowlevelcallable_checks_its_signature(ifn):
+    poly = ifn("poly_at", "double (double, const double *, int)")
+    named = "double (double x, const double *c, int n)"
+    assert poly.lowlevelcallable(signature=named).signature == "double (double, const double *, int)"
+    with pytest.raises(ValueError, match="does not match the function's"):
+        poly.lowlevelcallable(signature="double (double)")
+
+
 # -------------------------------------------------- the consumers
 
 
