@@ -167,7 +167,8 @@ def test_function_lowlevelcallable(ifn):
 def test_function_lowlevelcallable_checks_its_signature(ifn):
     poly = ifn("poly_at", "double (double, const double *, int)")
     named = "double (double x, const double *c, int n)"
-    assert poly.lowlevelcallable(signature=named).signature == "double (double, const double *, int)"
+    llc = poly.lowlevelcallable(signature=named)
+    assert llc.signature == "double (double, const double *, int)"
     with pytest.raises(ValueError, match="does not match the function's"):
         poly.lowlevelcallable(signature="double (double)")
 
