@@ -83,25 +83,38 @@ static void call_done(ThunkObject *self)
     }
 }
 
+/* An object the thunk holds a buffer export of is not reported to the
+   collector (as NumPy, which does not take part in collection at all, never
+   reports the exporter behind an array): a memoryview refuses tp_clear while
+   exported and is left unusable (its dealloc read through NULL), and no
+   exporter promises that clearing it keeps the exported memory. Unreported,
+   the exporter counts as referenced from outside any cycle, so it is never
+   cleared while held; the thunk and the rest of a cycle are still
+   collected, and the thunk's teardown gives the export back. */
+static int exported(nt_held *held, PyObject *obj)
+{
+    for (nt_held *h = held; h != NULL; h = h->next)
+        if (h->view.obj == obj)
+            return 1;
+    return 0;
+}
+
 static int thunk_traverse(ThunkObject *self, visitproc visit, void *arg)
 {
     Py_VISIT(Py_TYPE(self));      /* a heap type: its instances hold it */
     Py_VISIT(self->sig);
     Py_VISIT(self->owner);
-    for (Py_ssize_t i = 0; i < Py_SIZE(self); i++) {
-        Py_VISIT(self->b[i].value);
-        for (nt_held *h = self->b[i].held; h != NULL; h = h->next)
-            Py_VISIT(h->view.obj);
-    }
+    for (Py_ssize_t i = 0; i < Py_SIZE(self); i++)
+        if (!exported(self->b[i].held, self->b[i].value))
+            Py_VISIT(self->b[i].value);
     if (self->x != NULL) {
         Py_VISIT(self->x->csig);
         Py_VISIT(self->x->numba_type);
         for (int k = 0; k < self->x->ndeps; k++)
             Py_VISIT(self->x->deps[k].thunk);
         for (Py_ssize_t k = 0; k < self->x->nretired; k++)
-            Py_VISIT(self->x->retired[k]);
-        for (nt_held *h = self->x->retired_held; h != NULL; h = h->next)
-            Py_VISIT(h->view.obj);
+            if (!exported(self->x->retired_held, self->x->retired[k]))
+                Py_VISIT(self->x->retired[k]);
     }
     return 0;
 }

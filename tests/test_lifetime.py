@@ -439,6 +439,58 @@ def test_function_call_creates_no_garbage(cfn):
     assert grown < 512 * 1024, f"{grown} bytes kept by 20,000 calls"
 
 
+_EXPORT_CYCLE = """
+import array, ctypes, gc, sys, weakref
+import numpy as np
+import numthunk as nt
+memset = nt.Function.from_library("libc.so.6", "memset", "void *(void *s, int c, size_t n)")
+box = {"memoryview": lambda: memoryview(bytearray(24)),
+       "memoryview of an array": lambda: memoryview(np.zeros(3)),
+       "array.array": lambda: array.array("d", [0.0] * 3),
+       "ctypes array": lambda: (ctypes.c_double * 3)()}[sys.argv[1]]
+exporter = box()
+t = nt.bind(memset, exporter, 7, 24, engine=sys.argv[2])
+if sys.argv[3] == "retired":                  # the export on the retired list
+    t.rebind(0, box())
+refs = [weakref.ref(t)]
+cycle = [exporter, t]
+cycle.append(cycle)
+del exporter, t, cycle
+gc.collect()
+assert refs[0]() is None, "the thunk in the cycle was not collected"
+print("collected")
+"""
+
+
+@pytest.mark.parametrize("where", ["bound", "retired"])
+@pytest.mark.parametrize("exporter", ["memoryview", "memoryview of an array", "array.array",
+                                      "ctypes array"])
+def test_a_cycle_through_a_bound_buffer_exporter_is_collected(engine, exporter, where):
+    # The collector never clears an exporter the thunk holds an export of:
+    # a memoryview refuses tp_clear while exported, and its dealloc then
+    # crashed.
+    r = subprocess.run([sys.executable, "-c", _EXPORT_CYCLE, exporter, engine, where],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "collected", (r.returncode, r.stderr)
+    assert "BufferError" not in r.stderr, r.stderr
+
+
+def test_an_exporter_the_thunk_holds_is_given_back_when_the_cycle_goes(engine):
+    memset = nt.Function.from_library("libc.so.6", "memset", "void *(void *s, int c, size_t n)")
+    buf = bytearray(8)
+    m = memoryview(buf)
+    t = bind(engine, memset, m, 5, 8)
+    t()
+    cycle = [t]
+    cycle.append(cycle)
+    ref = weakref.ref(t)
+    del t, cycle
+    gc.collect()
+    assert ref() is None
+    m.release()                    # no export left: release() would raise BufferError
+    assert buf == bytearray([5] * 8)
+
+
 def test_address_owned_by_its_holder_is_collected(cfn, engine):
     class Holder:
         pass
