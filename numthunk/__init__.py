@@ -10,13 +10,23 @@ live bindings, and the cost of a direct call.
 imported when an object of theirs is used.
 """
 
-from . import _core
+from . import _core, _recipe
 from ._api import (
-    ARG, Address, Function, Ref, Thunk, address, bind, ref, shape, size, stride, strided,
+    ARG,
+    Address,
+    Function,
+    Ref,
+    Thunk,
+    address,
+    bind,
+    ref,
+    shape,
+    size,
+    stride,
+    strided,
     unpack,
 )
 from ._signature import Signature
-from . import _recipe
 
 backend_info = _core.backend_info
 

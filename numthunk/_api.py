@@ -952,7 +952,8 @@ def _resolve_one(obj, sig, i, desc, structs=None):
             if fn.fixed:
                 fn = as_function(fn._thunk())
             if fn._signature != fnsig:
-                raise TypeError(f"{param_label(sig, i)}: expected a function '{fnsig}', got '{fn._signature}'")
+                raise TypeError(f"{param_label(sig, i)}: expected a function '{fnsig}', "
+                                f"got '{fn._signature}'")
             return Address(fn.address, owner=obj, nogil=fn.nogil)
         return obj
     if _foreign.is_foreign(obj):

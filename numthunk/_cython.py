@@ -284,7 +284,7 @@ def _cython_version():
     """The installed Cython's version as Cython compares it to the
     ``.cython-NN`` of a file name ("3.1.2" -> 31), or None without Cython."""
     if not _cython_version_cache:
-        import importlib.metadata   # not at import time: `import numthunk` stays lean
+        import importlib.metadata  # not at import time: `import numthunk` stays lean
 
         try:
             m = re.match(r"^([0-9]+)[.]([0-9]+)", importlib.metadata.version("Cython"))

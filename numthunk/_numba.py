@@ -250,6 +250,7 @@ def inline_target(cfunc):
 
 def _make_inline_target(cfunc):
     import sys
+
     from numba.core import types
 
     nbsig = cfunc._sig
@@ -300,7 +301,7 @@ def _make_inline_type(info, layout, opaque):
     from ._numba_ext import InlineThunkType
 
     tsig, fwd = info.sig, []
-    for t, (src, kind, where) in zip(tsig.args, layout[2]):
+    for t, (src, kind, _where) in zip(tsig.args, layout[2]):
         if kind != _kind_of(t):
             return None                         # not laid out as Numba's type
         if src == "arg":
@@ -354,10 +355,11 @@ def register():
         # boxing and unboxing, which Numba itself loads only on first use of
         # a function value: numba issues 8282, 9680, "non-precise type
         # pyobject"), for thunks that meet a @cfunc or a FunctionType.
-        from . import _numba_ext  # noqa: F401
         from numba.core.registry import cpu_target
         from numba.core.types import WrapperAddressProtocol
         from numba.core.typing.typeof import typeof_impl
+
+        from . import _numba_ext  # noqa: F401
 
         # This may run in the middle of a compilation (typing a global
         # thunk): the CPU target reads new lowerings (our constants, casts,

@@ -34,12 +34,12 @@ cached ``@njit(cache=True)`` consumer is loaded): it imports Numba.
 
 import threading
 
+import numba.experimental.function_type  # noqa: F401  (FunctionType's model, for the cast)
 from llvmlite import ir
 from numba.core import cgutils, errors, types, typing
 from numba.core.imputils import lower_builtin, lower_cast, lower_constant
 from numba.core.typeconv import Conversion
 from numba.extending import NativeValue, box, models, register_model, unbox
-import numba.experimental.function_type  # noqa: F401  (FunctionType's model, for the cast)
 
 
 class ThunkType(types.Callable):

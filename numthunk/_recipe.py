@@ -39,11 +39,24 @@ import weakref
 
 import numpy as np
 
-
 from . import _api, _cffi, _cython, _loader
 from ._api import (
-    ARG, Address, Function, Ref, Strided, Thunk, _is_numba_cfunc, _numpy_ctypes_array,
-    _with_fixed, as_function, bind, ref, shape, size, stride, strided,
+    ARG,
+    Address,
+    Function,
+    Ref,
+    Strided,
+    Thunk,
+    _is_numba_cfunc,
+    _numpy_ctypes_array,
+    _with_fixed,
+    as_function,
+    bind,
+    ref,
+    shape,
+    size,
+    stride,
+    strided,
 )
 from ._signature import Signature, param_label
 
@@ -162,7 +175,7 @@ def _cffi_modules():
     for name, mod in list(sys.modules.items()):
         path = getattr(mod, "__file__", None)
         if path and hasattr(mod, "ffi") and hasattr(mod, "lib") \
-                and type(getattr(mod, "ffi")).__module__ == "_cffi_backend":
+                and type(mod.ffi).__module__ == "_cffi_backend":
             out[os.path.realpath(path)] = name
     return out
 

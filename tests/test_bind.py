@@ -374,7 +374,7 @@ def test_the_core_type_alone_resolves_nothing(cfn):
     with pytest.raises(TypeError, match=r"^argument 1 \(x: const double \*\): .*Ref"):
         core.rebind(0, nt.ref(1.0, "double"))
     with pytest.raises(AttributeError, match="has no Numba type"):
-        core._numba_type_
+        core._numba_type_  # noqa: B018  (the getter raises)
     assert not hasattr(core, "_numba_type_") and core() == 2.0
 
 

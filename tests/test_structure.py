@@ -227,7 +227,7 @@ def test_no_long_c_function():
     done = [k for k in C_ALLOWED if seen.get(k, 0) <= MAX_LINES]
     if done:
         warnings.warn(f"at most {MAX_LINES} lines now (or gone): remove from "
-                      f"tests/test_structure.py's C_ALLOWED: {', '.join(done)}")
+                      f"tests/test_structure.py's C_ALLOWED: {', '.join(done)}", stacklevel=1)
 
 
 # ---------------------------------------------------------------- lazy imports
