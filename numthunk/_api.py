@@ -42,6 +42,7 @@ ARG = _core.ARG
 _Derived = _core.Derived
 Strided = _core.Strided
 Address = _core.Address
+_new_thunk = _core._new_thunk
 address = Address
 
 
@@ -692,8 +693,9 @@ def bind(target, *args, signature=None, nogil=None, engine=None, keep=None):
     # Values the core does not convert itself go through
     # Thunk._resolve_values first. The core finds a target that is a thunk
     # by its address; fn.depends names the thunks the target's code uses.
-    return Thunk(fn._signature, fn.address, args, fn, fn.nogil, fn.memoryviews, engine,
-                 fn.depends)
+    # _new_thunk is Thunk(...) by position without the argument tuple.
+    return _new_thunk(Thunk, fn._signature, fn.address, args, fn, fn.nogil, fn.memoryviews,
+                      engine, fn.depends)
 
 
 def _with_fixed(fn, args):
