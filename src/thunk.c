@@ -284,7 +284,9 @@ PyObject *nt_thunk_new_positional(PyObject *module, PyObject *const *v, Py_ssize
         return NULL;
     }
     new_args a = { (nt_SignatureObject *)v[1], v[2], v[3], v[4], v[6], v[7], v[8], 1 };
-    if ((a.nogil = PyObject_IsTrue(v[5])) < 0)
+    if (v[5] == Py_True || v[5] == Py_False)
+        a.nogil = v[5] == Py_True;
+    else if ((a.nogil = PyObject_IsTrue(v[5])) < 0)
         return NULL;
     return make_thunk((PyTypeObject *)v[0], &a);
 }
