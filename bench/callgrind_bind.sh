@@ -14,6 +14,8 @@ trap 'rm -rf "$out"' EXIT
 # the same run twice gives the same count: no hash randomisation, no BLAS
 # threads spinning beside it
 export PYTHONHASHSEED=0 OPENBLAS_NUM_THREADS=1
+# this tree's numthunk (built in place), not whatever the environment has
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 cat > "$out/bind.py" <<'PY'
 import sys
 import numpy as np
@@ -30,7 +32,7 @@ for _ in range(int(sys.argv[1])):
 PY
 count() {  # binds -> total instructions (Ir)
     valgrind --tool=callgrind --callgrind-out-file="$out/cg" python "$out/bind.py" "$1" \
-        >/dev/null 2>&1
+        >/dev/null 2>"$out/err" || { cat "$out/err" >&2; exit 1; }
     callgrind_annotate "$out/cg" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }'
 }
 a=$(count "$n"); b=$(count $((2 * n)))

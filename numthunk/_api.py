@@ -42,6 +42,7 @@ ARG = _core.ARG
 _Derived = _core.Derived
 Strided = _core.Strided
 Address = _core.Address
+_new_thunk = _core._new_thunk
 address = Address
 
 
@@ -651,7 +652,7 @@ def _cffi_function(target, signature, nogil):
 # ---------------------------------------------------------------- binding
 
 
-def bind(target, *args, signature=None, nogil=None, engine=None, keep=None):
+def bind(target, *args, **options):
     """Bind ``args`` (one per target parameter; :data:`ARG` forwards) to
     ``target`` and return a :class:`Thunk` whose ``.address`` is a C
     function pointer with the forwarded parameters.
@@ -674,6 +675,23 @@ def bind(target, *args, signature=None, nogil=None, engine=None, keep=None):
     ...
     TypeError: argument 2 (double): expected a real number, got str
     """
+    # The common case first, with nothing else before the core: a Function
+    # and no keywords (keyword-only defaults alone would cost a tenth of a
+    # bind). _new_thunk is Thunk(...) by position without the argument tuple.
+    if not options and type(target) is Function and not target.fixed:
+        return _new_thunk(Thunk, target._signature, target.address, args, target,
+                          target.nogil, target.memoryviews, None, target.depends)
+    for k in options:
+        if k not in _BIND_OPTIONS:
+            raise TypeError(f"bind() got an unexpected keyword argument {k!r}")
+    return _bind(target, *args, **options)
+
+
+_BIND_OPTIONS = ("signature", "nogil", "engine", "keep")
+
+
+def _bind(target, *args, signature=None, nogil=None, engine=None, keep=None):
+    # bind() beyond its common case
     if type(target) is Function and signature is None and nogil is None:
         fn = target
     else:
@@ -692,8 +710,13 @@ def bind(target, *args, signature=None, nogil=None, engine=None, keep=None):
     # Values the core does not convert itself go through
     # Thunk._resolve_values first. The core finds a target that is a thunk
     # by its address; fn.depends names the thunks the target's code uses.
-    return Thunk(fn._signature, fn.address, args, fn, fn.nogil, fn.memoryviews, engine,
-                 fn.depends)
+    # _new_thunk is Thunk(...) by position without the argument tuple.
+    return _new_thunk(Thunk, fn._signature, fn.address, args, fn, fn.nogil, fn.memoryviews,
+                      engine, fn.depends)
+
+
+# inspect.signature (and the docs) follow __wrapped__: the keywords bind() takes.
+bind.__wrapped__ = _bind
 
 
 def _with_fixed(fn, args):

@@ -150,3 +150,6 @@ def _register(
     resolve_rebind: Any,
     numba_type: Any,
 ) -> None: ...
+def _new_thunk(type: type[Thunk], signature: Signature, address: int, args: tuple[Any, ...],
+               owner: Any, nogil: bool, memviews: Any, engine: Optional[str],
+               via: Any) -> Thunk: ...

@@ -46,7 +46,8 @@ static PyObject *capi_signature(const char *text)
         PyErr_SetString(PyExc_ValueError, "numthunk_signature: text is NULL");
         return NULL;
     }
-    nt_error err = { NT_OK, -1, "" };
+    nt_error err;
+    nt_error_init(&err);
     nt_sig *sig = nt_sig_parse(text, NULL, 0, &err);
     if (sig == NULL) {
         nt_raise_parse_error(text, &err);
@@ -95,7 +96,8 @@ static PyObject *capi_create(PyObject *signature, void *target, PyObject *const 
     const char *engine = flags & NUMTHUNK_ENGINE_FFI ? "ffi"
                          : flags & NUMTHUNK_ENGINE_NATIVE ? "native" : "auto";
     const nt_backend *wanted;
-    nt_error err = { NT_OK, -1, "" };
+    nt_error err;
+    nt_error_init(&err);
     if (nt_engine_parse(engine, "numthunk_create: engine ", &wanted, &err) != NT_OK) {
         nt_raise(&err);
         return NULL;

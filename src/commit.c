@@ -544,7 +544,8 @@ static int take_plan(ThunkObject *self, PyObject *values, const nt_backend *want
     }
     for (int i = 0; i < sig->nargs; i++)
         pattern[i] = PyTuple_GET_ITEM(values, i) == NT_ARG;
-    nt_error err = { NT_OK, -1, "" };
+    nt_error err;
+    nt_error_init(&err);
     int owned = 0;
     self->plan = nt_signature_plan(self->sig, pattern, wanted, &owned, &err);
     self->plan_owned = owned != 0;
@@ -789,7 +790,8 @@ PyObject *nt_thunk_create(PyTypeObject *type, nt_SignatureObject *sig, void *tar
     self->owner = Py_NewRef(owner != NULL ? owner : Py_None);
     self->target = target;
     self->own_nogil = nogil != 0;
-    nt_error err = { NT_OK, -1, "" };
+    nt_error err;
+    nt_error_init(&err);
     if (collect_mvspecs(self, memviews != NULL ? memviews : Py_None) < 0
         || take_plan(self, values, wanted) < 0)
         goto error;
@@ -1140,7 +1142,8 @@ int nt_thunk_rebind(ThunkObject *self, int i, PyObject *value)
         PyErr_NoMemory();
         goto error;
     }
-    nt_error err = { NT_OK, -1, "" };
+    nt_error err;
+    nt_error_init(&err);
     p.fresh = nt_ctx_new(self->plan, self->target, &err);
     if (p.fresh == NULL) {
         nt_raise(&err);

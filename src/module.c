@@ -398,6 +398,8 @@ static PyMethodDef module_methods[] = {
     { "_scalar", mod_scalar, METH_VARARGS, "check a scalar against a C type" },
     { "_register", (PyCFunction)(void (*)(void))mod_register, METH_VARARGS | METH_KEYWORDS,
       "the package's thunk class and hooks, handed to the core once" },
+    { "_new_thunk", (PyCFunction)(void (*)(void))nt_thunk_new_positional, METH_FASTCALL,
+      "Thunk(...) by position, for bind()" },
     { "backend_info", mod_backend_info, METH_NOARGS,
       "backend_info() -> dict: the engine and executable-memory policy new thunks get,\n"
       "the fallbacks taken and the configuration (see docs/engines.md).\n\n"

@@ -121,7 +121,8 @@ static void *
 place_code(const void *code, size_t n, size_t data_after, nt_error *err)
 {
     while (policy != NULL) {
-        nt_error perr = { NT_OK, -1, "" };
+        nt_error perr;
+        nt_error_init(&perr);
         void *at = policy->place(code, n, data_after, &perr);
         if (at != NULL) {
             NT_ICACHE_FLUSH(at, n);
@@ -358,7 +359,8 @@ handler_for(const nt_plan *plan, const uint8_t *key, size_t keylen,
 static void
 make_trap_handler(void)
 {
-    nt_error err = { NT_OK, -1, "" };
+    nt_error err;
+    nt_error_init(&err);
     nt_sig *sig = nt_sig_parse("void (const char *, const void *)", NULL, 0, &err);
     nt_plan *plan = sig != NULL ? nt_plan_new(sig, &err) : NULL;
     if (plan != NULL && policy != NULL) {
@@ -524,7 +526,8 @@ nt_native_prepare(nt_plan *plan, nt_error *err)
         return nt_fail(err, NT_ERR_UNSUPPORTED, -1,
                        "numthunk: the native engine cannot run this plan");
     size_t keylen = nt_handler_key(&arch->abi, plan, key);
-    nt_error herr = { NT_OK, -1, "" };
+    nt_error herr;
+    nt_error_init(&herr);
     pthread_mutex_lock(&lock);
     handler *hd = handler_for(plan, key, keylen, &herr);
     pthread_mutex_unlock(&lock);
@@ -563,7 +566,8 @@ nt_native_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry_ref *out,
         return fallback_entry_new(plan, ctx, out, address, err);
     if (ctx->handler == NULL)
         ctx->handler = plan->handler;
-    nt_error serr = { NT_OK, -1, "" };
+    nt_error serr;
+    nt_error_init(&serr);
     pthread_mutex_lock(&lock);
     xslot *slot = take_slot(&serr);
     pthread_mutex_unlock(&lock);

@@ -41,6 +41,14 @@ typedef struct {
     char msg[512];
 } nt_error;
 
+/* An empty error, for hot paths: an initializer would zero all of msg. */
+static inline void nt_error_init(nt_error *err)
+{
+    err->status = NT_OK;
+    err->column = -1;
+    err->msg[0] = '\0';
+}
+
 /* Sets err (if not already set: the first error sticks) and returns status. */
 nt_status nt_fail(nt_error *err, nt_status status, int column,
                   const char *fmt, ...)

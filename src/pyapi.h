@@ -221,6 +221,11 @@ int nt_thunk_add(PyObject *module, nt_state *st);
 PyObject *nt_thunk_create(PyTypeObject *type, nt_SignatureObject *sig, void *target,
                           PyObject *values, PyObject *owner, int nogil, PyObject *memviews,
                           const nt_backend *wanted, PyObject *via);
+/* numthunk._core._new_thunk(type, signature, address, args, owner, nogil,
+   memviews, engine, via): type(signature, ...) as Thunk() takes its
+   arguments by position, without the argument tuple and the type call
+   (bind()'s path; a type with an __init__ of its own does not come here). */
+PyObject *nt_thunk_new_positional(PyObject *module, PyObject *const *args, Py_ssize_t n);
 /* The resolve phase before nt_thunk_create: values the converter does not
    know (ctypes/cffi objects, arr.ctypes, ref() cells, functions for
    function pointers, buffers for struct pointers) go to the registered

@@ -222,7 +222,8 @@ static int engine_of(PyObject *engine, const nt_backend **wanted)
         PyErr_Format(PyExc_ValueError, "engine=%R: expected " NT_ENGINE_NAMES, engine);
         return -1;
     }
-    nt_error err = { NT_OK, -1, "" };
+    nt_error err;
+    nt_error_init(&err);
     if (nt_engine_parse(name, "engine=", wanted, &err) != NT_OK) {
         nt_raise(&err);
         return -1;
@@ -241,25 +242,53 @@ static void *check_target(const new_args *a)
     return (void *)p;
 }
 
+/* Thunk(...) once its arguments are parsed: the resolve phase, then the
+   commit (nt_thunk_create). */
+static PyObject *make_thunk(PyTypeObject *type, new_args *a)
+{
+    const nt_backend *wanted;
+    if (engine_of(a->engine, &wanted) < 0)
+        return NULL;
+    void *target = check_target(a);
+    if (target == NULL)
+        return NULL;
+    if (PyTuple_GET_SIZE(a->values) != a->sig->sig->nargs)     /* check_values says why */
+        return nt_thunk_create(type, a->sig, target, a->values, a->owner, a->nogil,
+                               a->memviews, wanted, a->via);
+    PyObject *values = nt_thunk_resolve(type, a->sig, a->values, a->owner);
+    if (values == NULL)
+        return NULL;
+    PyObject *self = nt_thunk_create(type, a->sig, target, values, a->owner, a->nogil,
+                                     a->memviews, wanted, a->via);
+    Py_DECREF(values);
+    return self;
+}
+
 static PyObject *thunk_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     new_args a;
-    const nt_backend *wanted;
-    if (parse_new_args(args, kwds, &a) < 0 || engine_of(a.engine, &wanted) < 0)
+    if (parse_new_args(args, kwds, &a) < 0)
         return NULL;
-    void *target = check_target(&a);
-    if (target == NULL)
+    return make_thunk(type, &a);
+}
+
+PyObject *nt_thunk_new_positional(PyObject *module, PyObject *const *v, Py_ssize_t n)
+{
+    (void)module;
+    nt_state *st = nt_get_state();
+    if (n != 9 || !PyType_Check(v[0])
+        || !PyType_IsSubtype((PyTypeObject *)v[0], st->thunk_type)
+        || !PyObject_TypeCheck(v[1], st->signature_type) || !PyTuple_Check(v[3])) {
+        PyErr_SetString(PyExc_TypeError, "_new_thunk(type, signature, address, args: tuple, "
+                        "owner, nogil, memviews, engine, via)");
         return NULL;
-    if (PyTuple_GET_SIZE(a.values) != a.sig->sig->nargs)     /* check_values says why */
-        return nt_thunk_create(type, a.sig, target, a.values, a.owner, a.nogil,
-                               a.memviews, wanted, a.via);
-    PyObject *values = nt_thunk_resolve(type, a.sig, a.values, a.owner);
-    if (values == NULL)
+    }
+    new_args a = { (nt_SignatureObject *)v[1], v[2], v[3], v[4], v[6], v[7], v[8], 1 };
+    if (v[5] == Py_True || v[5] == Py_False)
+        a.nogil = v[5] == Py_True;
+    else if ((a.nogil = PyObject_IsTrue(v[5])) < 0)
         return NULL;
-    PyObject *self = nt_thunk_create(type, a.sig, target, values, a.owner, a.nogil,
-                                     a.memviews, wanted, a.via);
-    Py_DECREF(values);
-    return self;
+    return make_thunk((PyTypeObject *)v[0], &a);
 }
 
 /* ---- attributes ---- */

@@ -439,3 +439,47 @@ def test_function_pointer_messages_label_alike(cfn):
         fn.csig._label(2)
     with pytest.raises(IndexError):
         fn.csig._label(-1)
+
+# ---- bind()'s fast path (a Function, no keywords) and the keywords beside it
+
+
+def test_bind_signature_shows_its_keywords():
+    import inspect
+    sig = inspect.signature(nt.bind)
+    assert list(sig.parameters) == ["target", "args", "signature", "nogil", "engine", "keep"]
+    assert all(sig.parameters[k].kind is inspect.Parameter.KEYWORD_ONLY
+               and sig.parameters[k].default is None
+               for k in ("signature", "nogil", "engine", "keep"))
+
+
+def test_bind_refuses_an_unknown_keyword_by_name():
+    fn = nt.Function(nt._core._kernels()["sum"], "double (const double *, int)")
+    with pytest.raises(TypeError, match=r"^bind\(\) got an unexpected keyword argument 'engin'$"):
+        nt.bind(fn, np.arange(2.0), 2, engin="ffi")
+
+
+def test_bind_fast_path_and_keyword_path_make_the_same_thunk():
+    fn = nt.Function(nt._core._kernels()["sum"], "double (const double *, int)")
+    vec = np.arange(5.0)
+    fast = nt.bind(fn, vec, nt.size(vec))
+    slow = nt.bind(fn, vec, nt.size(vec), engine="auto")
+    assert type(fast) is type(slow) is nt.Thunk
+    assert fast() == slow() == 10.0
+    assert fast.backend == slow.backend and fast.nogil == slow.nogil
+    assert fast.target is slow.target is fn
+    # a Function with fixed values leaves the fast path: they are still bound
+    fixed = nt.Function(fn.address, fn.csig, fixed={1: 3})
+    assert nt.bind(fixed, vec)() == 3.0
+
+
+def test_new_thunk_checks_its_arguments():
+    fn = nt.Function(nt._core._kernels()["sum"], "double (const double *, int)")
+    good = (nt.Thunk, fn._signature, fn.address, (np.arange(2.0), 2), fn, True, {}, None, ())
+    assert nt._core._new_thunk(*good)() == 1.0
+    for bad in (good[:8], (object,) + good[1:], good[:1] + ("x",) + good[2:],
+                good[:3] + ([1.0, 2],) + good[4:]):
+        with pytest.raises(TypeError, match=r"_new_thunk\(type, signature"):
+            nt._core._new_thunk(*bad)
+    with pytest.raises(ValueError, match="target address is 0"):
+        nt._core._new_thunk(nt.Thunk, fn._signature, 0, (np.arange(2.0), 2), fn, True, {},
+                            None, ())
