@@ -151,5 +151,5 @@ def _register(
     numba_type: Any,
 ) -> None: ...
 def _new_thunk(type: type[Thunk], signature: Signature, address: int, args: tuple[Any, ...],
-               owner: Any, nogil: bool, memviews: Any, engine: Optional[str],
+               owner: Any, nogil: bool, memviews: Any, engine: str | None,
                via: Any) -> Thunk: ...
