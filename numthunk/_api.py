@@ -304,16 +304,15 @@ def _lowlevelcallable(address, csig, owner, signature, user_data, whose):
         text = str(Signature(signature))
         if Signature(text) != csig:
             raise ValueError(f"signature {text!r} does not match {whose} {csig}")
-    capsule = _core._capsule(address, text, owner)
     if user_data is not None:
-        return _LowLevelCallable(capsule, user_data)
+        return _LowLevelCallable(_core._capsule(address, text, owner), user_data)
     # SciPy's constructor without its search through the ctypes and cffi
     # forms (most of its cost): the tuple (a capsule of the same pointer and
     # name, the capsule, None). Its consumers read the first item's name,
     # pointer and context, the context as the callback's user data: NULL
     # here, where SciPy's constructor would take the capsule's context,
     # numthunk's holder of the owner.
-    return tuple.__new__(_LowLevelCallable, (_core._raw_capsule(address, text), capsule, None))
+    return _core._lowlevelcallable(_LowLevelCallable, address, text, owner)
 
 
 _LowLevelCallable = None

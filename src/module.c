@@ -195,19 +195,16 @@ static void capsule_destroy(PyObject *capsule)
     }
 }
 
-static PyObject *mod_capsule(PyObject *module, PyObject *args)
+static void *capsule_address(PyObject *address)
 {
-    (void)module;
-    PyObject *address, *owner;
-    const char *name;
-    if (!PyArg_ParseTuple(args, "OsO:_capsule", &address, &name, &owner))
-        return NULL;
     void *p = PyLong_AsVoidPtr(address);
-    if (p == NULL) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_ValueError, "address is 0 (NULL)");
-        return NULL;
-    }
+    if (p == NULL && !PyErr_Occurred())
+        PyErr_SetString(PyExc_ValueError, "address is 0 (NULL)");
+    return p;
+}
+
+static PyObject *make_capsule(void *p, const char *name, PyObject *owner)
+{
     size_t len = strlen(name);
     capsule_ctx *c = PyMem_Malloc(sizeof(capsule_ctx) + len + 1);
     if (c == NULL)
@@ -224,27 +221,27 @@ static PyObject *mod_capsule(PyObject *module, PyObject *args)
     return capsule;
 }
 
-/* _raw_capsule(address, name): a capsule named by its C signature with no
-   context, as SciPy's LowLevelCallable keeps first (its consumers read the
-   context as the callback's user data); the name is its own copy. */
+static PyObject *mod_capsule(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *address, *owner;
+    const char *name;
+    if (!PyArg_ParseTuple(args, "OsO:_capsule", &address, &name, &owner))
+        return NULL;
+    void *p = capsule_address(address);
+    return p == NULL ? NULL : make_capsule(p, name, owner);
+}
+
+/* A capsule named by its C signature with no context, as SciPy's
+   LowLevelCallable keeps first (its consumers read the context as the
+   callback's user data); the name is its own copy. */
 static void raw_capsule_destroy(PyObject *capsule)
 {
     PyMem_Free((void *)PyCapsule_GetName(capsule));
 }
 
-static PyObject *mod_raw_capsule(PyObject *module, PyObject *args)
+static PyObject *make_raw_capsule(void *p, const char *name)
 {
-    (void)module;
-    PyObject *address;
-    const char *name;
-    if (!PyArg_ParseTuple(args, "Os:_raw_capsule", &address, &name))
-        return NULL;
-    void *p = PyLong_AsVoidPtr(address);
-    if (p == NULL) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_ValueError, "address is 0 (NULL)");
-        return NULL;
-    }
     size_t len = strlen(name);
     char *copy = PyMem_Malloc(len + 1);
     if (copy == NULL)
@@ -254,6 +251,43 @@ static PyObject *mod_raw_capsule(PyObject *module, PyObject *args)
     if (capsule == NULL)
         PyMem_Free(copy);
     return capsule;
+}
+
+/* _lowlevelcallable(cls, address, name, owner): what SciPy's
+   LowLevelCallable(capsule) makes of a capsule named `name` that keeps
+   owner, with no user data, without its search through the ctypes and cffi
+   forms: the tuple of class cls (SciPy's LowLevelCallable, a tuple
+   subclass) holding a context-free capsule of the same pointer and name
+   (user data NULL), the capsule, and None. */
+static PyObject *mod_lowlevelcallable(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 4 || !PyType_Check(args[0])
+        || !PyType_IsSubtype((PyTypeObject *)args[0], &PyTuple_Type)
+        || !PyUnicode_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_lowlevelcallable(cls, address, name, owner): cls a tuple subclass, "
+                        "name a str");
+        return NULL;
+    }
+    const char *name = PyUnicode_AsUTF8(args[2]);
+    void *p = name == NULL ? NULL : capsule_address(args[1]);
+    if (p == NULL)
+        return NULL;
+    PyObject *r = NULL, *items = NULL, *pack = NULL;
+    PyObject *capsule = make_capsule(p, name, args[3]);
+    PyObject *raw = capsule == NULL ? NULL : make_raw_capsule(p, name);
+    if (raw != NULL)
+        items = PyTuple_Pack(3, raw, capsule, Py_None);
+    if (items != NULL)
+        pack = PyTuple_Pack(1, items);
+    if (pack != NULL)
+        r = PyTuple_Type.tp_new((PyTypeObject *)args[0], pack, NULL);
+    Py_XDECREF(pack);
+    Py_XDECREF(items);
+    Py_XDECREF(raw);
+    Py_XDECREF(capsule);
+    return r;
 }
 
 /* _capsule_pointer(capsule) -> (address, name or None) */
@@ -392,8 +426,8 @@ static PyMethodDef module_methods[] = {
     { "_kernels", nt_kernel_addresses, METH_NOARGS,
       "addresses of the reference kernels (demo and benchmarks)" },
     { "_capsule", mod_capsule, METH_VARARGS, "a signature-named capsule keeping owner alive" },
-    { "_raw_capsule", mod_raw_capsule, METH_VARARGS,
-      "a signature-named capsule without context (a LowLevelCallable's first item)" },
+    { "_lowlevelcallable", (PyCFunction)(void (*)(void))mod_lowlevelcallable, METH_FASTCALL,
+      "a scipy.LowLevelCallable of a signature-named capsule keeping owner, no user data" },
     { "_capsule_pointer", mod_capsule_pointer, METH_O, "the pointer and name of a capsule" },
     { "_scalar", mod_scalar, METH_VARARGS, "check a scalar against a C type" },
     { "_register", (PyCFunction)(void (*)(void))mod_register, METH_VARARGS | METH_KEYWORDS,
