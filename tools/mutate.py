@@ -36,6 +36,7 @@ across every C file of src/ and Python file of numthunk/:
     python tools/mutate.py --operators --sample 60 --seed 1
     python tools/mutate.py --operators --sample 60 --engine ffi
     python tools/mutate.py --operators --list --files 'src/convert.c'
+    python tools/mutate.py --operators --only src/plan.c:61:16:rel:12   # one again
 
 Each test selection first runs once on the unmutated tree (it must pass;
 its time sets the timeout). A C mutant recompiles only the translation
@@ -716,6 +717,13 @@ def operator_mode(args):
         mutants = [m for m in mutants if m["op"] in args.ops]
     if args.files:
         mutants = [m for m in mutants if any(fnmatch.fnmatch(m["file"], g) for g in args.files)]
+    if args.only:
+        known = {m["id"] for m in mutants}
+        unknown = [i for i in args.only if i not in known]
+        if unknown:
+            print(f"unknown operator mutant id(s): {', '.join(unknown)}")
+            return 2
+        mutants = [m for m in mutants if m["id"] in args.only]
     total = len(mutants)
     if args.sample and args.sample < len(mutants):
         mutants = random.Random(args.seed).sample(mutants, args.sample)
@@ -820,7 +828,9 @@ def main(argv=None):
     ap.add_argument("--check", action="store_true",
                     help="only check that every pattern matches exactly once in the tree "
                          "(and that every test file named exists); exit 1 listing the stale")
-    ap.add_argument("--only", nargs="+", metavar="ID", help="run only these mutants")
+    ap.add_argument("--only", nargs="+", metavar="ID",
+                    help="run only these mutants (with --operators: ids as --list and --json "
+                         "give them, e.g. src/plan.c:61:16:rel:12)")
     ap.add_argument("--full", action="store_true", help="run the whole suite per mutant")
     ap.add_argument("--jobs", type=int, default=None,
                     help="parallel scratch copies (default 1; with --operators, the core count)")
