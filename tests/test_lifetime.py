@@ -532,3 +532,71 @@ def test_address_keeps_its_owner_alive_while_bound(engine, cfn):
     del t
     gc.collect()
     assert ref() is None
+
+
+# ------------------------------------------ calls in flight: the last one out
+#
+# thunk.c call_done / thunk_release / thunk_reclaim: with k calls of one
+# thunk in flight (its target calls it again), a release() or reclaim()
+# from the innermost is carried out when the count falls to 0, not at 1.
+
+NESTED = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.POINTER(ctypes.c_double), ctypes.c_int,
+                          ctypes.c_int)
+
+
+@pytest.mark.parametrize("depth", [0, 1, 2])
+def test_release_deep_in_nested_calls_waits_for_the_outermost(engine, depth):
+    box = {"alive": []}
+
+    def body(p, n, level):
+        if level > 0:
+            inner = box["t"](level - 1)            # one more call in flight
+            gc.collect()
+            box["alive"].append(box["ref"]() is not None)   # the inner one released
+            return inner + sum(p[i] for i in range(n))
+        box["t"].release()
+        box["released_inside"] = box["t"].released
+        return sum(p[i] for i in range(n))
+
+    cb = NESTED(body)
+    a = np.arange(1.0, 5.0)
+    box["ref"] = weakref.ref(a)
+    t = box["t"] = nt.bind(cb, a, 4, nt.ARG, engine=engine)
+    del a
+    assert t(depth) == 10.0 * (depth + 1)
+    assert box["released_inside"] and t.released
+    assert box["alive"] == [True] * depth, "torn down with calls still in flight"
+    gc.collect()
+    assert box["ref"]() is None                     # the last call out gave it back
+    with pytest.raises(ValueError, match="released"):
+        t(0)
+
+
+@pytest.mark.parametrize("depth", [0, 1, 2])
+def test_reclaim_deep_in_nested_calls_waits_for_the_outermost(engine, depth):
+    """The outer calls still read the array bound when they started: a
+    rebind + reclaim() from the innermost keeps it until the last returns."""
+    box = {"alive": []}
+    b = np.arange(10.0, 14.0)
+
+    def body(p, n, level):
+        if level > 0:
+            inner = box["t"](level - 1)
+            gc.collect()
+            box["alive"].append(box["ref"]() is not None)
+            return inner + sum(p[i] for i in range(n))
+        box["t"].rebind(0, b)
+        box["t"].reclaim()
+        return sum(p[i] for i in range(n))
+
+    cb = NESTED(body)
+    a = np.arange(1.0, 5.0)
+    box["ref"] = weakref.ref(a)
+    t = box["t"] = nt.bind(cb, a, 4, nt.ARG, engine=engine)
+    del a
+    assert t(depth) == 10.0 * (depth + 1)
+    assert box["alive"] == [True] * depth, "reclaimed with calls still in flight"
+    gc.collect()
+    assert box["ref"]() is None
+    assert t.bindings[0] is b and not t.released
+    assert t(0) == 46.0
