@@ -238,9 +238,10 @@ def _numba_string_to_c(text):
     from . import _numba
     try:
         return _numba.string_to_c(text)
-    except (ImportError, ValueError, TypeError):
-        # Not Numba's either (or Numba is not installed): the C parser's
-        # error, with its caret, is the one to show.
+    except (ImportError, ValueError, TypeError, RecursionError):
+        # Not Numba's either (or Numba is not installed, or its parser
+        # recursed too deep for text nested past the C parser's limit): the
+        # C parser's error, with its caret, is the one to show.
         return None
 
 
