@@ -7,6 +7,7 @@ import ctypes
 import platform
 import re
 import struct
+import sys
 
 import cffi
 import numpy as np
@@ -654,3 +655,42 @@ def test_marker_axes_against_the_array_at_the_edges(cfn, engine):
                                              rf"asks for axis {v} but the array has 3 "
                                              rf"dimensions"):
             nt.bind(fn, nt.shape(a, v), engine=engine)
+
+
+# ------------------------------------- bound narrow values in every form, as seen by a
+# callee that trusts its caller: fixtures/trust_x86_64.S returns the whole
+# register it was given. The cell a bound narrow value is kept in holds it
+# extended to 64 bits, whatever form it came in (store_int, store_char_byte).
+
+NARROW_FORMS = [
+    # C type, value, the low 32 bits the callee must see, forms of the value
+    ("int8_t", -1, 0xFFFFFFFF, [-1, np.int8(-1), np.int64(-1), Index(-1), b"\xff"]),
+    ("int8_t", -128, 0xFFFFFF80, [-128, np.int8(-128), Index(-128), b"\x80"]),
+    ("int8_t", 127, 0x7F, [127, np.uint8(127), Index(127), b"\x7f"]),
+    ("uint8_t", 255, 0xFF, [255, np.uint8(255), np.int16(255), Index(255), b"\xff"]),
+    ("uint8_t", 128, 0x80, [128, np.uint8(128), Index(128), b"\x80"]),
+    ("int16_t", -1, 0xFFFFFFFF, [-1, np.int16(-1), np.int8(-1), Index(-1)]),
+    ("int16_t", -32768, 0xFFFF8000, [-32768, np.int16(-32768), Index(-32768)]),
+    ("uint16_t", 65535, 0xFFFF, [65535, np.uint16(65535), Index(65535)]),
+    ("bool", True, 1, [True, np.True_, 1, Index(1), np.uint64(1)]),
+    ("int8_t", 1, 1, [True, np.True_]),
+    ("uint16_t", 0, 0, [False, np.False_, 0, Index(0)]),
+]
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64" or not sys.platform.startswith("linux"),
+                    reason="the trusting callees are x86-64 System V assembly")
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("ctype, value, low32, forms", NARROW_FORMS,
+                         ids=[f"{r[0]}={r[1]}" for r in NARROW_FORMS])
+def test_bound_narrow_values_arrive_extended_in_every_form(engine, ctype, value, low32, forms):
+    import ntbuild
+
+    tlib = ntbuild.load("trust_x86_64.S", "trust")
+    for callee, sig, before in (("trust_rdi", f"uint64_t ({ctype} v)", []),
+                                ("trust_rsi", f"uint64_t (int64_t a, {ctype} v)", [7])):
+        f = nt.Function(ntbuild.address(tlib, callee), sig, owner=tlib, name=callee)
+        for form in forms:
+            t = nt.bind(f, *before, form, engine=engine)
+            got = ctypes.CFUNCTYPE(ctypes.c_uint64)(t.address)()
+            assert got & 0xFFFFFFFF == low32, (callee, ctype, form, hex(got))
