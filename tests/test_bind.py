@@ -694,3 +694,49 @@ def test_bound_narrow_values_arrive_extended_in_every_form(engine, ctype, value,
             t = nt.bind(f, *before, form, engine=engine)
             got = ctypes.CFUNCTYPE(ctypes.c_uint64)(t.address)()
             assert got & 0xFFFFFFFF == low32, (callee, ctype, form, hex(got))
+
+
+# ------------------------------------------ indexes of parameters at their edges
+
+def test_rebind_index_at_the_edges_in_every_form(cfn):
+    """thunk.c param_index: 0 .. nargs - 1 in every integer form, nargs and
+    -1 refused naming the range, bool refused."""
+    t = nt.bind(cfn("f_d_pi", "double (const double *x, int n)"), np.arange(4.0), 4)
+    for form in int_forms(1):
+        t.rebind(form, 2)
+        assert t() == 1.0 and t.bindings[1] == 2
+    for form in int_forms(0):
+        t.rebind(form, np.arange(10.0, 14.0))
+        assert t() == 21.0
+    for v in (-1, 2, 2**63, -2**63 - 1):
+        for form in int_forms(v):
+            with pytest.raises(IndexError, match=rf"^parameter index {v} out of range \(the "
+                                                 rf"target has 2 parameters: 0 to 1\)"):
+                t.rebind(form, 3)
+    for bad in (True, np.True_):
+        with pytest.raises(TypeError, match="by its index .int. or its name .str."):
+            t.rebind(bad, 3)
+
+
+@pytest.mark.parametrize("ndim, ok", [(0, False), (1, True), (8, True), (9, False)])
+def test_memoryview_declaration_ndim_at_the_edges(cfn, ndim, ok):
+    """commit.c collect_mvspecs: 1 <= ndim <= 8 (NT_MEMVIEW_MAX_DIMS); the
+    parameter index 0 .. nargs - 1."""
+    addr = cfn("f_d_pi", "double (const double *x, int n)").address
+    sig = nt.Signature("double (__Pyx_memviewslice, int)")
+    arr = np.zeros((1,) * max(ndim, 1))
+    spec = {0: ("double", ndim, None, False)}
+    if ok:
+        t = nt.Thunk(sig, addr, (arr, 0), None, True, spec)
+        assert str(t.csig) == "double (void)" and t.bindings[0] is arr
+    else:
+        with pytest.raises(ValueError, match=r"^memoryview 0: ndim must be 1\.\.8$"):
+            nt.Thunk(sig, addr, (arr, 0), None, True, spec)
+    for key in (-1, 2):
+        with pytest.raises(ValueError, match=rf"^memoryview declaration for parameter {key}, "
+                                             rf"out of range \(the signature has 2 parameters: "
+                                             rf"0 to 1\)"):
+            nt.Thunk(sig, addr, (arr, 0), None, True, {key: ("double", 1, None, False)})
+    with pytest.raises(ValueError, match=r"^memoryview declaration for parameter 1, which is "
+                                         r"not a __Pyx_memviewslice parameter"):
+        nt.Thunk(sig, addr, (arr, 0), None, True, {1: ("double", 1, None, False)})
