@@ -217,8 +217,10 @@ def test_pointer_depth_255_and_no_more():
 
 
 def test_65535_parameters_and_no_more():
-    sig = nt.Signature("void (" + ", ".join(["int"] * 65535) + ")")
+    text = "void (" + ", ".join(["int"] * 65535) + ")"
+    sig = nt.Signature(text)
     assert sig.nargs == 65535 and sig.argtypes == ("int",) * 65535
+    assert str(sig) == text and repr(sig) == f"Signature({text!r})"   # past the stack buffer
     with pytest.raises(ValueError, match=r"^too many parameters \(at most 65535\)"):
         nt.Signature("void (" + ", ".join(["int"] * 65536) + ")")
 
