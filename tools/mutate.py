@@ -510,11 +510,12 @@ T_TRAVEL = "tests/test_travel.py"
 T_INTEROP = "tests/test_interop.py"
 T_SCIPY = "tests/test_scipy.py"
 T_MAIN = "tests/test_main.py"
+T_COMP = "tests/test_composition.py"
 
 # What every C mutant runs: the core of the suite (a minute or two), not
 # the slow Cython/Numba/documentation files.
-OP_CORE = [T_BIND, T_BAD, T_CONV, T_SIG, T_TABLES, T_DIFF, T_LIFE, T_REBIND, T_THREADS,
-           T_ENGINE, T_HARNESS, T_DLPACK, T_CAPI]
+OP_CORE = [T_BIND, T_BAD, T_CONV, T_SIG, T_TABLES, T_DIFF, T_LIFE, T_COMP, T_REBIND,
+           T_THREADS, T_ENGINE, T_HARNESS, T_DLPACK, T_CAPI]
 
 # Files whose behaviour other test files reach first (they run before the
 # core, so that a kill comes early); a file not named here gets OP_CORE.
