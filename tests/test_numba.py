@@ -1503,7 +1503,6 @@ def _strided_view(raw, offset, shape, strides):
     return np.lib.stride_tricks.as_strided(base, shape, strides)
 
 
-@ENGINES
 @pytest.mark.parametrize("shape, strides, offset", [
     ((3, 4), (-120, 24), 240),      # rows backwards, every third element
     ((4, 3), (8, 40), 0),           # column-major-like, odd row pitch in elements
@@ -1525,7 +1524,6 @@ def test_foreign_strided_buffer_read_from_njit(ntexport, engine, shape, strides,
     assert buf.exports == 0
 
 
-@ENGINES
 def test_foreign_buffers_refused_at_bind_leave_the_njit_consumer_as_it_was(ntexport, engine):
     """Suboffsets (PIL-style indirection) and a stride that is no multiple
     of the element's alignment, on an axis longer than one, are refused at
@@ -1562,7 +1560,6 @@ def dl_kernels():
     return ctypes.CDLL(path)
 
 
-@ENGINES
 @pytest.mark.parametrize("byte_offset", [0, 8, 24, 7, 9])
 @pytest.mark.parametrize("versioned", [True, False])
 def test_dlpack_tensor_with_byte_offset_from_njit(ntexport, dl_kernels, engine, byte_offset,
