@@ -592,6 +592,16 @@ def test_address_takes_every_pointer_value_and_no_other():
             nt.address(bad)
 
 
+def test_address_reads_back_what_it_was_given():
+    """markers.c address getters: value, owner and nogil as given (nogil
+    defaults to True: a bare address needs no GIL)."""
+    owner = np.zeros(1)
+    for kw, nogil in (({}, True), ({"nogil": True}, True), ({"nogil": False}, False)):
+        a = nt.address(4096, owner, **kw)
+        assert a.value == 4096 and a.owner is owner and a.nogil is nogil, kw
+    assert nt.address(8).owner is None and nt.address(8).nogil is True
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 def test_address_at_the_top_of_the_range_reaches_the_target(cfn, engine):
     fn = cfn("f_p_p", "void *(void *p)")
