@@ -255,6 +255,35 @@ print("survived")
     assert lines[1].endswith(" See docs/lifetime.md."), lines[1]
 
 
+def test_the_trap_names_its_own_target_when_plans_are_shared(fixture_path, engine):
+    """Two targets of one Signature object share its plans; the trap of a
+    released thunk names the target of that thunk (plan.c nt_plan_what
+    keeps one text per target), not the other's."""
+    code = f"""
+import ctypes, ctypes.util, numthunk as nt
+lib = ctypes.CDLL({fixture_path!r})
+libm = ctypes.CDLL(ctypes.util.find_library("m"))
+sig = nt.Signature("double (double)")
+mine = nt.Function(ctypes.cast(lib.f_d_d, ctypes.c_void_p).value, sig)
+other = nt.Function(ctypes.cast(libm.cos, ctypes.c_void_p).value, sig)
+kept = nt.bind(other, nt.ARG, engine={engine!r})      # the shared plan's first target
+assert kept(0.0) == 1.0
+solver = lib.f_d_Fddi
+solver.restype = ctypes.c_double
+solver.argtypes = [ctypes.c_void_p, ctypes.c_double, ctypes.c_double, ctypes.c_int]
+print(hex(mine.address), hex(other.address), flush=True)
+solver(nt.bind(mine, nt.ARG, engine={engine!r}).address, 0.0, 1.0, 10)
+print("survived")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    target, other = out.stdout.split()[:2]
+    assert target != other
+    assert out.returncode == -6, (out.returncode, out.stderr)    # SIGABRT
+    assert out.stderr.splitlines()[0] == (
+        f"numthunk: called a released thunk: double (double) over double (double), "
+        f"target at {target}"), out.stderr
+
+
 def test_refusals_of_released_thunks_name_the_page(cfn, engine):
     """Every refusal caused by a released thunk says where the rules are:
     a call, a rebind, a bind of it (as target, its raw address as a
