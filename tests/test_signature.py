@@ -234,3 +234,18 @@ def test_struct_names_up_to_255_characters_as_kept(kw, longest, space):
     assert str(nt.Signature(f"void ({kw}{space}{name} *p)")) == f"void ({kw} {name} *)"
     with pytest.raises(ValueError, match=rf"^struct name longer than {longest} characters"):
         nt.Signature(f"void ({kw}{space}{name}s *p)")
+
+
+@pytest.mark.parametrize("text, message, column", [
+    ("double (double) ...", "variadic functions ('...') are not supported", 16),
+    ("double (double) [3]", "arrays ('[]') are not supported; use a pointer", 16),
+    ("double (double) x", "unexpected 'x' after the signature", 16),
+])
+def test_what_follows_a_whole_signature_is_named(text, message, column):
+    """sig.c expect_end: '...' and '[' after the signature say what C
+    feature they are, anything else is 'unexpected'; the caret is under it."""
+    with pytest.raises(ValueError) as info:
+        nt.Signature(text)
+    lines = str(info.value).splitlines()
+    assert lines[0] == message
+    assert lines[-1].index("^") - 4 == column
