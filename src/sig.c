@@ -539,10 +539,10 @@ parse_struct_name(parser *p, const token *kw, nt_type *out)
     tok = peek(p);
     if (tok.kind != T_IDENT || is_reserved(p, &tok))
         return fail_token(p, &tok, "a struct name");
-    len = (size_t)(tok.start + tok.len - kw->start);
+    len = kw->len + 1 + tok.len;        /* as kept: "struct S", one space */
     if (len > MAX_TAG_LEN) {
         nt_fail(p->err, NT_ERR_VALUE, column(tok.start),
-                "struct name longer than %d characters", MAX_TAG_LEN);
+                "struct name longer than %d characters", MAX_TAG_LEN - (int)kw->len - 1);
         return -1;
     }
     /* one space between the keyword and the name, as written back */

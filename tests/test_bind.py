@@ -4,7 +4,10 @@ Each result is compared with a direct call of the same fixture function, so
 the C compiler is the oracle."""
 
 import ctypes
+import platform
+import re
 import struct
+import sys
 
 import cffi
 import numpy as np
@@ -483,3 +486,360 @@ def test_new_thunk_checks_its_arguments():
     with pytest.raises(ValueError, match="target address is 0"):
         nt._core._new_thunk(nt.Thunk, fn._signature, 0, (np.arange(2.0), 2), fn, True, {},
                             None, ())
+
+
+# ------------------------------------------------ integer guards at their edges
+#
+# convert.c store_int / store_long / store_char_byte / convert_int: each
+# width's range checked at min-1, min, min+1, max-1, max, max+1 and at the
+# 64-bit edges (where PyLong_AsLongLongAndOverflow overflows), for every
+# input form that reaches the check: int, __index__ object, NumPy scalar,
+# bool, and bytes for the 8-bit kinds; bound and forwarded, on both engines.
+
+ENGINES = ["native", "ffi"]
+
+INT_KINDS = [
+    # (fixture, C type, bits, signed)
+    ("f_c_c", "int8_t", 8, True), ("f_C_C", "uint8_t", 8, False),
+    ("f_s_s", "int16_t", 16, True), ("f_S_S", "uint16_t", 16, False),
+    ("f_i_i", "int32_t", 32, True), ("f_I_I", "uint32_t", 32, False),
+    ("f_l_l", "int64_t", 64, True), ("f_L_L", "uint64_t", 64, False),
+]
+
+
+class Index:
+    """An integer only through __index__ (as operator.index sees it)."""
+
+    def __init__(self, v):
+        self.v = v
+
+    def __index__(self):
+        return self.v
+
+    def __repr__(self):
+        return f"Index({self.v})"
+
+
+def int_forms(v):
+    """v in every form an integer parameter takes: int, __index__, and each
+    NumPy scalar type that holds it."""
+    out = [v, Index(v)]
+    for t in (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64,
+              np.uint64):
+        info = np.iinfo(t)
+        if info.min <= v <= info.max:
+            out.append(t(v))
+    return out
+
+
+def int_range(bits, signed):
+    return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+
+
+def edge_values(bits, signed):
+    lo, hi = int_range(bits, signed)
+    near = {lo - 1, lo, lo + 1, hi - 1, hi, hi + 1}
+    # the 64-bit edges: where the C API's long long overflows, and past u64
+    wide = {-2**63 - 1, -2**63, -1, 0, 2**63 - 1, 2**63, 2**64 - 1, 2**64}
+    return sorted(near | wide)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("name, ctype, bits, signed", INT_KINDS)
+def test_integer_range_at_every_edge_in_every_form(cfn, engine, name, ctype, bits, signed):
+    fn = cfn(name, f"{ctype} ({ctype} x)")
+    fwd = nt.bind(fn, nt.ARG, engine=engine)
+    lo, hi = int_range(bits, signed)
+    label = re.escape(f"argument 1 (x: {ctype}): ")
+    for v in edge_values(bits, signed):
+        for form in int_forms(v):
+            if lo <= v <= hi:
+                assert nt.bind(fn, form, engine=engine)() == v, (form, ctype)
+                assert fwd(form) == v, (form, ctype)
+                continue
+            text = (f"{v} is negative but C {ctype} is unsigned" if v < 0 and not signed
+                    else f"{v} does not fit in a {bits}-bit {'' if signed else 'unsigned '}"
+                         f"C {ctype}")
+            with pytest.raises(OverflowError, match="^" + label + re.escape(text)):
+                nt.bind(fn, form, engine=engine)
+            with pytest.raises(OverflowError, match="^" + label + re.escape(text)):
+                fwd(form)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("name, ctype, bits, signed", INT_KINDS)
+def test_booleans_bind_every_integer_kind_as_0_and_1(cfn, engine, name, ctype, bits, signed):
+    fn = cfn(name, f"{ctype} ({ctype} x)")
+    fwd = nt.bind(fn, nt.ARG, engine=engine)
+    for form, v in ((True, 1), (False, 0), (np.True_, 1), (np.False_, 0)):
+        assert nt.bind(fn, form, engine=engine)() == v
+        assert fwd(form) == v
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_c_bool_takes_0_and_1_in_every_form_and_nothing_else(cfn, engine):
+    fn = cfn("f_B_B", "bool (bool x)")
+    fwd = nt.bind(fn, nt.ARG, engine=engine)
+    for v in (0, 1):
+        for form in int_forms(v) + [bool(v), np.bool_(v)]:
+            assert nt.bind(fn, form, engine=engine)() is bool(v), form
+            assert fwd(form) is bool(v), form
+    label = re.escape("argument 1 (x: bool): ")
+    for v in (2, 3, 255, 256, 2**63, 2**64):
+        for form in int_forms(v):
+            with pytest.raises(OverflowError,
+                               match="^" + label + f"{v} is not a valid C bool"):
+                nt.bind(fn, form, engine=engine)
+            with pytest.raises(OverflowError, match="^" + label):
+                fwd(form)
+    for v in (-1, -2**63 - 1):
+        for form in int_forms(v):
+            with pytest.raises(OverflowError,
+                               match="^" + label + f"{v} is negative but C bool is unsigned"):
+                nt.bind(fn, form, engine=engine)
+            with pytest.raises(OverflowError, match="^" + label):
+                fwd(form)
+
+
+# plain char is signed on x86 and unsigned on AArch64 (the psABIs' choice)
+CHAR_SIGNED = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
+BYTE_KINDS = [("f_c_c", "int8_t", True), ("f_C_C", "uint8_t", False),
+              ("f_c_c", "signed char", True), ("f_C_C", "unsigned char", False),
+              ("f_c_c" if CHAR_SIGNED else "f_C_C", "char", CHAR_SIGNED)]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("name, ctype, signed", BYTE_KINDS)
+def test_one_byte_bytes_keep_the_sign_of_their_kind(cfn, engine, name, ctype, signed):
+    """store_char_byte: a byte is the 8-bit kind's value, sign-extended for a
+    signed kind (b'\\xff' is -1 in an int8_t), bound and forwarded."""
+    fn = cfn(name, f"{ctype} ({ctype} x)")
+    fwd = nt.bind(fn, nt.ARG, engine=engine)
+    for byte in (0x00, 0x01, 0x7E, 0x7F, 0x80, 0x81, 0xFE, 0xFF):
+        want = byte - 256 if signed and byte >= 0x80 else byte
+        assert nt.bind(fn, bytes([byte]), engine=engine)() == want, byte
+        assert fwd(bytes([byte])) == want, byte
+    label = re.escape(f"argument 1 (x: {ctype}): expected an integer, got ")
+    for bad in (b"", b"NT", bytearray(b"N"), "N"):
+        with pytest.raises(TypeError, match="^" + label + type(bad).__name__):
+            nt.bind(fn, bad, engine=engine)
+        with pytest.raises(TypeError, match="^" + label + type(bad).__name__):
+            fwd(bad)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("ctype, fixture", [("int16_t", "f_s_s"), ("uint16_t", "f_S_S"),
+                                            ("int", "f_i_i"), ("int64_t", "f_l_l"),
+                                            ("bool", "f_B_B")])
+def test_bytes_bind_no_wider_kind(cfn, engine, ctype, fixture):
+    fn = cfn(fixture, f"{ctype} ({ctype} x)")
+    with pytest.raises(TypeError, match=r"^argument 1 \(x: " + ctype + r"\): expected an "
+                                        r"integer, got bytes"):
+        nt.bind(fn, b"N", engine=engine)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_narrow_values_arrive_extended_in_every_form(lib, cfn, engine):
+    """Five narrow parameters at their edges, each form: what the callee
+    computes from them equals a direct ctypes call (the extension the
+    caller owes is made whatever form the value came in)."""
+    fn = cfn("f_l_cCsSB", "int64_t (int8_t a, uint8_t b, int16_t c, uint16_t d, bool e)")
+    oracle = lib.f_l_cCsSB
+    oracle.restype = ctypes.c_int64
+    oracle.argtypes = [ctypes.c_int8, ctypes.c_uint8, ctypes.c_int16, ctypes.c_uint16,
+                       ctypes.c_bool]
+    fwd = nt.bind(fn, nt.ARG, nt.ARG, nt.ARG, nt.ARG, nt.ARG, engine=engine)
+    rows = [(-128, 255, -32768, 65535, 1), (-1, 128, -1, 32768, 0), (127, 0, 32767, 0, 1),
+            (-128, 0, -32768, 0, 0)]
+    for row in rows:
+        want = oracle(*row)
+        a, b, c, d, e = row
+        for forms in [(a, b, c, d, e), (np.int8(a), np.uint8(b), np.int16(c), np.uint16(d),
+                                        np.bool_(e)),
+                      (Index(a), Index(b), Index(c), Index(d), bool(e)),
+                      (bytes([a & 0xFF]), bytes([b]), c, d, e)]:
+            assert nt.bind(fn, *forms, engine=engine)() == want, forms
+            assert fwd(*forms) == want, forms
+
+
+# ------------------------------------- pointer values and marker axes at their edges
+
+PTR_BITS = 8 * ctypes.sizeof(ctypes.c_void_p)
+
+
+def test_address_takes_every_pointer_value_and_no_other():
+    """markers.c nt_pointer_value: 0 and 2**bits - 1 accepted in every form,
+    -1 and 2**bits refused naming address() and the range; bool refused."""
+    top = (1 << PTR_BITS) - 1
+    for v in (0, 1, top - 1, top):
+        for form in int_forms(v):
+            assert nt.address(form).value == v, form
+    for v in (-1, top + 1, -2**63 - 1, 2**70):
+        for form in int_forms(v):
+            with pytest.raises(OverflowError,
+                               match=rf"^address\(\) -?0x[0-9a-f]+ is not a valid pointer value "
+                                     rf"\(0 to 2\*\*{PTR_BITS} - 1\)"):
+                nt.address(form)
+    for bad in (True, np.True_, 1.0, "1", b"1"):
+        with pytest.raises(TypeError, match=r"^address\(\) must be an integer"):
+            nt.address(bad)
+
+
+def test_address_reads_back_what_it_was_given():
+    """markers.c address getters: value, owner and nogil as given (nogil
+    defaults to True: a bare address needs no GIL)."""
+    owner = np.zeros(1)
+    for kw, nogil in (({}, True), ({"nogil": True}, True), ({"nogil": False}, False)):
+        a = nt.address(4096, owner, **kw)
+        assert a.value == 4096 and a.owner is owner and a.nogil is nogil, kw
+    assert nt.address(8).owner is None and nt.address(8).nogil is True
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_address_at_the_top_of_the_range_reaches_the_target(cfn, engine):
+    fn = cfn("f_p_p", "void *(void *p)")
+    top = (1 << PTR_BITS) - 1
+    for v in (0, 1, top - 1, top):
+        assert nt.bind(fn, nt.address(v), engine=engine)() == v
+    with pytest.raises(TypeError, match=r"^argument 1 \(p: void \*\): a bare int is not "
+                                        r"accepted as a pointer"):
+        nt.bind(fn, top, engine=engine)
+
+
+def test_target_address_in_every_form(cfn):
+    """thunk.c's target address goes through the same check."""
+    f = cfn("f_d_d", "double (double a)")
+    sig = f._signature
+    for form in int_forms(f.address):
+        assert nt.Thunk(sig, form, (2.5,))() == 2.5
+    for v in (-1, (1 << PTR_BITS)):
+        for form in int_forms(v):
+            with pytest.raises(OverflowError, match=r"^target address -?0x[0-9a-f]+ is not a "
+                                                    r"valid pointer value"):
+                nt.Thunk(sig, form, (1.0,))
+    with pytest.raises(TypeError, match="^target address must be an integer, not bool"):
+        nt.Thunk(sig, True, (1.0,))
+
+
+MAX_AXES = 64
+
+
+def test_marker_axes_at_the_edges_in_every_form():
+    """markers.c: -64 <= axis < 64 accepted (checked against the array when
+    bound), one past either end refused naming the marker."""
+    a = np.zeros((2, 3))
+    for make in (nt.shape, nt.stride):
+        name = make.__name__
+        for v in (-MAX_AXES, -MAX_AXES + 1, -1, 0, MAX_AXES - 2, MAX_AXES - 1):
+            for form in int_forms(v):
+                assert make(a, form).axis == v, (name, form)
+        for v in (-MAX_AXES - 1, MAX_AXES, -2**63 - 1, 2**63):
+            for form in int_forms(v):
+                with pytest.raises(ValueError,
+                                   match=rf"^{name}\(\): axis {v} is out of range \(an array "
+                                         rf"has at most 64 dimensions: -64 <= axis < 64\)"):
+                    make(a, form)
+        for bad in (True, np.True_, 1.0):
+            with pytest.raises(TypeError, match=rf"^{name}\(\): axis must be an integer"):
+                make(a, bad)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_marker_axes_against_the_array_at_the_edges(cfn, engine):
+    """convert.c derived_value: -ndim <= axis < ndim, in every form."""
+    fn = cfn("f_l_l", "int64_t (int64_t n)")
+    a = np.zeros((2, 3, 5))
+    for v, want in ((-3, 2), (-1, 5), (0, 2), (2, 5)):
+        for form in int_forms(v):
+            assert nt.bind(fn, nt.shape(a, form), engine=engine)() == want
+            assert nt.bind(fn, nt.stride(a, form), engine=engine)() == a.strides[v]
+    for v in (-4, 3):
+        with pytest.raises(ValueError, match=rf"^argument 1 \(n: int64_t\): shape\(arr, {v}\) "
+                                             rf"asks for axis {v} but the array has 3 "
+                                             rf"dimensions"):
+            nt.bind(fn, nt.shape(a, v), engine=engine)
+
+
+# ------------------------------------- bound narrow values in every form, as seen by a
+# callee that trusts its caller: fixtures/trust_x86_64.S returns the whole
+# register it was given. The cell a bound narrow value is kept in holds it
+# extended to 64 bits, whatever form it came in (store_int, store_char_byte).
+
+NARROW_FORMS = [
+    # C type, value, the low 32 bits the callee must see, forms of the value
+    ("int8_t", -1, 0xFFFFFFFF, [-1, np.int8(-1), np.int64(-1), Index(-1), b"\xff"]),
+    ("int8_t", -128, 0xFFFFFF80, [-128, np.int8(-128), Index(-128), b"\x80"]),
+    ("int8_t", 127, 0x7F, [127, np.uint8(127), Index(127), b"\x7f"]),
+    ("uint8_t", 255, 0xFF, [255, np.uint8(255), np.int16(255), Index(255), b"\xff"]),
+    ("uint8_t", 128, 0x80, [128, np.uint8(128), Index(128), b"\x80"]),
+    ("int16_t", -1, 0xFFFFFFFF, [-1, np.int16(-1), np.int8(-1), Index(-1)]),
+    ("int16_t", -32768, 0xFFFF8000, [-32768, np.int16(-32768), Index(-32768)]),
+    ("uint16_t", 65535, 0xFFFF, [65535, np.uint16(65535), Index(65535)]),
+    ("bool", True, 1, [True, np.True_, 1, Index(1), np.uint64(1)]),
+    ("int8_t", 1, 1, [True, np.True_]),
+    ("uint16_t", 0, 0, [False, np.False_, 0, Index(0)]),
+]
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64" or not sys.platform.startswith("linux"),
+                    reason="the trusting callees are x86-64 System V assembly")
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("ctype, value, low32, forms", NARROW_FORMS,
+                         ids=[f"{r[0]}={r[1]}" for r in NARROW_FORMS])
+def test_bound_narrow_values_arrive_extended_in_every_form(engine, ctype, value, low32, forms):
+    import ntbuild
+
+    tlib = ntbuild.load("trust_x86_64.S", "trust")
+    for callee, sig, before in (("trust_rdi", f"uint64_t ({ctype} v)", []),
+                                ("trust_rsi", f"uint64_t (int64_t a, {ctype} v)", [7])):
+        f = nt.Function(ntbuild.address(tlib, callee), sig, owner=tlib, name=callee)
+        for form in forms:
+            t = nt.bind(f, *before, form, engine=engine)
+            got = ctypes.CFUNCTYPE(ctypes.c_uint64)(t.address)()
+            assert got & 0xFFFFFFFF == low32, (callee, ctype, form, hex(got))
+
+
+# ------------------------------------------ indexes of parameters at their edges
+
+def test_rebind_index_at_the_edges_in_every_form(cfn):
+    """thunk.c param_index: 0 .. nargs - 1 in every integer form, nargs and
+    -1 refused naming the range, bool refused."""
+    t = nt.bind(cfn("f_d_pi", "double (const double *x, int n)"), np.arange(4.0), 4)
+    for form in int_forms(1):
+        t.rebind(form, 2)
+        assert t() == 1.0 and t.bindings[1] == 2
+    for form in int_forms(0):
+        t.rebind(form, np.arange(10.0, 14.0))
+        assert t() == 21.0
+    for v in (-1, 2, 2**63, -2**63 - 1):
+        for form in int_forms(v):
+            with pytest.raises(IndexError, match=rf"^parameter index {v} out of range \(the "
+                                                 rf"target has 2 parameters: 0 to 1\)"):
+                t.rebind(form, 3)
+    for bad in (True, np.True_):
+        with pytest.raises(TypeError, match="by its index .int. or its name .str."):
+            t.rebind(bad, 3)
+
+
+@pytest.mark.parametrize("ndim, ok", [(0, False), (1, True), (8, True), (9, False)])
+def test_memoryview_declaration_ndim_at_the_edges(cfn, ndim, ok):
+    """commit.c collect_mvspecs: 1 <= ndim <= 8 (NT_MEMVIEW_MAX_DIMS); the
+    parameter index 0 .. nargs - 1."""
+    addr = cfn("f_d_pi", "double (const double *x, int n)").address
+    sig = nt.Signature("double (__Pyx_memviewslice, int)")
+    arr = np.zeros((1,) * max(ndim, 1))
+    spec = {0: ("double", ndim, None, False)}
+    if ok:
+        t = nt.Thunk(sig, addr, (arr, 0), None, True, spec)
+        assert str(t.csig) == "double (void)" and t.bindings[0] is arr
+    else:
+        with pytest.raises(ValueError, match=r"^memoryview 0: ndim must be 1\.\.8$"):
+            nt.Thunk(sig, addr, (arr, 0), None, True, spec)
+    for key in (-1, 2):
+        with pytest.raises(ValueError, match=rf"^memoryview declaration for parameter {key}, "
+                                             rf"out of range \(the signature has 2 parameters: "
+                                             rf"0 to 1\)"):
+            nt.Thunk(sig, addr, (arr, 0), None, True, {key: ("double", 1, None, False)})
+    with pytest.raises(ValueError, match=r"^memoryview declaration for parameter 1, which is "
+                                         r"not a __Pyx_memviewslice parameter"):
+        nt.Thunk(sig, addr, (arr, 0), None, True, {1: ("double", 1, None, False)})

@@ -213,6 +213,23 @@ def test_bad_calls_raise(ext):
         ext.call0(t)
 
 
+def test_value_counts_at_their_edges_through_c(ext):
+    """capi.c capi_create: nvalues -1, and values NULL with nvalues 1 or
+    more, are refused before anything is read; 0 with NULL values gets as
+    far as the count check (the target takes 1), as 0, 2 and 3 values do."""
+    with pytest.raises(ValueError, match=r"^numthunk_create: nvalues is -1"):
+        ext.create_null(-1)
+    for n in (1, 2, 3):
+        with pytest.raises(ValueError, match=rf"^numthunk_create: values is NULL but nvalues "
+                                             rf"is {n}$"):
+            ext.create_null(n)
+    with pytest.raises(TypeError, match=r"takes 1 argument, got 0 \(pass numthunk.ARG"):
+        ext.create_null(0)
+    for n in (0, 2, 3):
+        with pytest.raises(TypeError, match=rf"takes 1 argument, got {n} "):
+            ext.create_count(n)
+
+
 def test_rebind_and_lifetime_through_c(ext):
     a = np.arange(4.0)
     ref = weakref.ref(a)

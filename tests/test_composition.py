@@ -201,6 +201,57 @@ def test_rebind_that_deepens_a_chain_is_refused(fns):
     assert above[-1].chain == 101
 
 
+@pytest.mark.parametrize("engine, limit", [("ffi", 128), ("native", 1024)])
+def test_rebind_to_exactly_the_chain_limit(fns, engine, limit):
+    """commit.c within_limit / prepare_dep: a rebind that makes the chain
+    exactly `limit` levels deep is taken, one level more is refused (and
+    leaves every thunk as it was)."""
+    leaf = bind(engine, fns.d, nt.ARG)
+    bottom = bind(engine, fns.apply, leaf, nt.ARG)
+    above = [bottom]
+    for _ in range(limit // 2):
+        above.append(bind(engine, above[-1], nt.ARG))
+    top = above[-1]
+    assert top.chain == 1 + limit // 2
+    deep = [bind(engine, fns.d, nt.ARG)]
+    fits = limit - 2 - limit // 2            # deep[fits]: the top at chain limit - 1
+    for _ in range(fits + 1):
+        deep.append(bind(engine, fns.apply, deep[-1], nt.ARG))
+    with pytest.raises(ValueError, match=rf"chain of {limit + 1} thunks.*at most {limit} "
+                                         rf"levels"):
+        bottom.rebind(0, deep[fits + 1])
+    assert bottom.dependencies == (leaf,) and top.chain == 1 + limit // 2
+    bottom.rebind(0, deep[fits])
+    assert top.chain == limit - 1 and bottom.chain == fits + 1
+    assert top(2.5) == 2.5
+    with pytest.raises(ValueError, match=rf"chain of {limit + 1} thunks"):
+        bind(engine, top, nt.ARG)            # one more on top: refused at bind
+
+
+def test_a_libffi_thunk_anywhere_below_limits_a_native_chain_to_128(fns):
+    """commit.c: the least limit of the engines at or below a thunk is its
+    limit, at bind and when a rebind brings a libffi thunk in."""
+    chain = [bind("ffi", fns.d, nt.ARG)]
+    for _ in range(127):
+        chain.append(bind("native", fns.apply, chain[-1], nt.ARG))
+    assert chain[-1].chain == 127 and chain[-1](1.5) == 1.5
+    with pytest.raises(ValueError, match=r"chain of 129 thunks.*at most 128 levels"):
+        bind("native", fns.apply, chain[-1], nt.ARG)
+    native = [bind("native", fns.d, nt.ARG)]
+    for _ in range(200):
+        native.append(bind("native", fns.apply, native[-1], nt.ARG))
+    assert native[-1].chain == 200
+    # the walk up stops at the first thunk past the limit: it names that level
+    with pytest.raises(ValueError, match=r"chain of 129 thunks.*at most 128 levels"):
+        native[1].rebind(0, bind("ffi", fns.d, nt.ARG))
+    assert native[-1](2.0) == 2.0 and native[1].dependencies == (native[0],)
+    one_deep = bind("ffi", fns.apply, bind("ffi", fns.d, nt.ARG), nt.ARG)
+    with pytest.raises(ValueError, match=r"chain of 129 thunks"):
+        native[74].rebind(0, one_deep)                  # 200 - 74 + 2 = chain 128
+    native[74].rebind(0, bind("ffi", fns.d, nt.ARG))    # 200 - 74 + 1 = chain 127
+    assert native[-1].chain == 127 and native[-1](3.0) == 3.0
+
+
 def test_a_thunk_used_by_many(fns, engine):
     inner = bind(engine, fns.d, nt.ARG)
     outers = [bind(engine, fns.apply, inner, nt.ARG) for _ in range(20_000)]

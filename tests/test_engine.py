@@ -186,6 +186,35 @@ def test_quarantine_delays_reuse():
         assert released not in {x.address for x in fresh}, engine
 
 
+def test_quarantine_holds_exactly_its_size(engine):
+    """quarantine.c nt_quarantine_push: an entry leaves when the ring holds
+    more than config['quarantine'] (32768): its address does not come back
+    after quarantine - 1 further releases, and does after quarantine (the
+    slot freed last is the next one given out). A fresh process: the ring
+    starts empty."""
+    out = run_py("""
+        import numpy as np
+        import numthunk as nt
+        k = nt._core._kernels()
+        f = nt.Function(k["sum"], "double (const double *, int)")
+        a = np.ones(4)
+        q = nt.backend_info()["config"]["quarantine"]
+        for n in (q - 1, q):
+            x = nt.bind(f, a, 4, engine=ENGINE)
+            released = x.address
+            x.release()
+            for _ in range(n):
+                nt.bind(f, a, 4, engine=ENGINE).release()
+            t = nt.bind(f, a, 4, engine=ENGINE)
+            assert t() == 4.0
+            print(q, n, t.address == released)
+            t.release()
+        """.replace("ENGINE", repr(engine)))
+    assert out.returncode == 0, out.stderr
+    q = 32768
+    assert out.stdout.split() == [str(q), str(q - 1), "False", str(q), str(q), "True"]
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 def test_same_results_on_both_engines(cfn, engine):
     if engine == "native" and not NATIVE:

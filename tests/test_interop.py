@@ -281,6 +281,31 @@ def test_struct_pointer_takes_a_declared_layout(ilib, api, engine, layout):
 
 
 @pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("layout", ["numpy", "ctypes"])
+def test_forwarded_foreign_struct_values_are_checked_against_the_declaration(ilib, engine,
+                                                                            layout):
+    """A forwarded struct pointer called with a foreign value (arr.ctypes, a
+    ctypes array of structures): the call resolves it against the target's
+    structs= declaration, as bind and rebind do."""
+    decl = PT if layout == "numpy" else Pt
+    addr = ctypes.cast(ilib.pt_sum, ctypes.c_void_p).value
+    total = nt.Function(addr, PT_SUM, structs={"pt": decl}, owner=ilib)
+    fwd = nt.bind(total, nt.ARG, 3, engine=engine)
+    assert fwd(_points().ctypes) == 21.0
+    pts = (Pt * 3)(Pt(1.0, 2.0), Pt(3.0, 4.0), Pt(5.0, 6.0))
+    assert fwd(pts) == 21.0
+    with pytest.raises(TypeError, match=LABEL + r"the array's items are 8 bytes, but struct pt "
+                                                r"is declared 16 bytes"):
+        fwd(np.zeros(3, dtype=[("x", "f8")]).ctypes)
+
+    class Small(ctypes.Structure):
+        _fields_ = [("x", ctypes.c_double)]
+
+    with pytest.raises(TypeError, match=LABEL):
+        fwd((Small * 3)())
+
+
+@pytest.mark.parametrize("engine", ENGINES)
 def test_struct_pointer_takes_ctypes_structures_by_name(ifn, engine):
     total = ifn("pt_sum", PT_SUM)
     pts = (Pt * 3)(Pt(1.0, 2.0), Pt(3.0, 4.0), Pt(5.0, 6.0))

@@ -255,6 +255,35 @@ print("survived")
     assert lines[1].endswith(" See docs/lifetime.md."), lines[1]
 
 
+def test_the_trap_names_its_own_target_when_plans_are_shared(fixture_path, engine):
+    """Two targets of one Signature object share its plans; the trap of a
+    released thunk names the target of that thunk (plan.c nt_plan_what
+    keeps one text per target), not the other's."""
+    code = f"""
+import ctypes, ctypes.util, numthunk as nt
+lib = ctypes.CDLL({fixture_path!r})
+libm = ctypes.CDLL(ctypes.util.find_library("m"))
+sig = nt.Signature("double (double)")
+mine = nt.Function(ctypes.cast(lib.f_d_d, ctypes.c_void_p).value, sig)
+other = nt.Function(ctypes.cast(libm.cos, ctypes.c_void_p).value, sig)
+kept = nt.bind(other, nt.ARG, engine={engine!r})      # the shared plan's first target
+assert kept(0.0) == 1.0
+solver = lib.f_d_Fddi
+solver.restype = ctypes.c_double
+solver.argtypes = [ctypes.c_void_p, ctypes.c_double, ctypes.c_double, ctypes.c_int]
+print(hex(mine.address), hex(other.address), flush=True)
+solver(nt.bind(mine, nt.ARG, engine={engine!r}).address, 0.0, 1.0, 10)
+print("survived")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    target, other = out.stdout.split()[:2]
+    assert target != other
+    assert out.returncode == -6, (out.returncode, out.stderr)    # SIGABRT
+    assert out.stderr.splitlines()[0] == (
+        f"numthunk: called a released thunk: double (double) over double (double), "
+        f"target at {target}"), out.stderr
+
+
 def test_refusals_of_released_thunks_name_the_page(cfn, engine):
     """Every refusal caused by a released thunk says where the rules are:
     a call, a rebind, a bind of it (as target, its raw address as a
@@ -584,3 +613,71 @@ def test_address_keeps_its_owner_alive_while_bound(engine, cfn):
     del t
     gc.collect()
     assert ref() is None
+
+
+# ------------------------------------------ calls in flight: the last one out
+#
+# thunk.c call_done / thunk_release / thunk_reclaim: with k calls of one
+# thunk in flight (its target calls it again), a release() or reclaim()
+# from the innermost is carried out when the count falls to 0, not at 1.
+
+NESTED = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.POINTER(ctypes.c_double), ctypes.c_int,
+                          ctypes.c_int)
+
+
+@pytest.mark.parametrize("depth", [0, 1, 2])
+def test_release_deep_in_nested_calls_waits_for_the_outermost(engine, depth):
+    box = {"alive": []}
+
+    def body(p, n, level):
+        if level > 0:
+            inner = box["t"](level - 1)            # one more call in flight
+            gc.collect()
+            box["alive"].append(box["ref"]() is not None)   # the inner one released
+            return inner + sum(p[i] for i in range(n))
+        box["t"].release()
+        box["released_inside"] = box["t"].released
+        return sum(p[i] for i in range(n))
+
+    cb = NESTED(body)
+    a = np.arange(1.0, 5.0)
+    box["ref"] = weakref.ref(a)
+    t = box["t"] = nt.bind(cb, a, 4, nt.ARG, engine=engine)
+    del a
+    assert t(depth) == 10.0 * (depth + 1)
+    assert box["released_inside"] and t.released
+    assert box["alive"] == [True] * depth, "torn down with calls still in flight"
+    gc.collect()
+    assert box["ref"]() is None                     # the last call out gave it back
+    with pytest.raises(ValueError, match="released"):
+        t(0)
+
+
+@pytest.mark.parametrize("depth", [0, 1, 2])
+def test_reclaim_deep_in_nested_calls_waits_for_the_outermost(engine, depth):
+    """The outer calls still read the array bound when they started: a
+    rebind + reclaim() from the innermost keeps it until the last returns."""
+    box = {"alive": []}
+    b = np.arange(10.0, 14.0)
+
+    def body(p, n, level):
+        if level > 0:
+            inner = box["t"](level - 1)
+            gc.collect()
+            box["alive"].append(box["ref"]() is not None)
+            return inner + sum(p[i] for i in range(n))
+        box["t"].rebind(0, b)
+        box["t"].reclaim()
+        return sum(p[i] for i in range(n))
+
+    cb = NESTED(body)
+    a = np.arange(1.0, 5.0)
+    box["ref"] = weakref.ref(a)
+    t = box["t"] = nt.bind(cb, a, 4, nt.ARG, engine=engine)
+    del a
+    assert t(depth) == 10.0 * (depth + 1)
+    assert box["alive"] == [True] * depth, "reclaimed with calls still in flight"
+    gc.collect()
+    assert box["ref"]() is None
+    assert t.bindings[0] is b and not t.released
+    assert t(0) == 46.0

@@ -1482,3 +1482,108 @@ def test_njit_function_as_a_target_says_how():
 
     with pytest.raises(TypeError, match="@njit function .*plain.* has no C entry.*@cfunc"):
         nt.bind(plain, 2.0, nt.ARG, signature="double (double, double)")
+
+
+# ---------------------------------------------- foreign layouts from @njit code
+# tests/exporters/ntexport.c exports exactly the layout asked for: buffers
+# NumPy never makes (negative, odd and non-element strides, suboffsets) and
+# DLPack tensors with a byte_offset. A thunk bound to them is called from
+# @njit code; a C kernel reads the memory as described and NumPy's
+# as_strided view of the same bytes is the oracle.
+
+X_SUM = "double (const double *p, int code, ptrdiff_t n0, ptrdiff_t n1, ptrdiff_t s0, " \
+        "ptrdiff_t s1)"
+
+
+@njit
+def _twice(fn):
+    return fn() + fn()
+
+
+def _strided_view(raw, offset, shape, strides):
+    base = raw[offset // raw.itemsize:]
+    return np.lib.stride_tricks.as_strided(base, shape, strides)
+
+
+@pytest.mark.parametrize("shape, strides, offset", [
+    ((3, 4), (-120, 24), 240),      # rows backwards, every third element
+    ((4, 3), (8, 40), 0),           # column-major-like, odd row pitch in elements
+    ((2, 5), (96, -16), 64),        # columns backwards
+    ((1, 4), (12, 8), 0),           # an axis of one: its stride is never used
+])
+def test_foreign_strided_buffer_read_from_njit(ntexport, engine, shape, strides, offset):
+    raw = np.arange(64.0)
+    buf = ntexport.Buffer(raw, "d", 8, shape, strides, offset=offset)
+    kern = nt.Function(ntexport.kernels["nt_x_sum"], X_SUM)
+    t = nt.bind(kern, nt.strided(buf), ord("d"), nt.shape(buf, 0), nt.shape(buf, 1),
+                nt.stride(buf, 0), nt.stride(buf, 1), engine=engine)
+    want = _strided_view(raw, offset, shape, strides).sum()
+    assert call0(t) == want and _twice(t) == 2 * want
+    raw[:] *= 2.0                    # the thunk reads the exporter's memory live
+    assert call0(t) == 2 * want
+    assert buf.exports == 1          # held by the binding, released with it
+    t.release()
+    assert buf.exports == 0
+
+
+def test_foreign_buffers_refused_at_bind_leave_the_njit_consumer_as_it_was(ntexport, engine):
+    """Suboffsets (PIL-style indirection) and a stride that is no multiple
+    of the element's alignment, on an axis longer than one, are refused at
+    bind and at rebind naming the parameter; the thunk @njit code calls
+    keeps what it had."""
+    raw = np.arange(64.0)
+    kern = nt.Function(ntexport.kernels["nt_x_sum"], X_SUM)
+    good = ntexport.Buffer(raw, "d", 8, (2, 3), (48, 8))
+    t = nt.bind(kern, nt.strided(good), ord("d"), 2, 3, 48, 8, engine=engine)
+    assert call0(t) == raw[[0, 1, 2, 6, 7, 8]].sum()
+    rows = np.array([raw[8:].ctypes.data, raw[16:].ctypes.data], dtype=np.uintp)
+    label = r"^argument 1 \(p: const double \*\): "
+    for bad, exc, text in [
+            (ntexport.Buffer(rows, "d", 8, (2, 3), (8, 8), suboffsets=(0, -1)), TypeError,
+             "indirect buffers \\(PIL-style suboffsets\\) are not supported"),
+            (ntexport.Buffer(raw, "d", 8, (2, 3), (48, 12)), ValueError,
+             "the buffer's data is not aligned to 8 bytes"),
+            (ntexport.Buffer(raw, "d", 8, (2, 3), (44, 8)), ValueError,
+             "the buffer's data is not aligned to 8 bytes")]:
+        with pytest.raises(exc, match=label + text):
+            nt.bind(kern, nt.strided(bad), ord("d"), 2, 3, 8, 8, engine=engine)
+        with pytest.raises(exc, match=label + text):
+            t.rebind(0, nt.strided(bad))
+        assert bad.exports == 0
+        assert call0(t) == raw[[0, 1, 2, 6, 7, 8]].sum()
+
+
+@pytest.fixture(scope="module")
+def dl_kernels():
+    from conftest import compile_shared
+
+    path = compile_shared(os.path.join(ROOT, "tests", "fixtures", "dlpack_kernels.c"),
+                          "dlpack_kernels", extra=["-I", nt.get_include()])
+    return ctypes.CDLL(path)
+
+
+@pytest.mark.parametrize("byte_offset", [0, 8, 24, 7, 9])
+@pytest.mark.parametrize("versioned", [True, False])
+def test_dlpack_tensor_with_byte_offset_from_njit(ntexport, dl_kernels, engine, byte_offset,
+                                                  versioned):
+    """byte_offset is folded into the data pointer (whole elements), and one
+    byte off either side is refused at bind: never seen by @njit code."""
+    raw = np.arange(16.0)
+    exporter = ntexport.Tensor(raw, 2, 64, (2, 3), (1, 4), byte_offset=byte_offset,
+                               versioned=versioned)
+    addr = ctypes.cast(dl_kernels.dl_sum_f64, ctypes.c_void_p).value
+    fn = nt.Function(addr, "double (const DLTensor *t)", owner=dl_kernels)
+    if byte_offset % 8:
+        with pytest.raises(ValueError, match=r"^argument 1 \(t: const DLTensor \*\): the "
+                                             r"array's data is not aligned to 8 bytes"):
+            nt.bind(fn, exporter, engine=engine)
+        assert exporter.exported == exporter.deleted == 1
+        return
+    t = nt.bind(fn, exporter, engine=engine)
+    want = _strided_view(raw, byte_offset, (2, 3), (8, 32)).sum()
+    assert call0(t) == want and _twice(t) == 2 * want
+    raw[:] += 1.0
+    assert call0(t) == want + 6
+    t.release()
+    gc.collect()
+    assert exporter.deleted == exporter.exported == 1

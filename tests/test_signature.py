@@ -166,3 +166,86 @@ def test_a_typedef_cannot_redefine_a_known_name():
     assert str(nt.Signature("REAL (REAL *)", {"REAL": "double"})) == "double (double *)"
     with pytest.raises(ValueError, match="typedef 'double' would redefine"):
         nt._core.Signature("double (double)", {"double": "float"})
+
+
+# ------------------------------------------------ the parser's limits, at the edge
+# sig.c: MAX_NEST (function pointers and CPointer), MAX_DEPTH ('*' levels),
+# MAX_ARGS (parameters), MAX_TAG_LEN (struct names as kept: "struct S"),
+# each taken at the limit and refused one past it with a ValueError that
+# says which limit.
+
+
+def _fnptr_nest(levels):
+    """A signature `levels` deep: levels - 1 function pointers inside."""
+    t = "int"
+    for _ in range(levels - 1):
+        t = f"int (*)({t})"
+    return f"int ({t})"
+
+
+def test_function_pointers_nest_64_levels_and_no_more():
+    sig = nt.Signature(_fnptr_nest(64))
+    assert str(sig) == _fnptr_nest(64) and sig.nargs == 1
+    with pytest.raises(ValueError, match=r"^signature nested too deeply \(at most 64 levels\)"):
+        nt.Signature(_fnptr_nest(65))
+    with pytest.raises(ValueError, match=r"^signature nested too deeply"):
+        nt.Signature(_fnptr_nest(2000))
+
+
+def _cpointers(k):
+    return "int64(" + "CPointer(" * k + "int64" + ")" * k + ")"
+
+
+def test_cpointer_nesting_is_refused_cleanly_however_deep():
+    """Past the C parser's 64 levels Numba's parser is asked; text deeper than
+    its recursion allows gets the C parser's error, not a RecursionError."""
+    # Numba's int64 is intptr_t on LP64 (the C parser's row for it)
+    assert str(nt.Signature(_cpointers(64))) == "intptr_t (intptr_t " + "*" * 64 + ")"
+    assert str(nt.Signature(_cpointers(255))) == "intptr_t (intptr_t " + "*" * 255 + ")"
+    with pytest.raises(ValueError, match=r"^too many levels of pointers \(at most 255\)"):
+        nt.Signature(_cpointers(256))
+    for k in (1000, 20_000):
+        with pytest.raises(ValueError, match=r"^type nested too deeply \(at most 64 levels\)"):
+            nt.Signature(_cpointers(k))
+
+
+def test_pointer_depth_255_and_no_more():
+    sig = nt.Signature("int (int " + "*" * 255 + " p)")
+    assert str(sig) == "int (int " + "*" * 255 + ")"
+    with pytest.raises(ValueError, match=r"^too many levels of pointers \(at most 255\)"):
+        nt.Signature("int (int " + "*" * 256 + " p)")
+
+
+def test_65535_parameters_and_no_more():
+    text = "void (" + ", ".join(["int"] * 65535) + ")"
+    sig = nt.Signature(text)
+    assert sig.nargs == 65535 and sig.argtypes == ("int",) * 65535
+    assert str(sig) == text and repr(sig) == f"Signature({text!r})"   # past the stack buffer
+    with pytest.raises(ValueError, match=r"^too many parameters \(at most 65535\)"):
+        nt.Signature("void (" + ", ".join(["int"] * 65536) + ")")
+
+
+@pytest.mark.parametrize("kw, longest", [("struct", 248), ("union", 249)])
+@pytest.mark.parametrize("space", [" ", "   ", "\t"])
+def test_struct_names_up_to_255_characters_as_kept(kw, longest, space):
+    """'struct S' is kept with one space whatever the text had: the limit is
+    on that, 255 characters, and the message gives the longest name."""
+    name = "s" * longest
+    assert str(nt.Signature(f"void ({kw}{space}{name} *p)")) == f"void ({kw} {name} *)"
+    with pytest.raises(ValueError, match=rf"^struct name longer than {longest} characters"):
+        nt.Signature(f"void ({kw}{space}{name}s *p)")
+
+
+@pytest.mark.parametrize("text, message, column", [
+    ("double (double) ...", "variadic functions ('...') are not supported", 16),
+    ("double (double) [3]", "arrays ('[]') are not supported; use a pointer", 16),
+    ("double (double) x", "unexpected 'x' after the signature", 16),
+])
+def test_what_follows_a_whole_signature_is_named(text, message, column):
+    """sig.c expect_end: '...' and '[' after the signature say what C
+    feature they are, anything else is 'unexpected'; the caret is under it."""
+    with pytest.raises(ValueError) as info:
+        nt.Signature(text)
+    lines = str(info.value).splitlines()
+    assert lines[0] == message
+    assert lines[-1].index("^") - 4 == column

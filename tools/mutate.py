@@ -36,6 +36,7 @@ across every C file of src/ and Python file of numthunk/:
     python tools/mutate.py --operators --sample 60 --seed 1
     python tools/mutate.py --operators --sample 60 --engine ffi
     python tools/mutate.py --operators --list --files 'src/convert.c'
+    python tools/mutate.py --operators --only src/plan.c:61:16:rel:12   # one again
 
 Each test selection first runs once on the unmutated tree (it must pass;
 its time sets the timeout). A C mutant recompiles only the translation
@@ -509,11 +510,12 @@ T_TRAVEL = "tests/test_travel.py"
 T_INTEROP = "tests/test_interop.py"
 T_SCIPY = "tests/test_scipy.py"
 T_MAIN = "tests/test_main.py"
+T_COMP = "tests/test_composition.py"
 
 # What every C mutant runs: the core of the suite (a minute or two), not
 # the slow Cython/Numba/documentation files.
-OP_CORE = [T_BIND, T_BAD, T_CONV, T_SIG, T_TABLES, T_DIFF, T_LIFE, T_REBIND, T_THREADS,
-           T_ENGINE, T_HARNESS, T_DLPACK, T_CAPI]
+OP_CORE = [T_BIND, T_BAD, T_CONV, T_SIG, T_TABLES, T_DIFF, T_LIFE, T_COMP, T_REBIND,
+           T_THREADS, T_ENGINE, T_HARNESS, T_DLPACK, T_CAPI]
 
 # Files whose behaviour other test files reach first (they run before the
 # core, so that a kill comes early); a file not named here gets OP_CORE.
@@ -719,6 +721,13 @@ def operator_mode(args):
         mutants = [m for m in mutants if m["op"] in args.ops]
     if args.files:
         mutants = [m for m in mutants if any(fnmatch.fnmatch(m["file"], g) for g in args.files)]
+    if args.only:
+        known = {m["id"] for m in mutants}
+        unknown = [i for i in args.only if i not in known]
+        if unknown:
+            print(f"unknown operator mutant id(s): {', '.join(unknown)}")
+            return 2
+        mutants = [m for m in mutants if m["id"] in args.only]
     total = len(mutants)
     if args.sample and args.sample < len(mutants):
         mutants = random.Random(args.seed).sample(mutants, args.sample)
@@ -823,7 +832,9 @@ def main(argv=None):
     ap.add_argument("--check", action="store_true",
                     help="only check that every pattern matches exactly once in the tree "
                          "(and that every test file named exists); exit 1 listing the stale")
-    ap.add_argument("--only", nargs="+", metavar="ID", help="run only these mutants")
+    ap.add_argument("--only", nargs="+", metavar="ID",
+                    help="run only these mutants (with --operators: ids as --list and --json "
+                         "give them, e.g. src/plan.c:61:16:rel:12)")
     ap.add_argument("--full", action="store_true", help="run the whole suite per mutant")
     ap.add_argument("--jobs", type=int, default=None,
                     help="parallel scratch copies (default 1; with --operators, the core count)")

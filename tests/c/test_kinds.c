@@ -230,6 +230,20 @@ test_formats(void)
         }
         CHECK(nt_kind_find(r->value, r->is_signed, r->size) == k, "%s: nt_kind_find", r->name);
     }
+    /* the lookups' bounds: one past either end of the value classes, of
+       the sizes and of the 7-bit codes finds nothing */
+    CHECK(nt_kind_find(NT_VALUE_COMPLEX, nt_kinds[NT_C128].is_signed, 16) == NT_C128,
+          "the largest size");
+    CHECK(nt_kind_find(-1, 1, 4) == NT_VOID, "value class -1");
+    for (int s = 0; s < 2; s++)
+        for (size_t n = 0; n <= 17; n++)
+            CHECK(nt_kind_find(NT_VALUE_MEMVIEW + 1, s, n) == NT_VOID
+                      && nt_kind_find(NT_VALUE_MEMVIEW + 2, s, n) == NT_VOID,
+                  "value class past NT_VALUE_MEMVIEW, size %zu", n);
+    CHECK(nt_kind_find(NT_VALUE_INT, 1, 17) == NT_VOID
+              && nt_kind_find(NT_VALUE_INT, 1, (size_t)-1) == NT_VOID, "size past the table");
+    CHECK(nt_kind_of_format((char)0x80, 0, 0) == NT_VOID
+              && nt_kind_of_format((char)0xFF, 1, 1) == NT_VOID, "codes past 127");
     CHECK(nt_fmt_bit('\0') == 0 && nt_fmt_bit('e') == 0 && nt_fmt_bit('P') == 0,
           "codes without a kind");
     CHECK(nt_kind_of_format('e', 0, 0) == NT_VOID && nt_kind_of_format('g', 0, 0) == NT_VOID,

@@ -111,6 +111,16 @@ static PyObject *create_count(PyObject *self, PyObject *args)
     return numthunk_create(sum_sig, (void *)sum_kernel, values, n, self, 0);
 }
 
+/* create_null(n) -> numthunk_create for sum_kernel with values NULL and
+   nvalues n */
+static PyObject *create_null(PyObject *self, PyObject *args)
+{
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "n", &n))
+        return NULL;
+    return numthunk_create(sum_sig, (void *)sum_kernel, NULL, n, self, 0);
+}
+
 /* call0(thunk) -> float: calls a double (void) thunk through its address,
    without the GIL */
 static PyObject *call0(PyObject *self, PyObject *thunk)
@@ -293,6 +303,7 @@ static PyMethodDef methods[] = {
     { "signature", signature, METH_VARARGS, NULL },
     { "create_flags", create_flags, METH_VARARGS, NULL },
     { "create_count", create_count, METH_VARARGS, NULL },
+    { "create_null", create_null, METH_VARARGS, NULL },
     { "call0", call0, METH_O, NULL },
     { "call1", call1, METH_VARARGS, NULL },
     { "release", release, METH_O, NULL },
