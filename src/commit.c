@@ -380,8 +380,12 @@ void nt_thunk_teardown(ThunkObject *self)
     if (self->entry.entry != NULL)     /* none yet: creation failed before */
         nt_entry_free(&self->entry, nt_plan_what(self->plan, self->target));
     nt_thunk_reclaim_now(self);
-    nt_ctx_free_chain(self->ctx);
-    self->ctx = NULL;
+    /* NULL is published (release) before the context goes: a Numba
+       inlined call that loads the cell from now on traps instead of
+       reading freed cells (docs/architecture.md, memory ordering). */
+    nt_ctx *ctx = self->ctx;
+    __atomic_store_n(&self->ctx, NULL, __ATOMIC_RELEASE);
+    nt_ctx_free_chain(ctx);
     /* what it used: detached from the graph first, then let go */
     dep *deps = NULL;
     int ndeps = 0;
