@@ -495,11 +495,18 @@ static PyObject *resolve_call_args(ThunkObject *self, PyObject *args)
         if (need < 0)
             return NULL;
         if (need) {
+            /* Called outside the state lock (call_held): the hook is read
+               under it, as _register replaces it under it. */
+            PyObject *hook = NULL;
+            NT_LOCK_BEGIN
             nt_state *st = nt_get_state();
-            if (!nt_state_hooks_for(st, Py_TYPE(self)))
+            if (nt_state_hooks_for(st, Py_TYPE(self)))
+                hook = Py_NewRef(st->resolve_call);
+            NT_LOCK_END
+            if (hook == NULL)
                 return Py_NewRef(args);     /* the converter refuses them by name */
-            PyObject *r = PyObject_CallFunctionObjArgs(st->resolve_call, (PyObject *)self,
-                                                       args, NULL);
+            PyObject *r = PyObject_CallFunctionObjArgs(hook, (PyObject *)self, args, NULL);
+            Py_DECREF(hook);
             if (r != NULL && !PyTuple_Check(r)) {
                 Py_DECREF(r);
                 PyErr_SetString(PyExc_TypeError,
@@ -562,13 +569,22 @@ static PyObject *call_target(ThunkObject *self, PyObject *args, nt_lock_state *l
             goto done;
         }
     }
-    for (int k = 0; k < plan->nfwd; k++) {
+    /* Conversion reads what creation fixed (the signature, the plan, the
+       memoryview declarations) and this call's own cells: without a GIL
+       it runs outside the state lock, as with one it may let the GIL go. */
+    int converted = 1;
+    if (plan->nfwd > 0)
+        NT_UNLOCK(lk);
+    for (int k = 0; k < plan->nfwd && converted; k++) {
         int i = plan->fwd_index[k];
-        if (nt_convert(sig, i, PyTuple_GET_ITEM(args, k), &cells[k], &held,
-                       nt_thunk_mvspec(self, i), NULL) < 0)
-            goto done;
+        converted = nt_convert(sig, i, PyTuple_GET_ITEM(args, k), &cells[k], &held,
+                               nt_thunk_mvspec(self, i), NULL) == 0;
         avalues[k] = &cells[k];
     }
+    if (plan->nfwd > 0)
+        NT_LOCK(lk);
+    if (!converted)
+        goto done;
     /* Conversion may have run Python code: a release() made meanwhile
        left the thunk standing for this call, which now gives up. */
     if (self->released) {
@@ -614,7 +630,13 @@ static PyObject *call_held(ThunkObject *self, PyObject *args, PyObject *kwds,
         PyErr_SetString(PyExc_TypeError, "a thunk takes positional arguments only");
         return NULL;
     }
+    /* Python code, over the signature and plan only: outside the lock. */
+    int nfwd = self->plan->nfwd;
+    if (nfwd > 0)
+        NT_UNLOCK(lk);
     PyObject *resolved = resolve_call_args(self, args);
+    if (nfwd > 0)
+        NT_LOCK(lk);
     if (resolved == NULL)
         return NULL;
     PyObject *result = NULL;
