@@ -93,6 +93,11 @@ void __tsan_release(void *addr);
 #define NT_TSAN_ACQUIRE() ((void)0)
 #define NT_TSAN_RELEASE() ((void)0)
 #endif
+/* Where the section may have been suspended and resumed unseen (after
+   Python code, a buffer release, a decref), what the thread did before
+   is released and what others did meanwhile acquired, as the real lock
+   did: both annotations are true while the lock is held. */
+#define NT_TSAN_SYNC() (NT_TSAN_RELEASE(), NT_TSAN_ACQUIRE())
 typedef PyCriticalSection nt_lock_state;
 #define NT_LOCK(s) (PyCriticalSection_Begin((s), nt_state_lock), NT_TSAN_ACQUIRE())
 #define NT_UNLOCK(s) (NT_TSAN_RELEASE(), PyCriticalSection_End(s))
@@ -100,6 +105,7 @@ typedef PyCriticalSection nt_lock_state;
 typedef char nt_lock_state;
 #define NT_LOCK(s) ((void)(s))
 #define NT_UNLOCK(s) ((void)(s))
+#define NT_TSAN_SYNC() ((void)0)
 #endif
 #define NT_LOCK_BEGIN { nt_lock_state nt_lock_; NT_LOCK(&nt_lock_);
 #define NT_LOCK_END NT_UNLOCK(&nt_lock_); }

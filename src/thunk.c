@@ -142,6 +142,7 @@ static void thunk_dealloc(ThunkObject *self)
     if (self->weakreflist != NULL)
         PyObject_ClearWeakRefs((PyObject *)self);
     extra *x;
+    PyObject *owner, *sig;
     NT_LOCK_BEGIN
     nt_thunk_teardown(self);
     /* Released, a thunk stays in the registry while it exists: whatever
@@ -153,9 +154,13 @@ static void thunk_dealloc(ThunkObject *self)
         nt_plan_free(self->plan);
     x = self->x;
     self->x = NULL;
+    owner = self->owner;
+    sig = (PyObject *)self->sig;
+    self->owner = NULL;
+    self->sig = NULL;
     NT_LOCK_END
     /* The thunk is out of every table and graph: what it held goes
-       outside the lock (a finalizer may run). */
+       outside the lock (a finalizer may run), read from it before. */
     if (x != NULL) {
         Py_XDECREF(x->csig);
         Py_XDECREF(x->numba_type);
@@ -164,8 +169,8 @@ static void thunk_dealloc(ThunkObject *self)
         PyMem_Free(x->users);
         PyMem_Free(x);
     }
-    Py_XDECREF(self->owner);
-    Py_XDECREF(self->sig);
+    Py_XDECREF(owner);
+    Py_XDECREF(sig);
     type->tp_free((PyObject *)self);
     Py_DECREF(type);              /* subclasses too: the base is a heap type */
 }
@@ -821,7 +826,7 @@ static PyObject *thunk_exit(ThunkObject *self, PyObject *args)
 
 /* _needs_resolve(key, value): the parameter's index if the Python package
    must resolve value before rebind() takes it, else None. */
-static PyObject *thunk_needs_resolve(ThunkObject *self, PyObject *args)
+static PyObject *thunk_needs_resolve_held(ThunkObject *self, PyObject *args)
 {
     PyObject *key, *value;
     if (!PyArg_ParseTuple(args, "OO:_needs_resolve", &key, &value))
@@ -923,6 +928,7 @@ LOCKED(PyObject *, thunk_bindings, (ThunkObject *self, void *closure), (self, cl
 LOCKED(PyObject *, thunk_rebind, (ThunkObject *self, PyObject *args), (self, args))
 LOCKED(PyObject *, thunk_reclaim, (ThunkObject *self, PyObject *unused), (self, unused))
 LOCKED(PyObject *, thunk_enter, (ThunkObject *self, PyObject *unused), (self, unused))
+LOCKED(PyObject *, thunk_needs_resolve, (ThunkObject *self, PyObject *args), (self, args))
 LOCKED(PyObject *, thunk_inline_layout, (ThunkObject *self, PyObject *unused), (self, unused))
 
 static PyGetSetDef thunk_getset[] = {

@@ -31,7 +31,7 @@ venv="$work/venv"
 if [ ! -x "$venv/bin/python" ]; then
     "$python" -m venv "$venv"
 fi
-"$venv/bin/python" -m pip install -q --disable-pip-version-check numpy pytest hypothesis \
+"$venv/bin/python" -m pip install -q --disable-pip-version-check --only-binary=:all: numpy pytest hypothesis \
     "setuptools>=77" wheel
 cd "$work/src"
 NUMTHUNK_SANITIZE=thread NUMTHUNK_WERROR=1 "$venv/bin/python" setup.py -q build_ext --inplace
