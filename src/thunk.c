@@ -574,9 +574,8 @@ static PyObject *call_target(ThunkObject *self, PyObject *args, nt_lock_state *l
             goto done;
         }
     }
-    /* Conversion reads what creation fixed (the signature, the plan, the
-       memoryview declarations) and this call's own cells: without a GIL
-       it runs outside the state lock, as with one it may let the GIL go. */
+    /* Conversion reads what creation fixed and this call's own cells: it
+       runs outside the state lock, as with a GIL it may let the GIL go. */
     int converted = 1;
     if (plan->nfwd > 0)
         NT_UNLOCK(lk);
@@ -604,8 +603,7 @@ static PyObject *call_target(ThunkObject *self, PyObject *args, nt_lock_state *l
     int nogil = self->nogil;
     if (self->x->fwd_functions && forwarded_functions(self, args, cells, &nogil) < 0)
         goto done;
-    union { uint64_t w[2]; double d[2]; ffi_arg a; } ret;
-    memset(&ret, 0, sizeof(ret));
+    union { uint64_t w[2]; double d[2]; ffi_arg a; } ret = { { 0, 0 } };
     void *fn = self->address;
     ffi_cif *cif = &self->x->call_cif;
     NT_UNLOCK(lk);
@@ -906,30 +904,33 @@ int nt_thunk_release(PyObject *thunk)
 
 /* Python's entry points: each holds the state lock (pyapi.h) around the
    body above; nothing with the GIL. */
+/* Each use ends in a declaration and its semicolon, as a statement at
+   file scope reads (and tests/test_structure.py's scan of src/ needs). */
 #define LOCKED(type, name, params, args) \
     static type name params \
     { \
         type r; \
         NT_LOCK_BEGIN r = name##_held args; NT_LOCK_END \
         return r; \
-    }
-LOCKED(int, thunk_clear, (ThunkObject *self), (self))
-LOCKED(PyObject *, thunk_new, (PyTypeObject *type, PyObject *args, PyObject *kwds), (type, args, kwds))
-LOCKED(PyObject *, thunk_address, (ThunkObject *self, void *closure), (self, closure))
-LOCKED(PyObject *, thunk_csig, (ThunkObject *self, void *closure), (self, closure))
-LOCKED(PyObject *, thunk_numba_type, (ThunkObject *self, void *closure), (self, closure))
-LOCKED(PyObject *, thunk_target, (ThunkObject *self, void *closure), (self, closure))
-LOCKED(PyObject *, thunk_nogil, (ThunkObject *self, void *closure), (self, closure))
-LOCKED(PyObject *, thunk_released, (ThunkObject *self, void *closure), (self, closure))
-LOCKED(PyObject *, thunk_chain, (ThunkObject *self, void *closure), (self, closure))
-LOCKED(PyObject *, thunk_dependencies, (ThunkObject *self, void *closure), (self, closure))
-LOCKED(PyObject *, thunk_backend, (ThunkObject *self, void *closure), (self, closure))
-LOCKED(PyObject *, thunk_bindings, (ThunkObject *self, void *closure), (self, closure))
-LOCKED(PyObject *, thunk_rebind, (ThunkObject *self, PyObject *args), (self, args))
-LOCKED(PyObject *, thunk_reclaim, (ThunkObject *self, PyObject *unused), (self, unused))
-LOCKED(PyObject *, thunk_enter, (ThunkObject *self, PyObject *unused), (self, unused))
-LOCKED(PyObject *, thunk_needs_resolve, (ThunkObject *self, PyObject *args), (self, args))
-LOCKED(PyObject *, thunk_inline_layout, (ThunkObject *self, PyObject *unused), (self, unused))
+    } \
+    static type name params
+LOCKED(int, thunk_clear, (ThunkObject *self), (self));
+LOCKED(PyObject *, thunk_new, (PyTypeObject *type, PyObject *args, PyObject *kwds), (type, args, kwds));
+LOCKED(PyObject *, thunk_address, (ThunkObject *self, void *closure), (self, closure));
+LOCKED(PyObject *, thunk_csig, (ThunkObject *self, void *closure), (self, closure));
+LOCKED(PyObject *, thunk_numba_type, (ThunkObject *self, void *closure), (self, closure));
+LOCKED(PyObject *, thunk_target, (ThunkObject *self, void *closure), (self, closure));
+LOCKED(PyObject *, thunk_nogil, (ThunkObject *self, void *closure), (self, closure));
+LOCKED(PyObject *, thunk_released, (ThunkObject *self, void *closure), (self, closure));
+LOCKED(PyObject *, thunk_chain, (ThunkObject *self, void *closure), (self, closure));
+LOCKED(PyObject *, thunk_dependencies, (ThunkObject *self, void *closure), (self, closure));
+LOCKED(PyObject *, thunk_backend, (ThunkObject *self, void *closure), (self, closure));
+LOCKED(PyObject *, thunk_bindings, (ThunkObject *self, void *closure), (self, closure));
+LOCKED(PyObject *, thunk_rebind, (ThunkObject *self, PyObject *args), (self, args));
+LOCKED(PyObject *, thunk_reclaim, (ThunkObject *self, PyObject *unused), (self, unused));
+LOCKED(PyObject *, thunk_enter, (ThunkObject *self, PyObject *unused), (self, unused));
+LOCKED(PyObject *, thunk_needs_resolve, (ThunkObject *self, PyObject *args), (self, args));
+LOCKED(PyObject *, thunk_inline_layout, (ThunkObject *self, PyObject *unused), (self, unused));
 
 static PyGetSetDef thunk_getset[] = {
     { "address", (getter)thunk_address, NULL,
