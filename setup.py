@@ -2,6 +2,8 @@
 
 NUMTHUNK_WERROR=1    compile with -Werror (CI does)
 NUMTHUNK_SANITIZE=1  build with AddressSanitizer and UndefinedBehaviorSanitizer
+NUMTHUNK_SANITIZE=thread  build with ThreadSanitizer (tools/tsan.sh runs it
+                     on a free-threaded CPython, libtsan preloaded)
 """
 
 import glob
@@ -62,6 +64,13 @@ def compile_args():
                "-fno-sanitize-recover=undefined"]
         args += san + ["-O1", "-g"]
         link += san
+    elif os.environ.get("NUMTHUNK_SANITIZE") == "thread":
+        san = ["-fsanitize=thread", "-fno-omit-frame-pointer"]
+        args += san + ["-O1", "-g"]
+        link += san
+    elif os.environ.get("NUMTHUNK_SANITIZE"):
+        sys.exit("NUMTHUNK_SANITIZE is 1 (ASan and UBSan) or thread (TSan), not %r"
+                 % os.environ["NUMTHUNK_SANITIZE"])
     return args, link
 
 

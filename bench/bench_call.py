@@ -52,19 +52,36 @@ def table(title, rows, base=None):
 
 
 def main():
-    import numba
-    from numba import carray, cfunc, njit
-    from numba.types import CPointer, float64, intc
-
-    print(f"numthunk {nt.__version__}, numba {numba.__version__}, numpy {np.__version__}; "
+    try:
+        import numba
+    except ImportError:          # no Numba wheel (free-threaded 3.13): the rest
+        numba = None
+    gil = getattr(sys, "_is_gil_enabled", lambda: True)()
+    print(f"numthunk {nt.__version__}, numba {numba.__version__ if numba else 'none'}, "
+          f"numpy {np.__version__}; Python {sys.version.split()[0]}"
+          f"{'' if gil else ' without the GIL'}; "
           f"engines: native={nt.backend_info()['native_available']} "
           f"memory={nt.backend_info()['memory_policy']}; {CALLS:.0e} calls, median of {REPEAT}")
+    vec = np.array([1.0, 2.0, 3.0, 4.0])
+    if numba is not None:
+        numba_tables(vec)
+    else:
+        print("\n(no Numba: the @njit tables, the cfunc closures and bind(@cfunc) are left out)")
+    kern = nt._core._kernels()
+    csum = nt.Function(kern["sum"], "double (const double *, int)")
+    c_tables(vec, kern, csum)
+    python_table(vec, kern, csum)
+    creation(vec, csum, numba)
+
+
+def numba_tables(vec):
+    from numba import carray, cfunc, njit
+    from numba.types import CPointer, float64, intc
 
     @cfunc(float64(CPointer(float64), intc))
     def c_sum(ptr, n):
         return np.sum(carray(ptr, n))
 
-    vec = np.array([1.0, 2.0, 3.0, 4.0])
     direct = c_sum.ctypes
     native = nt.bind(c_sum, vec, nt.size(vec), engine="native")
     ffi = nt.bind(c_sum, vec, nt.size(vec), engine="ffi")
@@ -113,11 +130,18 @@ def main():
     table("call cost from an @njit loop (double (void) over sum(double *, int), 4 elements)",
           rows, d)
 
-    kern = nt._core._kernels()
+
+
+def c_tables(vec, kern, csum):
+    k = CALLS
+    few = max(CALLS // 500, 1000)
+    pyproto = ctypes.CFUNCTYPE(ctypes.c_double)
+    ptr = vec.ctypes.data_as(ctypes.POINTER(ctypes.c_double))
+    direct = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_void_p, ctypes.c_int)(kern["sum"])
+    pycb = pyproto(lambda: direct(ptr, 4))
     c_loop = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_void_p, ctypes.c_long)(kern["call_loop"])
     direct_loop = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_void_p, ctypes.c_void_p,
                                    ctypes.c_int, ctypes.c_long)(kern["direct_loop"])
-    csum = nt.Function(kern["sum"], "double (const double *, int)")
     cn = nt.bind(csum, vec, 4, engine="native")
     cf = nt.bind(csum, vec, 4, engine="ffi")
     assert (c_loop(cn.address, 10) == c_loop(cf.address, 10)
@@ -146,28 +170,60 @@ def main():
         ("numthunk libffi thunk", median(lambda: c_loop(mf.address, k)) / k),
     ], d)
 
+
+
+def python_table(vec, kern, csum):
+    """A call from Python: thunk() against the target called through ctypes
+    (without a GIL, the state lock's cost is here)."""
+    k = CALLS // 10
+    direct = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_void_p, ctypes.c_int)(kern["sum"])
+    p = vec.ctypes.data
+    cn = nt.bind(csum, vec, 4, engine="native")
+    cf = nt.bind(csum, vec, 4, engine="ffi")
+    args = nt.bind(csum, nt.ARG, nt.ARG, engine="native")
+
+    def loop(f, *a):
+        for _ in range(k):
+            f(*a)
+    d = median(lambda: loop(direct, p, 4)) / k
+    table("call cost from Python (a for loop; the target through ctypes is the base)", [
+        ("ctypes: sum(p, 4)", d),
+        ("numthunk native thunk()", median(lambda: loop(cn)) / k),
+        ("numthunk libffi thunk()", median(lambda: loop(cf)) / k),
+        ("numthunk native thunk(arr, 4), converted", median(lambda: loop(args, vec, 4)) / k),
+    ], d)
+
+
+def creation(vec, fn, numba):
     # ---- creation
     n_make = 20_000 if not QUICK else 5_000
     size = nt.size(vec)
-    make_native = median(lambda: [nt.bind(c_sum, vec, size) for _ in range(n_make)]) / n_make
-    fn = nt.Function(c_sum.address, "double (const double *, int)")
     make_fn = median(lambda: [nt.bind(fn, vec, size) for _ in range(n_make)]) / n_make
     make_ffi = median(lambda: [nt.bind(fn, vec, size, engine="ffi")
                                for _ in range(n_make)]) / n_make
-
-    def make_closure():
-        @cfunc(float64())
-        def thunk_closure():
-            return direct(vec.ctypes, np.intc(4))
-        return thunk_closure
-
-    closure_time = median(make_closure, repeat=3)
     print("\ncreation cost")
     print(f"  numthunk.bind(Function, arr, size(arr)), native  {make_fn * 1e6:9.2f} µs")
-    print(f"  numthunk.bind(@cfunc, arr, size(arr)), native    {make_native * 1e6:9.2f} µs")
     print(f"  numthunk.bind(Function, ...), libffi             {make_ffi * 1e6:9.2f} µs")
-    print(f"  Numba cfunc closure (compile)                    {closure_time * 1e6:9.2f} µs"
-          f"   ({closure_time / make_fn:,.0f}x)")
+    if numba is not None:
+        from numba import carray, cfunc
+        from numba.types import CPointer, float64, intc
+
+        @cfunc(float64(CPointer(float64), intc))
+        def c_sum(ptr, n):
+            return np.sum(carray(ptr, n))
+        direct = c_sum.ctypes
+        make_native = median(lambda: [nt.bind(c_sum, vec, size) for _ in range(n_make)]) / n_make
+
+        def make_closure():
+            @cfunc(float64())
+            def thunk_closure():
+                return direct(vec.ctypes, np.intc(4))
+            return thunk_closure
+
+        closure_time = median(make_closure, repeat=3)
+        print(f"  numthunk.bind(@cfunc, arr, size(arr)), native    {make_native * 1e6:9.2f} µs")
+        print(f"  Numba cfunc closure (compile)                    {closure_time * 1e6:9.2f} µs"
+              f"   ({closure_time / make_fn:,.0f}x)")
 
     # ---- memory
     n_mem = 100_000

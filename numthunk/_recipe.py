@@ -35,6 +35,7 @@ import importlib
 import os
 import pickle
 import sys
+import threading
 import weakref
 
 import numpy as np
@@ -532,7 +533,10 @@ def reduce_thunk(t):
 # the unpickled array, for as long as it lives: the thunks of one pickle
 # that share an array (the pickle memo gives them one object, alive until
 # the load ends) share its copy too.
+# Its check-then-delete runs under _copies_lock: without a GIL, a load in
+# another thread may replace the entry between the two.
 _copies = {}
+_copies_lock = threading.RLock()   # gone() may run inside, from the collector
 
 
 def _owned_copy(a):
@@ -543,10 +547,12 @@ def _owned_copy(a):
     c = np.array(a, order="K")
 
     def gone(ref, key=key):
-        if _copies.get(key, (None,))[0] is ref:
-            del _copies[key]
+        with _copies_lock:
+            if _copies.get(key, (None,))[0] is ref:
+                del _copies[key]
 
-    _copies[key] = (weakref.ref(a, gone), c)
+    with _copies_lock:
+        _copies[key] = (weakref.ref(a, gone), c)
     return c
 
 

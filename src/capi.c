@@ -22,7 +22,8 @@
    lowlevelcallable(), Numba's protocol), registered when the package was
    imported (PyCapsule_Import imports it before any extension can reach
    this table), else the core type (docs/architecture.md, "The C/Python
-   boundary"). */
+   boundary"). Read under the state lock (pyapi.h), as _register writes
+   it. */
 static PyTypeObject *thunk_class(const nt_state *st)
 {
     return st->thunk_class != NULL ? st->thunk_class : st->thunk_type;
@@ -102,11 +103,12 @@ static PyObject *capi_create(PyObject *signature, void *target, PyObject *const 
         nt_raise(&err);
         return NULL;
     }
-    PyTypeObject *cls = thunk_class(st);
     PyObject *result = NULL, *resolved = NULL;
     PyObject *tuple = PyTuple_New(nvalues);
     if (tuple == NULL)
         return NULL;
+    NT_LOCK_BEGIN
+    PyTypeObject *cls = thunk_class(st);
     for (Py_ssize_t i = 0; i < nvalues; i++)
         PyTuple_SET_ITEM(tuple, i, Py_NewRef(values[i] != NULL ? values[i] : NT_ARG));
     const nt_sig *sig = ((nt_SignatureObject *)signature)->sig;
@@ -119,6 +121,7 @@ static PyObject *capi_create(PyObject *signature, void *target, PyObject *const 
                              resolved != NULL ? resolved : tuple, owner,
                              !(flags & NUMTHUNK_NEEDS_GIL), NULL, wanted, NULL);
 done:
+    NT_LOCK_END
     Py_DECREF(tuple);
     Py_XDECREF(resolved);
     return result;

@@ -335,6 +335,7 @@ static int check_dep(ThunkObject *self, const void *address, ThunkObject *d,
    reference may run Python code, which then sees a consistent thunk. */
 void nt_thunk_reclaim_now(ThunkObject *self)
 {
+    NT_TSAN_SYNC();
     nt_ctx *older = NULL;
     if (self->ctx != NULL) {
         older = self->ctx->older;
@@ -362,6 +363,7 @@ void nt_thunk_reclaim_now(ThunkObject *self)
    raise from now on. */
 void nt_thunk_mark_released(ThunkObject *self)
 {
+    NT_TSAN_SYNC();
     if (!self->released) {
         self->released = 1;
         break_users(self);
@@ -373,6 +375,7 @@ void nt_thunk_mark_released(ThunkObject *self)
    flight. Idempotent. */
 void nt_thunk_teardown(ThunkObject *self)
 {
+    NT_TSAN_SYNC();
     if (self->torn)
         return;
     nt_thunk_mark_released(self);
@@ -380,8 +383,12 @@ void nt_thunk_teardown(ThunkObject *self)
     if (self->entry.entry != NULL)     /* none yet: creation failed before */
         nt_entry_free(&self->entry, nt_plan_what(self->plan, self->target));
     nt_thunk_reclaim_now(self);
-    nt_ctx_free_chain(self->ctx);
-    self->ctx = NULL;
+    /* NULL is published (release) before the context goes: a Numba
+       inlined call that loads the cell from now on traps instead of
+       reading freed cells (docs/architecture.md, memory ordering). */
+    nt_ctx *ctx = self->ctx;
+    __atomic_store_n(&self->ctx, NULL, __ATOMIC_RELEASE);
+    nt_ctx_free_chain(ctx);
     /* what it used: detached from the graph first, then let go */
     dep *deps = NULL;
     int ndeps = 0;
@@ -781,6 +788,7 @@ PyObject *nt_thunk_create(PyTypeObject *type, nt_SignatureObject *sig, void *tar
     ThunkObject *self = PyObject_GC_NewVar(ThunkObject, type, nargs);
     if (self == NULL)
         return NULL;
+    NT_TSAN_SYNC();               /* the memory may be a freed thunk's */
     /* All of it: a subclass without __slots__ keeps its __dict__ pointer
        after the bindings, which must start out NULL. */
     size_t size = (size_t)type->tp_basicsize + (size_t)nargs * (size_t)type->tp_itemsize;
@@ -800,11 +808,13 @@ PyObject *nt_thunk_create(PyTypeObject *type, nt_SignatureObject *sig, void *tar
         goto error_nt;
     if (gather_deps(self, values, via) < 0 || convert_bound(self, values) < 0)
         goto error;
+    NT_TSAN_SYNC();
     if (self->plan->backend->entry_new(self->plan, self->ctx, &self->entry, &self->address,
                                        &err) != NT_OK)
         goto error_nt;
     if (link_deps(self) < 0)
         goto error;
+    NT_TSAN_SYNC();               /* conversion ran Python code */
     if (nt_registry_add(self) < 0) {
         PyErr_NoMemory();
         goto error;
@@ -1092,6 +1102,7 @@ static int prepare_current(ThunkObject *self, int i, PyObject *value, uint64_t n
                            rebind_prep *p)
 {
     for (int attempt = 0;; attempt++) {
+        NT_TSAN_SYNC();
         if (self->released) {
             PyErr_SetString(PyExc_ValueError,
                             "the thunk was released while rebind() converted the new value" SEE_LIFETIME);
@@ -1152,6 +1163,7 @@ int nt_thunk_rebind(ThunkObject *self, int i, PyObject *value)
     if (prepare_current(self, i, value, newkey, &p) < 0)
         goto error;
     /* From here no Python code runs until the change is published. */
+    NT_TSAN_SYNC();
     int function = sig->args[i].kind == NT_FNPTR;
     ThunkObject *d = NULL;
     if (function && prepare_dep(self, i, &cell, &d) < 0)

@@ -338,7 +338,7 @@ static int to_float(double d, float *out, PyObject *value, nt_label *what)
 
 static int convert_real(const nt_type *t, PyObject *value, void *cell, nt_label *what)
 {
-    double d;
+    double d = 0.0;   /* set by as_double on success; GCC -O1 with TSan cannot see that */
     if (as_double(value, &d, what) < 0)
         return -1;
     memset(cell, 0, 8);

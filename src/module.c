@@ -359,11 +359,19 @@ static PyObject *mod_register(PyObject *module, PyObject *args, PyObject *kwds)
         return NULL;
     }
     nt_state *st = PyModule_GetState(module);
-    Py_XSETREF(st->thunk_class, (PyTypeObject *)Py_NewRef(items[0]));
-    Py_XSETREF(st->resolve_values, Py_NewRef(items[1]));
-    Py_XSETREF(st->resolve_call, Py_NewRef(items[2]));
-    Py_XSETREF(st->resolve_rebind, Py_NewRef(items[3]));
-    Py_XSETREF(st->numba_type, Py_NewRef(items[4]));
+    /* Thunks and the C API read these under the state lock (pyapi.h);
+       what they replace goes after it (a finalizer may run). */
+    PyObject **slots[5] = { (PyObject **)&st->thunk_class, &st->resolve_values,
+                            &st->resolve_call, &st->resolve_rebind, &st->numba_type };
+    PyObject *old[5];
+    NT_LOCK_BEGIN
+    for (int k = 0; k < 5; k++) {
+        old[k] = *slots[k];
+        *slots[k] = Py_NewRef(items[k]);
+    }
+    NT_LOCK_END
+    for (int k = 0; k < 5; k++)
+        Py_XDECREF(old[k]);
     Py_RETURN_NONE;
 }
 
@@ -446,6 +454,25 @@ static PyMethodDef module_methods[] = {
     { NULL, NULL, 0, NULL }
 };
 
+#ifdef Py_GIL_DISABLED
+PyObject *nt_state_lock;
+#endif
+
+/* The object whose critical section is the state lock (pyapi.h): made by
+   the first exec, kept for the life of the process rather than in the
+   module state, as the registry and the engines it guards are (one core
+   per process), and because a thunk may outlive the module object: its
+   dealloc still takes the lock. */
+int nt_state_lock_ready(void)
+{
+#ifdef Py_GIL_DISABLED
+    if (nt_state_lock == NULL)
+        nt_state_lock = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type);
+    return nt_state_lock != NULL ? 0 : -1;
+#else
+    return 0;
+#endif
+}
 
 static int check_config(void)
 {
@@ -466,7 +493,7 @@ static int module_exec(PyObject *m)
                         "process (not in a second interpreter, nor loaded twice)");
         return -1;
     }
-    if (_import_array() < 0 || check_config() < 0)
+    if (_import_array() < 0 || check_config() < 0 || nt_state_lock_ready() < 0)
         return -1;
     nt_kinds_ready();
     nt_state *st = PyModule_GetState(m);
@@ -489,7 +516,11 @@ static PyModuleDef_Slot module_slots[] = {
 #ifdef Py_mod_multiple_interpreters
     { Py_mod_multiple_interpreters, Py_MOD_MULTIPLE_INTERPRETERS_NOT_SUPPORTED },
 #endif
-    /* Py_mod_gil (the free-threaded 3.13 build) belongs here */
+#ifdef Py_GIL_DISABLED
+    /* Every piece of shared state has its lock or atomic without the GIL
+       (docs/architecture.md, "Shared state and its protection"). */
+    { Py_mod_gil, Py_MOD_GIL_NOT_USED },
+#endif
     { 0, NULL }
 };
 

@@ -58,6 +58,59 @@ static inline nt_state *nt_get_state(void)
    registered thunk class or a subclass of it. */
 int nt_state_hooks_for(const nt_state *st, PyTypeObject *tp);
 
+/* ---- the state lock: free-threaded builds (docs/architecture.md) ----
+   Every counter, flag, graph link, table and cache of the Python layer
+   (thunks, the registry, the Signatures' plan caches, the registered
+   thunk class and hooks of the module state) changes with the GIL held
+   where there is a GIL. Without one
+   (Py_GIL_DISABLED) the same code runs inside a critical section on one
+   process-wide object, nt_state_lock (module.c): held while the code
+   runs, suspended wherever the thread detaches (the GIL let go around a
+   target, a wait, a lock another thread holds) as the GIL would have
+   been let go, so the "resolve, then commit" reasoning holds unchanged:
+   after Python code or a call that may block, state is checked again.
+   NT_LOCK_BEGIN/NT_LOCK_END open and close a block holding it;
+   NT_LOCK/NT_UNLOCK take and leave it through an nt_lock_state, so that
+   a callee can leave it around a target called from Python. With the GIL
+   they are nothing: a plain block, and no code on any path. */
+#ifdef Py_GIL_DISABLED
+extern PyObject *nt_state_lock;
+/* CPython is not built with ThreadSanitizer: its mutexes are invisible to
+   it, so a TSan build (NUMTHUNK_SANITIZE=thread) tells it of the lock. */
+#if defined(__SANITIZE_THREAD__)
+#define NT_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define NT_TSAN 1
+#endif
+#endif
+#ifdef NT_TSAN
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+#define NT_TSAN_ACQUIRE() __tsan_acquire(&nt_state_lock)
+#define NT_TSAN_RELEASE() __tsan_release(&nt_state_lock)
+#else
+#define NT_TSAN_ACQUIRE() ((void)0)
+#define NT_TSAN_RELEASE() ((void)0)
+#endif
+/* Where the section may have been suspended and resumed unseen (after
+   Python code, a buffer release, a decref), what the thread did before
+   is released and what others did meanwhile acquired, as the real lock
+   did: both annotations are true while the lock is held. */
+#define NT_TSAN_SYNC() (NT_TSAN_RELEASE(), NT_TSAN_ACQUIRE())
+typedef PyCriticalSection nt_lock_state;
+#define NT_LOCK(s) (PyCriticalSection_Begin((s), nt_state_lock), NT_TSAN_ACQUIRE())
+#define NT_UNLOCK(s) (NT_TSAN_RELEASE(), PyCriticalSection_End(s))
+#else
+typedef char nt_lock_state;
+#define NT_LOCK(s) ((void)(s))
+#define NT_UNLOCK(s) ((void)(s))
+#define NT_TSAN_SYNC() ((void)0)
+#endif
+#define NT_LOCK_BEGIN { nt_lock_state nt_lock_; NT_LOCK(&nt_lock_);
+#define NT_LOCK_END NT_UNLOCK(&nt_lock_); }
+int nt_state_lock_ready(void);
+
 /* ---- binding markers (markers.c): C types, read as structs ---- */
 
 /* The ARG singleton, the module's (its type has no other instance). */

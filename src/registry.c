@@ -13,9 +13,9 @@
  *
  * The registry holds no reference. A slot is the owner pointer alone (8
  * bytes): an owner's address is read from the owner itself, at the offset
- * nt_registry_init was given. Every call runs with the GIL held (thunk.c);
- * these functions are the only ones that touch the table, so a
- * free-threaded build locks here.
+ * nt_registry_init was given. Every call runs with the GIL held, or
+ * without a GIL under the state lock (pyapi.h), which thunk.c's and
+ * capi.c's entry points take before they reach commit.c, the only caller.
  *
  * Open addressing with linear probing and backward-shift deletion, at most
  * half full.

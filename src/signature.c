@@ -111,6 +111,9 @@ static PyObject *signature_new(PyTypeObject *type, PyObject *args, PyObject *kwd
     return nt_signature_wrap(type, sig);
 }
 
+/* The plan cache changes only here, called by commit.c under the GIL or
+   the state lock (pyapi.h); freed with the Signature, which no thunk
+   holds any more. */
 nt_plan *nt_signature_plan(nt_SignatureObject *self, const uint8_t *pattern,
                            const nt_backend *wanted, int *owned, nt_error *err)
 {

@@ -11,7 +11,9 @@
  * made from inside a call of the same thunk on this thread (a target that
  * calls back into Python) marks the thunk released and leaves the teardown
  * to that call's return. reclaim() with calls in flight is deferred the
- * same way. Every counter and flag here changes with the GIL held.
+ * same way. Every counter and flag here changes with the GIL held, or
+ * without a GIL under the state lock (pyapi.h): the entry points at the
+ * end of this file take it, __call__ leaves it around the target.
  *
  * The entry never needs the GIL. __call__ (from Python) releases it only
  * for targets that declare nogil.
@@ -119,7 +121,7 @@ static int thunk_traverse(ThunkObject *self, visitproc visit, void *arg)
     return 0;
 }
 
-static int thunk_clear(ThunkObject *self)
+static int thunk_clear_held(ThunkObject *self)
 {
     /* A thunk with a call in flight is reachable from that call. */
     if (inflight(self) > 0)
@@ -139,6 +141,9 @@ static void thunk_dealloc(ThunkObject *self)
     PyObject_GC_UnTrack(self);
     if (self->weakreflist != NULL)
         PyObject_ClearWeakRefs((PyObject *)self);
+    extra *x;
+    PyObject *owner, *sig;
+    NT_LOCK_BEGIN
     nt_thunk_teardown(self);
     /* Released, a thunk stays in the registry while it exists: whatever
        still holds it (t.ctypes, a capsule, address(owner=t)) and is bound
@@ -147,16 +152,25 @@ static void thunk_dealloc(ThunkObject *self)
     nt_registry_remove(self);
     if (self->plan_owned)
         nt_plan_free(self->plan);
-    if (self->x != NULL) {
-        Py_XDECREF(self->x->csig);
-        Py_XDECREF(self->x->numba_type);
-        PyMem_Free(self->x->call_types);
-        PyMem_Free(self->x->mvspecs);
-        PyMem_Free(self->x->users);
-        PyMem_Free(self->x);
+    x = self->x;
+    self->x = NULL;
+    owner = self->owner;
+    sig = (PyObject *)self->sig;
+    self->owner = NULL;
+    self->sig = NULL;
+    NT_LOCK_END
+    /* The thunk is out of every table and graph: what it held goes
+       outside the lock (a finalizer may run), read from it before. */
+    if (x != NULL) {
+        Py_XDECREF(x->csig);
+        Py_XDECREF(x->numba_type);
+        PyMem_Free(x->call_types);
+        PyMem_Free(x->mvspecs);
+        PyMem_Free(x->users);
+        PyMem_Free(x);
     }
-    Py_XDECREF(self->owner);
-    Py_XDECREF(self->sig);
+    Py_XDECREF(owner);
+    Py_XDECREF(sig);
     type->tp_free((PyObject *)self);
     Py_DECREF(type);              /* subclasses too: the base is a heap type */
 }
@@ -264,7 +278,7 @@ static PyObject *make_thunk(PyTypeObject *type, new_args *a)
     return self;
 }
 
-static PyObject *thunk_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+static PyObject *thunk_new_held(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     new_args a;
     if (parse_new_args(args, kwds, &a) < 0)
@@ -288,12 +302,16 @@ PyObject *nt_thunk_new_positional(PyObject *module, PyObject *const *v, Py_ssize
         a.nogil = v[5] == Py_True;
     else if ((a.nogil = PyObject_IsTrue(v[5])) < 0)
         return NULL;
-    return make_thunk((PyTypeObject *)v[0], &a);
+    PyObject *r;
+    NT_LOCK_BEGIN
+    r = make_thunk((PyTypeObject *)v[0], &a);
+    NT_LOCK_END
+    return r;
 }
 
 /* ---- attributes ---- */
 
-static PyObject *thunk_address(ThunkObject *self, void *closure)
+static PyObject *thunk_address_held(ThunkObject *self, void *closure)
 {
     (void)closure;
     if (nt_thunk_released_error(self) < 0)
@@ -301,7 +319,7 @@ static PyObject *thunk_address(ThunkObject *self, void *closure)
     return PyLong_FromVoidPtr(self->address);
 }
 
-static PyObject *thunk_csig(ThunkObject *self, void *closure)
+static PyObject *thunk_csig_held(ThunkObject *self, void *closure)
 {
     (void)closure;
     if (self->x != NULL && self->x->csig != NULL)
@@ -342,7 +360,7 @@ static PyObject *thunk_csig(ThunkObject *self, void *closure)
    compiled code: a C getter with the type cached on the thunk keeps that
    off the Python level. The package's registered numba_type makes the
    type the first time (it imports Numba); the core type alone has none. */
-static PyObject *thunk_numba_type(ThunkObject *self, void *closure)
+static PyObject *thunk_numba_type_held(ThunkObject *self, void *closure)
 {
     (void)closure;
     if (self->x != NULL && self->x->numba_type != NULL)
@@ -372,7 +390,7 @@ static PyObject *thunk_target_signature(ThunkObject *self, void *closure)
     return Py_NewRef(self->sig);
 }
 
-static PyObject *thunk_target(ThunkObject *self, void *closure)
+static PyObject *thunk_target_held(ThunkObject *self, void *closure)
 {
     (void)closure;
     return Py_NewRef(self->owner != NULL ? self->owner : Py_None);
@@ -384,26 +402,26 @@ static PyObject *thunk_target_address(ThunkObject *self, void *closure)
     return PyLong_FromVoidPtr(self->target);
 }
 
-static PyObject *thunk_nogil(ThunkObject *self, void *closure)
+static PyObject *thunk_nogil_held(ThunkObject *self, void *closure)
 {
     (void)closure;
     return PyBool_FromLong(self->nogil);
 }
 
-static PyObject *thunk_released(ThunkObject *self, void *closure)
+static PyObject *thunk_released_held(ThunkObject *self, void *closure)
 {
     (void)closure;
     return PyBool_FromLong(self->released);
 }
 
-static PyObject *thunk_chain(ThunkObject *self, void *closure)
+static PyObject *thunk_chain_held(ThunkObject *self, void *closure)
 {
     (void)closure;
     return PyLong_FromLong(self->chain);
 }
 
 /* (thunk, ...): what this thunk uses now, in the order recorded */
-static PyObject *thunk_dependencies(ThunkObject *self, void *closure)
+static PyObject *thunk_dependencies_held(ThunkObject *self, void *closure)
 {
     (void)closure;
     int n = self->x != NULL ? self->x->ndeps : 0;
@@ -415,7 +433,7 @@ static PyObject *thunk_dependencies(ThunkObject *self, void *closure)
     return t;
 }
 
-static PyObject *thunk_backend(ThunkObject *self, void *closure)
+static PyObject *thunk_backend_held(ThunkObject *self, void *closure)
 {
     (void)closure;
     if (nt_thunk_released_error(self) < 0)
@@ -424,7 +442,7 @@ static PyObject *thunk_backend(ThunkObject *self, void *closure)
 }
 
 /* (value or ARG, ...) in target parameter order */
-static PyObject *thunk_bindings(ThunkObject *self, void *closure)
+static PyObject *thunk_bindings_held(ThunkObject *self, void *closure)
 {
     (void)closure;
     if (nt_thunk_released_error(self) < 0)
@@ -482,11 +500,18 @@ static PyObject *resolve_call_args(ThunkObject *self, PyObject *args)
         if (need < 0)
             return NULL;
         if (need) {
+            /* Called outside the state lock (call_held): the hook is read
+               under it, as _register replaces it under it. */
+            PyObject *hook = NULL;
+            NT_LOCK_BEGIN
             nt_state *st = nt_get_state();
-            if (!nt_state_hooks_for(st, Py_TYPE(self)))
+            if (nt_state_hooks_for(st, Py_TYPE(self)))
+                hook = Py_NewRef(st->resolve_call);
+            NT_LOCK_END
+            if (hook == NULL)
                 return Py_NewRef(args);     /* the converter refuses them by name */
-            PyObject *r = PyObject_CallFunctionObjArgs(st->resolve_call, (PyObject *)self,
-                                                       args, NULL);
+            PyObject *r = PyObject_CallFunctionObjArgs(hook, (PyObject *)self, args, NULL);
+            Py_DECREF(hook);
             if (r != NULL && !PyTuple_Check(r)) {
                 Py_DECREF(r);
                 PyErr_SetString(PyExc_TypeError,
@@ -527,7 +552,10 @@ static int forwarded_functions(ThunkObject *self, PyObject *args,
     return 0;
 }
 
-static PyObject *call_target(ThunkObject *self, PyObject *args)
+/* lk: the state lock, left around the target (pyapi.h): other threads
+   call, rebind and release meanwhile; the count in flight keeps this
+   call's entry, contexts and buffers. */
+static PyObject *call_target(ThunkObject *self, PyObject *args, nt_lock_state *lk)
 {
     const nt_plan *plan = self->plan;
     const nt_sig *sig = self->sig->sig;
@@ -546,13 +574,21 @@ static PyObject *call_target(ThunkObject *self, PyObject *args)
             goto done;
         }
     }
-    for (int k = 0; k < plan->nfwd; k++) {
+    /* Conversion reads what creation fixed and this call's own cells: it
+       runs outside the state lock, as with a GIL it may let the GIL go. */
+    int converted = 1;
+    if (plan->nfwd > 0)
+        NT_UNLOCK(lk);
+    for (int k = 0; k < plan->nfwd && converted; k++) {
         int i = plan->fwd_index[k];
-        if (nt_convert(sig, i, PyTuple_GET_ITEM(args, k), &cells[k], &held,
-                       nt_thunk_mvspec(self, i), NULL) < 0)
-            goto done;
+        converted = nt_convert(sig, i, PyTuple_GET_ITEM(args, k), &cells[k], &held,
+                               nt_thunk_mvspec(self, i), NULL) == 0;
         avalues[k] = &cells[k];
     }
+    if (plan->nfwd > 0)
+        NT_LOCK(lk);
+    if (!converted)
+        goto done;
     /* Conversion may have run Python code: a release() made meanwhile
        left the thunk standing for this call, which now gives up. */
     if (self->released) {
@@ -567,10 +603,10 @@ static PyObject *call_target(ThunkObject *self, PyObject *args)
     int nogil = self->nogil;
     if (self->x->fwd_functions && forwarded_functions(self, args, cells, &nogil) < 0)
         goto done;
-    union { uint64_t w[2]; double d[2]; ffi_arg a; } ret;
-    memset(&ret, 0, sizeof(ret));
+    union { uint64_t w[2]; double d[2]; ffi_arg a; } ret = { { 0, 0 } };
     void *fn = self->address;
     ffi_cif *cif = &self->x->call_cif;
+    NT_UNLOCK(lk);
     if (nogil) {
         Py_BEGIN_ALLOW_THREADS
         ffi_call(cif, FFI_FN(fn), &ret, avalues);
@@ -578,6 +614,7 @@ static PyObject *call_target(ThunkObject *self, PyObject *args)
     } else {
         ffi_call(cif, FFI_FN(fn), &ret, avalues);
     }
+    NT_LOCK(lk);
     /* A target that needs the GIL (Cython) may return with an exception set. */
     if (!nogil && PyErr_Occurred())
         goto done;
@@ -589,13 +626,20 @@ done:
     return result;
 }
 
-static PyObject *thunk_call(ThunkObject *self, PyObject *args, PyObject *kwds)
+static PyObject *call_held(ThunkObject *self, PyObject *args, PyObject *kwds,
+                           nt_lock_state *lk)
 {
     if (kwds != NULL && PyDict_GET_SIZE(kwds) > 0) {
         PyErr_SetString(PyExc_TypeError, "a thunk takes positional arguments only");
         return NULL;
     }
+    /* Python code, over the signature and plan only: outside the lock. */
+    int nfwd = self->plan->nfwd;
+    if (nfwd > 0)
+        NT_UNLOCK(lk);
     PyObject *resolved = resolve_call_args(self, args);
+    if (nfwd > 0)
+        NT_LOCK(lk);
     if (resolved == NULL)
         return NULL;
     PyObject *result = NULL;
@@ -612,13 +656,22 @@ static PyObject *thunk_call(ThunkObject *self, PyObject *args, PyObject *kwds)
     self->inflight = inflight(self) + 1;
     call_frame frame = { self, calls };
     calls = &frame;
-    result = call_target(self, resolved);
+    result = call_target(self, resolved, lk);
     inflight(self);              /* a fork() meanwhile: count this call again */
     calls = frame.up;
     call_done(self);
 out:
     Py_DECREF(resolved);
     return result;
+}
+
+static PyObject *thunk_call(ThunkObject *self, PyObject *args, PyObject *kwds)
+{
+    PyObject *r;
+    NT_LOCK_BEGIN
+    r = call_held(self, args, kwds, &nt_lock_);
+    NT_LOCK_END
+    return r;
 }
 
 /* ---- rebind / reclaim / release ---- */
@@ -658,7 +711,7 @@ static int param_index(ThunkObject *self, PyObject *key)
     return (int)i;
 }
 
-int nt_thunk_rebind_key(PyObject *thunk, PyObject *key, PyObject *value)
+static int rebind_key_held(PyObject *thunk, PyObject *key, PyObject *value)
 {
     ThunkObject *self = (ThunkObject *)thunk;
     if (nt_thunk_released_error(self) < 0)
@@ -682,17 +735,27 @@ int nt_thunk_rebind_key(PyObject *thunk, PyObject *key, PyObject *value)
     return r;
 }
 
-static PyObject *thunk_rebind(ThunkObject *self, PyObject *args)
+/* The C API's rebind (capi.c): under the state lock, as Thunk.rebind. */
+int nt_thunk_rebind_key(PyObject *thunk, PyObject *key, PyObject *value)
+{
+    int r;
+    NT_LOCK_BEGIN
+    r = rebind_key_held(thunk, key, value);
+    NT_LOCK_END
+    return r;
+}
+
+static PyObject *thunk_rebind_held(ThunkObject *self, PyObject *args)
 {
     PyObject *key, *value;
     if (!PyArg_ParseTuple(args, "OO:rebind", &key, &value))
         return NULL;
-    if (nt_thunk_rebind_key((PyObject *)self, key, value) < 0)
+    if (rebind_key_held((PyObject *)self, key, value) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
 
-static PyObject *thunk_reclaim(ThunkObject *self, PyObject *unused)
+static PyObject *thunk_reclaim_held(ThunkObject *self, PyObject *unused)
 {
     (void)unused;
     if (nt_thunk_released_error(self) < 0)
@@ -704,9 +767,10 @@ static PyObject *thunk_reclaim(ThunkObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
-static PyObject *thunk_release(ThunkObject *self, PyObject *unused)
+/* lk: the state lock the caller holds, left during the wait. */
+static PyObject *release_held(ThunkObject *self, nt_lock_state *lk)
 {
-    (void)unused;
+    (void)lk;
     if (!self->released) {
         nt_thunk_mark_released(self);
         /* Calls from other threads are waited for; a call of this thread
@@ -714,9 +778,11 @@ static PyObject *thunk_release(ThunkObject *self, PyObject *unused)
            The wait takes signals: on Ctrl-C the last call out tears down. */
         if (inflight(self) > 0 && !in_own_call(self)) {
             while (inflight(self) > 0 && !self->torn) {
+                NT_UNLOCK(lk);
                 Py_BEGIN_ALLOW_THREADS
                 usleep(50);
                 Py_END_ALLOW_THREADS
+                NT_LOCK(lk);
                 if (PyErr_CheckSignals() < 0)
                     return NULL;
             }
@@ -727,12 +793,23 @@ static PyObject *thunk_release(ThunkObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
-static PyObject *thunk_enter(ThunkObject *self, PyObject *unused)
+
+static PyObject *thunk_enter_held(ThunkObject *self, PyObject *unused)
 {
     (void)unused;
     if (nt_thunk_released_error(self) < 0)
         return NULL;
     return Py_NewRef(self);
+}
+
+static PyObject *thunk_release(ThunkObject *self, PyObject *unused)
+{
+    (void)unused;
+    PyObject *r;
+    NT_LOCK_BEGIN
+    r = release_held(self, &nt_lock_);
+    NT_LOCK_END
+    return r;
 }
 
 static PyObject *thunk_exit(ThunkObject *self, PyObject *args)
@@ -747,7 +824,7 @@ static PyObject *thunk_exit(ThunkObject *self, PyObject *args)
 
 /* _needs_resolve(key, value): the parameter's index if the Python package
    must resolve value before rebind() takes it, else None. */
-static PyObject *thunk_needs_resolve(ThunkObject *self, PyObject *args)
+static PyObject *thunk_needs_resolve_held(ThunkObject *self, PyObject *args)
 {
     PyObject *key, *value;
     if (!PyArg_ParseTuple(args, "OO:_needs_resolve", &key, &value))
@@ -780,7 +857,7 @@ static PyObject *thunk_needs_resolve(ThunkObject *self, PyObject *args)
  * released entry leaves the quarantine after later releases and is then
  * freed (libffi) or serves another thunk (native).
  */
-static PyObject *thunk_inline_layout(ThunkObject *self, PyObject *unused)
+static PyObject *thunk_inline_layout_held(ThunkObject *self, PyObject *unused)
 {
     (void)unused;
     if (nt_thunk_released_error(self) < 0)
@@ -810,9 +887,12 @@ static PyObject *thunk_inline_layout(ThunkObject *self, PyObject *unused)
 void *nt_thunk_address(PyObject *thunk)
 {
     ThunkObject *self = (ThunkObject *)thunk;
-    if (nt_thunk_released_error(self) < 0)
-        return NULL;
-    return self->address;
+    void *address = NULL;
+    NT_LOCK_BEGIN
+    if (nt_thunk_released_error(self) == 0)
+        address = self->address;
+    NT_LOCK_END
+    return address;
 }
 
 int nt_thunk_release(PyObject *thunk)
@@ -821,6 +901,36 @@ int nt_thunk_release(PyObject *thunk)
     Py_XDECREF(r);
     return r != NULL ? 0 : -1;
 }
+
+/* Python's entry points: each holds the state lock (pyapi.h) around the
+   body above; nothing with the GIL. */
+/* Each use ends in a declaration and its semicolon, as a statement at
+   file scope reads (and tests/test_structure.py's scan of src/ needs). */
+#define LOCKED(type, name, params, args) \
+    static type name params \
+    { \
+        type r; \
+        NT_LOCK_BEGIN r = name##_held args; NT_LOCK_END \
+        return r; \
+    } \
+    static type name params
+LOCKED(int, thunk_clear, (ThunkObject *self), (self));
+LOCKED(PyObject *, thunk_new, (PyTypeObject *type, PyObject *args, PyObject *kwds), (type, args, kwds));
+LOCKED(PyObject *, thunk_address, (ThunkObject *self, void *closure), (self, closure));
+LOCKED(PyObject *, thunk_csig, (ThunkObject *self, void *closure), (self, closure));
+LOCKED(PyObject *, thunk_numba_type, (ThunkObject *self, void *closure), (self, closure));
+LOCKED(PyObject *, thunk_target, (ThunkObject *self, void *closure), (self, closure));
+LOCKED(PyObject *, thunk_nogil, (ThunkObject *self, void *closure), (self, closure));
+LOCKED(PyObject *, thunk_released, (ThunkObject *self, void *closure), (self, closure));
+LOCKED(PyObject *, thunk_chain, (ThunkObject *self, void *closure), (self, closure));
+LOCKED(PyObject *, thunk_dependencies, (ThunkObject *self, void *closure), (self, closure));
+LOCKED(PyObject *, thunk_backend, (ThunkObject *self, void *closure), (self, closure));
+LOCKED(PyObject *, thunk_bindings, (ThunkObject *self, void *closure), (self, closure));
+LOCKED(PyObject *, thunk_rebind, (ThunkObject *self, PyObject *args), (self, args));
+LOCKED(PyObject *, thunk_reclaim, (ThunkObject *self, PyObject *unused), (self, unused));
+LOCKED(PyObject *, thunk_enter, (ThunkObject *self, PyObject *unused), (self, unused));
+LOCKED(PyObject *, thunk_needs_resolve, (ThunkObject *self, PyObject *args), (self, args));
+LOCKED(PyObject *, thunk_inline_layout, (ThunkObject *self, PyObject *unused), (self, unused));
 
 static PyGetSetDef thunk_getset[] = {
     { "address", (getter)thunk_address, NULL,

@@ -8,6 +8,7 @@ import os
 import shlex
 import shutil
 import sys
+import sysconfig
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -33,6 +34,41 @@ install_compiler_shims()
 # tree (no pyproject.toml there) leaves it out: its conftest.py would shadow
 # this one for the test modules' `from conftest import ...`.
 collect_ignore = ["site"]
+
+# Packages with no wheel for a free-threaded CPython of that version (PyPI
+# has cp313 wheels of both, no cp313t): on such an interpreter, where the
+# package is indeed not installed, a test module or test that imports it
+# is skipped saying so. Anywhere else a missing package fails, as always.
+NO_FREE_THREADED_WHEEL = {"numba": (3, 13), "cffi": (3, 13)}
+FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+
+
+class _NoFreeThreadedWheel:
+    """A meta-path finder that turns `import numba` (or cffi) into a skip."""
+
+    def __init__(self, names):
+        self.names = names
+
+    def find_spec(self, name, path=None, target=None):
+        top = name.partition(".")[0]
+        if top in self.names:
+            pytest.skip(f"{top} has no free-threaded wheel for CPython "
+                        f"{sys.version_info[0]}.{sys.version_info[1]} (cp"
+                        f"{sys.version_info[0]}{sys.version_info[1]}t): the tests "
+                        f"that need it run on the other interpreters",
+                        allow_module_level=True)
+        return None
+
+
+def _uninstallable():
+    if not FREE_THREADED:
+        return set()
+    return {name for name, version in NO_FREE_THREADED_WHEEL.items()
+            if sys.version_info[:2] == version and importlib.util.find_spec(name) is None}
+
+
+if _uninstallable():
+    sys.meta_path.append(_NoFreeThreadedWheel(_uninstallable()))
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BUILD = os.path.join(HERE, "_build")

@@ -78,3 +78,22 @@ def test_declared_pythons_are_the_tested_ones(page):
     assert classifiers == tested
     floor = min(tested, key=lambda v: tuple(map(int, v.split("."))))
     assert meta["Requires-Python"] == f">={floor}"
+
+
+@pytest.mark.parametrize("page", ["README.md", os.path.join("docs", "engines.md")])
+def test_free_threaded_row_is_the_declared_one(page):
+    """The free-threaded row says tested, with a cp313t wheel, exactly when
+    the metadata carries a Free Threading classifier; and .ci/run builds and
+    tests that wheel."""
+    text = open(os.path.join(ROOT, page), encoding="utf-8").read()
+    row = re.search(r"^\| CPython 3\.13t \(free-threaded\) \|(.*)\|$", text, re.M)
+    assert row, f"{page}: no row for CPython 3.13t"
+    cells = [c.strip() for c in row.group(1).split(" | ")]
+    meta = importlib.metadata.metadata("numthunk")
+    declared = [c for c in meta.get_all("Classifier")
+                if c.startswith("Programming Language :: Python :: Free Threading :: ")]
+    tested = cells[-1].startswith("tested")
+    assert tested == bool(declared), (cells, declared)
+    assert ("`cp313t` manylinux" in cells[1]) == tested, cells
+    ci = open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8").read()
+    assert ("cp313t" in ci and "tools/tsan.sh" in ci) == tested
