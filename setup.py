@@ -69,8 +69,8 @@ def compile_args():
         args += san + ["-O1", "-g"]
         link += san
     elif os.environ.get("NUMTHUNK_SANITIZE"):
-        sys.exit("NUMTHUNK_SANITIZE is 1 (ASan and UBSan) or thread (TSan), not %r"
-                 % os.environ["NUMTHUNK_SANITIZE"])
+        sys.exit("NUMTHUNK_SANITIZE is 1 (ASan and UBSan) or thread (TSan), "
+                 f"not {os.environ['NUMTHUNK_SANITIZE']!r}")
     return args, link
 
 
