@@ -1592,7 +1592,8 @@ def test_foreign_buffers_refused_at_bind_leave_the_njit_consumer_as_it_was(ntexp
 def dl_kernels():
     from conftest import compile_shared
 
-    path = compile_shared(os.path.join(ROOT, "tests", "fixtures", "dlpack_kernels.c"),
+    here = os.path.dirname(os.path.abspath(__file__))     # beside an installed wheel too
+    path = compile_shared(os.path.join(here, "fixtures", "dlpack_kernels.c"),
                           "dlpack_kernels", extra=["-I", nt.get_include()])
     return ctypes.CDLL(path)
 
