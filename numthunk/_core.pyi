@@ -1,5 +1,6 @@
 """Type stubs for the C core, numthunk._core."""
 
+import sys
 from typing import Any, ClassVar, final
 
 from typing_extensions import disjoint_base
@@ -105,6 +106,8 @@ class Kind(tuple[Any, ...]):
     """One row of the kind table (src/kinds.c): a struct sequence."""
     n_fields: ClassVar[int]
     n_sequence_fields: ClassVar[int]
+    if sys.version_info >= (3, 13):
+        def __replace__(self, /, **changes: Any) -> Kind: ...
     n_unnamed_fields: ClassVar[int]
     __match_args__: ClassVar[tuple[str, ...]]
     @property
@@ -140,7 +143,7 @@ kinds: dict[str, Kind]
 def _scalar(ctype: str, value: Any) -> tuple[str, Any]: ...
 def _capsule(address: int, name: str, owner: Any) -> Any: ...
 def _lowlevelcallable(cls: type[Any], address: int, name: str, owner: Any) -> Any: ...
-def _capsule_pointer(capsule: Any) -> tuple[int, str | None]: ...
+def _capsule_pointer(capsule: Any, /) -> tuple[int, str | None]: ...
 def _kernels() -> dict[str, int]: ...
 def _register(
     *,
