@@ -89,6 +89,16 @@ void __tsan_acquire(void *addr);
 void __tsan_release(void *addr);
 #define NT_TSAN_ACQUIRE() __tsan_acquire(&nt_state_lock)
 #define NT_TSAN_RELEASE() __tsan_release(&nt_state_lock)
+/* The core's own blocks come from the C allocator in a TSan build.
+   CPython's allocator (mimalloc) is not built with TSan: a block one
+   thread read and freed, then handed to another by mimalloc, looks like
+   a race between the reader and the new owner (TSan sees no free). TSan
+   intercepts malloc and free, so through them the block is new memory.
+   Every block the core frees with PyMem_Free it also allocated. */
+#define PyMem_Malloc PyMem_RawMalloc
+#define PyMem_Calloc PyMem_RawCalloc
+#define PyMem_Realloc PyMem_RawRealloc
+#define PyMem_Free PyMem_RawFree
 #else
 #define NT_TSAN_ACQUIRE() ((void)0)
 #define NT_TSAN_RELEASE() ((void)0)
