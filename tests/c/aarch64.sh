@@ -15,7 +15,8 @@
 # architecture), otherwise says what is missing. Exits non-zero on any
 # failure.
 #
-#   bash tests/c/aarch64.sh            (NT_AARCH64_KEEP=1 keeps the build dir)
+#   bash tests/c/aarch64.sh            (NT_AARCH64_KEEP=1 keeps the build dir,
+#                                       NT_AARCH64_INSTALL_ONLY=1 installs and exits)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export DEBIAN_FRONTEND=noninteractive
@@ -46,7 +47,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
     fi
     dpkg --print-foreign-architectures | grep -qx arm64 \
         || dpkg --add-architecture arm64
-    apt-get update -qq
+    apt-get -o DPkg::Lock::Timeout=600 update -qq
     # Debian names the emulator package qemu-user (bookworm and later) or
     # only ships qemu-user-static; take whichever the archive has.
     for i in "${!missing[@]}"; do
@@ -56,10 +57,13 @@ if [ "${#missing[@]}" -gt 0 ]; then
         fi
     done
     echo "aarch64.sh: installing ${missing[*]}" >&2
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 QEMU=$(find_qemu)
 [ -n "$QEMU" ] || { echo "aarch64.sh: no qemu-aarch64 after install" >&2; exit 1; }
+# NT_AARCH64_INSTALL_ONLY=1: the tools only (.ci/run installs every system
+# package before its steps run side by side).
+[ "${NT_AARCH64_INSTALL_ONLY:-0}" = 1 ] && exit 0
 
 # The emulated programs run on Debian's multiarch arm64 libc (pulled in by
 # libffi8:arm64; /lib/ld-linux-aarch64.so.1), not on the cross sysroot's:
