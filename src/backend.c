@@ -28,12 +28,12 @@
 /* A native engine on Linux: its arch, its name, the memory policies in the
    order to try them. memfd first: it also works under SELinux
    deny_execmem, which refuses the RW->RX mprotect of anonymous memory. */
-#define LINUX_NATIVE(arch, engine_name)                                     \
-    const nt_arch *const nt_arch_native = &arch;                            \
-    static const nt_backend native_engine = NT_NATIVE_ENGINE(engine_name);  \
-    const nt_backend *const nt_backend_native = &native_engine;             \
-    const nt_execmem *const nt_execmem_policies[] = {                       \
-        &nt_execmem_memfd, &nt_execmem_mprotect, NULL };
+#define LINUX_NATIVE(arch, engine_name)                                                        \
+    const nt_arch *const nt_arch_native = &arch;                                               \
+    static const nt_backend native_engine = NT_NATIVE_ENGINE(engine_name);                     \
+    const nt_backend *const nt_backend_native = &native_engine;                                \
+    const nt_execmem *const nt_execmem_policies[] = { &nt_execmem_memfd, &nt_execmem_mprotect, \
+                                                      NULL };
 
 /* The platform's files are part of its branch: nothing else builds them. */
 #if defined(__x86_64__) && defined(__linux__)
@@ -57,15 +57,13 @@ const nt_backend *const nt_backend_native = NULL;
 const nt_execmem *const nt_execmem_policies[] = { NULL };
 #endif
 
-static void
-say(const char *text, size_t n)
+static void say(const char *text, size_t n)
 {
     ssize_t rc = write(2, text, n);
     (void)rc;
 }
 
-void
-nt_trap_released_at(const char *what, const void *target)
+void nt_trap_released_at(const char *what, const void *target)
 {
     /* write() and abort() only: this runs in any thread, without the GIL,
        possibly where nothing else is safe (a signal handler). */
@@ -100,8 +98,7 @@ nt_trap_released_at(const char *what, const void *target)
     abort();
 }
 
-void
-nt_trap_released(void)
+void nt_trap_released(void)
 {
     nt_trap_released_at(NULL, NULL);
 }
@@ -109,9 +106,8 @@ nt_trap_released(void)
 /* ------------------------------------------------------------------------ */
 /* Engine names                                                              */
 
-nt_status
-nt_engine_parse(const char *name, const char *where, const nt_backend **out,
-                nt_error *err)
+nt_status nt_engine_parse(const char *name, const char *where, const nt_backend **out,
+                          nt_error *err)
 {
     *out = NULL;
     if (name == NULL || strcmp(name, "auto") == 0)
@@ -121,11 +117,13 @@ nt_engine_parse(const char *name, const char *where, const nt_backend **out,
         return NT_OK;
     }
     if (strcmp(name, "native") != 0)
-        return nt_fail(err, NT_ERR_VALUE, -1, "%s'%.40s': expected %s", where,
-                       name, NT_ENGINE_NAMES);
+        return nt_fail(err, NT_ERR_VALUE, -1, "%s'%.40s': expected %s", where, name,
+                       NT_ENGINE_NAMES);
     if (nt_backend_native == NULL)
-        return nt_fail(err, NT_ERR_VALUE, -1, "%s'native': this platform has "
-                       "no native engine (use 'ffi' or 'auto')", where);
+        return nt_fail(err, NT_ERR_VALUE, -1,
+                       "%s'native': this platform has "
+                       "no native engine (use 'ffi' or 'auto')",
+                       where);
     *out = nt_backend_native;
     return NT_OK;
 }
@@ -141,8 +139,7 @@ nt_engine_parse(const char *name, const char *where, const nt_backend **out,
 static nt_config config;
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
 
-static const char *
-env_or(const char *name, const char *dflt)
+static const char *env_or(const char *name, const char *dflt)
 {
     const char *v = getenv(name);
     return v != NULL && *v != '\0' ? v : dflt;
@@ -150,8 +147,7 @@ env_or(const char *name, const char *dflt)
 
 /* A boolean setting: 1, true, yes / 0, false, no (any case); -1 for
    anything else, which the import refuses rather than guess. */
-static int
-yes_or_no(const char *v)
+static int yes_or_no(const char *v)
 {
     static const char *const yes[] = { "1", "true", "yes" };
     static const char *const no[] = { "0", "false", "no" };
@@ -164,8 +160,7 @@ yes_or_no(const char *v)
     return -1;
 }
 
-static void
-read_config(void)
+static void read_config(void)
 {
     nt_config *c = &config;
     c->engine = env_or("NUMTHUNK_BACKEND", "auto");
@@ -173,29 +168,27 @@ read_config(void)
     const char *nr = env_or("NUMTHUNK_NO_REUSE", "0");
     c->no_reuse = yes_or_no(nr);
     if (c->no_reuse < 0) {
-        c->no_reuse = 1;     /* the import fails; never reuse meanwhile */
+        c->no_reuse = 1; /* the import fails; never reuse meanwhile */
         snprintf(c->error, sizeof(c->error),
                  "NUMTHUNK_NO_REUSE=%.40s: expected 1, true, yes (never reuse an "
-                 "address) or 0, false, no, empty (the default)", nr);
+                 "address) or 0, false, no, empty (the default)",
+                 nr);
     }
     c->quarantine = QUARANTINE;
     nt_error err = { NT_OK, -1, "" };
-    if (nt_engine_parse(c->engine, "NUMTHUNK_BACKEND=", &c->forced, &err)
-        != NT_OK)
-        snprintf(c->error, sizeof(c->error), "%.*s",
-                 (int)sizeof(c->error) - 1, err.msg);
+    if (nt_engine_parse(c->engine, "NUMTHUNK_BACKEND=", &c->forced, &err) != NT_OK)
+        snprintf(c->error, sizeof(c->error), "%.*s", (int)sizeof(c->error) - 1, err.msg);
     const char *m = c->execmem;
-    if (strcmp(m, "auto") != 0 && strcmp(m, "none") != 0
-        && strcmp(m, "memfd") != 0 && strcmp(m, "memfd-pwrite") != 0
-        && strcmp(m, "mprotect") != 0 && strcmp(m, "mprotect-sealed") != 0
-        && c->error[0] == '\0')
+    if (strcmp(m, "auto") != 0 && strcmp(m, "none") != 0 && strcmp(m, "memfd") != 0
+        && strcmp(m, "memfd-pwrite") != 0 && strcmp(m, "mprotect") != 0
+        && strcmp(m, "mprotect-sealed") != 0 && c->error[0] == '\0')
         snprintf(c->error, sizeof(c->error),
                  "NUMTHUNK_EXECMEM=%.40s: expected 'memfd', 'mprotect', "
-                 "'none' or 'auto'", m);
+                 "'none' or 'auto'",
+                 m);
 }
 
-const nt_config *
-nt_config_get(void)
+const nt_config *nt_config_get(void)
 {
     pthread_once(&config_once, read_config);
     return &config;
@@ -204,9 +197,7 @@ nt_config_get(void)
 /* ------------------------------------------------------------------------ */
 /* Which engine runs a plan, and what new thunks get                         */
 
-const nt_backend *
-nt_choose_backend(const nt_plan *plan, const nt_backend *wanted,
-                  nt_error *err)
+const nt_backend *nt_choose_backend(const nt_plan *plan, const nt_backend *wanted, nt_error *err)
 {
     if (wanted == NULL)
         wanted = nt_config_get()->forced;
@@ -221,18 +212,15 @@ nt_choose_backend(const nt_plan *plan, const nt_backend *wanted,
     return NULL;
 }
 
-void
-nt_engine_status_get(nt_engine_status *out)
+void nt_engine_status_get(nt_engine_status *out)
 {
     const nt_config *c = nt_config_get();
-    const char *native_policy = nt_backend_native != NULL
-                                ? nt_backend_native->memory_policy() : "none";
+    const char *native_policy =
+        nt_backend_native != NULL ? nt_backend_native->memory_policy() : "none";
     int native = c->forced != &nt_backend_ffi && nt_backend_native != NULL
-                 && strcmp(native_policy, "none") != 0;
+        && strcmp(native_policy, "none") != 0;
     out->engine = native ? nt_backend_native->name : nt_backend_ffi.name;
-    out->memory_policy = native ? native_policy
-                                : nt_backend_ffi.memory_policy();
-    out->nfallbacks = nt_backend_native != NULL
-                      ? nt_native_fallbacks(out->fallbacks, NT_FALLBACK_MAX)
-                      : 0;
+    out->memory_policy = native ? native_policy : nt_backend_ffi.memory_policy();
+    out->nfallbacks =
+        nt_backend_native != NULL ? nt_native_fallbacks(out->fallbacks, NT_FALLBACK_MAX) : 0;
 }

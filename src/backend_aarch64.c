@@ -72,96 +72,89 @@
 /* ------------------------------------------------------------------------ */
 /* Instruction words: every one goes through emit(), into nt_code_put.      */
 
-static void
-emit(nt_code *b, uint32_t ins)
+static void emit(nt_code *b, uint32_t ins)
 {
     /* AArch64 instruction words are little-endian whatever the data order */
-    uint8_t bytes[4] = { (uint8_t)ins, (uint8_t)(ins >> 8),
-                         (uint8_t)(ins >> 16), (uint8_t)(ins >> 24) };
+    uint8_t bytes[4] = { (uint8_t)ins, (uint8_t)(ins >> 8), (uint8_t)(ins >> 16),
+                         (uint8_t)(ins >> 24) };
     nt_code_put(b, bytes, 4);
 }
 
 /* ------------------------------------------------------------------------ */
 /* Registers and encoders (Arm ARM, A64 "Encoding index")                    */
 
-#define REG_SP    31         /* as a base register; xzr elsewhere */
-#define CTX_REG   16         /* x16: context pointer, loaded by the stub */
-#define TMP_GPR   17         /* x17: scratch within one move; branch target */
-#define COPY_FPR  16         /* v16: memory-to-memory copies */
-#define CYCLE_FPR 17         /* v17: a parked value while breaking a cycle */
+#define REG_SP    31 /* as a base register; xzr elsewhere */
+#define CTX_REG   16 /* x16: context pointer, loaded by the stub */
+#define TMP_GPR   17 /* x17: scratch within one move; branch target */
+#define COPY_FPR  16 /* v16: memory-to-memory copies */
+#define CYCLE_FPR 17 /* v17: a parked value while breaking a cycle */
 
-#define INS_BTI_C     0xD503245Fu   /* bti c */
-#define INS_RET       0xD65F03C0u   /* ret */
-#define INS_PUSH_FP   0xA9BF7BFDu   /* stp x29, x30, [sp, #-16]! */
-#define INS_POP_FP    0xA8C17BFDu   /* ldp x29, x30, [sp], #16 */
-#define INS_MOV_FP_SP 0x910003FDu   /* mov x29, sp */
+#define INS_BTI_C     0xD503245Fu /* bti c */
+#define INS_RET       0xD65F03C0u /* ret */
+#define INS_PUSH_FP   0xA9BF7BFDu /* stp x29, x30, [sp, #-16]! */
+#define INS_POP_FP    0xA8C17BFDu /* ldp x29, x30, [sp], #16 */
+#define INS_MOV_FP_SP 0x910003FDu /* mov x29, sp */
 
 /* Load/store, unsigned scaled 12-bit offset: base | imm12 << 10 | Rn << 5
    | Rt, imm12 = offset / access size. */
-#define OP_LDR_X    0xF9400000u     /* ldr xT, [xN, #off] */
-#define OP_STR_X    0xF9000000u     /* str xT, [xN, #off] */
-#define OP_LDR_D    0xFD400000u     /* ldr dT, [xN, #off] */
-#define OP_STR_D    0xFD000000u     /* str dT, [xN, #off] */
-#define OP_LDRB_W   0x39400000u     /* ldrb wT, [xN, #off]  (zero-extends) */
-#define OP_LDRSB_W  0x39C00000u     /* ldrsb wT, [xN, #off] (sign-extends) */
-#define OP_LDRH_W   0x79400000u     /* ldrh wT, [xN, #off] */
-#define OP_LDRSH_W  0x79C00000u     /* ldrsh wT, [xN, #off] */
+#define OP_LDR_X   0xF9400000u /* ldr xT, [xN, #off] */
+#define OP_STR_X   0xF9000000u /* str xT, [xN, #off] */
+#define OP_LDR_D   0xFD400000u /* ldr dT, [xN, #off] */
+#define OP_STR_D   0xFD000000u /* str dT, [xN, #off] */
+#define OP_LDRB_W  0x39400000u /* ldrb wT, [xN, #off]  (zero-extends) */
+#define OP_LDRSB_W 0x39C00000u /* ldrsb wT, [xN, #off] (sign-extends) */
+#define OP_LDRH_W  0x79400000u /* ldrh wT, [xN, #off] */
+#define OP_LDRSH_W 0x79C00000u /* ldrsh wT, [xN, #off] */
 
 /* Bitfield moves on W registers: base | Rn << 5 | Rd. Writing a W register
    clears bits 32-63 of the X register. */
-#define OP_UXTB     0x53001C00u     /* uxtb wD, wN  (ubfm wD, wN, #0, #7) */
-#define OP_SXTB     0x13001C00u     /* sxtb wD, wN  (sbfm wD, wN, #0, #7) */
-#define OP_UXTH     0x53003C00u     /* uxth wD, wN  (ubfm wD, wN, #0, #15) */
-#define OP_SXTH     0x13003C00u     /* sxth wD, wN  (sbfm wD, wN, #0, #15) */
+#define OP_UXTB 0x53001C00u /* uxtb wD, wN  (ubfm wD, wN, #0, #7) */
+#define OP_SXTB 0x13001C00u /* sxtb wD, wN  (sbfm wD, wN, #0, #7) */
+#define OP_UXTH 0x53003C00u /* uxth wD, wN  (ubfm wD, wN, #0, #15) */
+#define OP_SXTH 0x13003C00u /* sxth wD, wN  (sbfm wD, wN, #0, #15) */
 
-#define OP_MOV_X    0xAA0003E0u     /* mov xD, xM   (orr xD, xzr, xM): | Rm << 16 | Rd */
-#define OP_FMOV_D   0x1E604000u     /* fmov dD, dN: | Rn << 5 | Rd */
-#define OP_FMOV_DX  0x9E670000u     /* fmov dD, xN: | Rn << 5 | Rd */
-#define OP_FMOV_XD  0x9E660000u     /* fmov xD, dN: | Rn << 5 | Rd */
-#define OP_BR       0xD61F0000u     /* br xN:  | Rn << 5 */
-#define OP_BLR      0xD63F0000u     /* blr xN: | Rn << 5 */
-#define OP_SUB_SP   0xD10003FFu     /* sub sp, sp, #imm12: | imm12 << 10 */
-#define OP_ADD_SP   0x910003FFu     /* add sp, sp, #imm12: | imm12 << 10 */
-#define OP_LDR_LIT_X 0x58000000u    /* ldr xT, <pc + imm19 * 4>: | imm19 << 5 | Rt */
+#define OP_MOV_X     0xAA0003E0u /* mov xD, xM   (orr xD, xzr, xM): | Rm << 16 | Rd */
+#define OP_FMOV_D    0x1E604000u /* fmov dD, dN: | Rn << 5 | Rd */
+#define OP_FMOV_DX   0x9E670000u /* fmov dD, xN: | Rn << 5 | Rd */
+#define OP_FMOV_XD   0x9E660000u /* fmov xD, dN: | Rn << 5 | Rd */
+#define OP_BR        0xD61F0000u /* br xN:  | Rn << 5 */
+#define OP_BLR       0xD63F0000u /* blr xN: | Rn << 5 */
+#define OP_SUB_SP    0xD10003FFu /* sub sp, sp, #imm12: | imm12 << 10 */
+#define OP_ADD_SP    0x910003FFu /* add sp, sp, #imm12: | imm12 << 10 */
+#define OP_LDR_LIT_X 0x58000000u /* ldr xT, <pc + imm19 * 4>: | imm19 << 5 | Rt */
 
 /* Largest byte offset of a 64-bit load/store with a scaled 12-bit field. */
 #define MAX_LDST_OFFSET (4095 * 8)
 
-static uint32_t
-ldst(uint32_t op, int size, int rt, int rn, int32_t offset)
+static uint32_t ldst(uint32_t op, int size, int rt, int rn, int32_t offset)
 {
     /* Offsets are checked by the callers' plan limits; a misaligned or
        out-of-range one would silently encode another address, so it is
        refused here as well (sticky through an impossible word). */
     if (offset < 0 || offset % size != 0 || offset / size > 4095)
-        return 0;            /* udf #0: traps if it ever ran */
-    return op | ((uint32_t)(offset / size) << 10) | ((uint32_t)rn << 5)
-           | (uint32_t)rt;
+        return 0; /* udf #0: traps if it ever ran */
+    return op | ((uint32_t)(offset / size) << 10) | ((uint32_t)rn << 5) | (uint32_t)rt;
 }
 
-static void
-emit_ldst(nt_code *b, uint32_t op, int size, int rt, int rn, int32_t off)
+static void emit_ldst(nt_code *b, uint32_t op, int size, int rt, int rn, int32_t off)
 {
     uint32_t ins = ldst(op, size, rt, rn, off);
     if (ins == 0)
-        b->overflow = 1;     /* refuse the handler: libffi takes the plan */
+        b->overflow = 1; /* refuse the handler: libffi takes the plan */
     emit(b, ins);
 }
 
-static void
-emit_rr(nt_code *b, uint32_t op, int rd, int rn)
+static void emit_rr(nt_code *b, uint32_t op, int rd, int rn)
 {
     emit(b, op | ((uint32_t)rn << 5) | (uint32_t)rd);
 }
 
-static void
-emit_mov_x(nt_code *b, int rd, int rm)
+static void emit_mov_x(nt_code *b, int rd, int rm)
 {
     emit(b, OP_MOV_X | ((uint32_t)rm << 16) | (uint32_t)rd);
 }
 
-static void
-emit_sp_adjust(nt_code *b, uint32_t op, int32_t n)
+static void emit_sp_adjust(nt_code *b, uint32_t op, int32_t n)
 {
     if (n < 0 || n > 4095) {
         b->overflow = 1;
@@ -174,19 +167,16 @@ emit_sp_adjust(nt_code *b, uint32_t op, int32_t n)
 /* One step of a handler                                                     */
 
 /* Extends the low bits of GPR rn into wD (bits 32-63 cleared). */
-static void
-emit_ext_reg(nt_code *b, int ext, int rd, int rn)
+static void emit_ext_reg(nt_code *b, int ext, int rd, int rn)
 {
     static const uint32_t op[] = { 0, OP_UXTB, OP_SXTB, OP_UXTH, OP_SXTH };
     emit_rr(b, op[ext], rd, rn);
 }
 
 /* Loads a narrow int from memory into wD, extended as ext says. */
-static void
-emit_ext_load(nt_code *b, int ext, int rd, nt_loc src)
+static void emit_ext_load(nt_code *b, int ext, int rd, nt_loc src)
 {
-    static const uint32_t op[] = { 0, OP_LDRB_W, OP_LDRSB_W, OP_LDRH_W,
-                                   OP_LDRSH_W };
+    static const uint32_t op[] = { 0, OP_LDRB_W, OP_LDRSB_W, OP_LDRH_W, OP_LDRSH_W };
     int size = ext == NT_EXT_ZX8 || ext == NT_EXT_SX8 ? 1 : 2;
     emit_ldst(b, op[ext], size, rd, src.reg, src.disp);
 }
@@ -197,8 +187,7 @@ emit_ext_load(nt_code *b, int ext, int rd, nt_loc src)
  * move carries either FP kind, and an integer may wait in v17 while a
  * cycle is broken. x17 and v16 are used only inside one call.
  */
-static void
-emit_move(nt_code *b, int ext, nt_loc dst, nt_loc src)
+static void emit_move(nt_code *b, int ext, nt_loc dst, nt_loc src)
 {
     if (ext != NT_EXT_NONE) {
         /* integer class: src and dst are GPRs, memory, or v17 */
@@ -218,30 +207,14 @@ emit_move(nt_code *b, int ext, nt_loc dst, nt_loc src)
         return;
     }
     switch (dst.kind * 3 + src.kind) {
-    case NT_LOC_GPR * 3 + NT_LOC_GPR:
-        emit_mov_x(b, dst.reg, src.reg);
-        break;
-    case NT_LOC_GPR * 3 + NT_LOC_FPR:
-        emit_rr(b, OP_FMOV_XD, dst.reg, src.reg);
-        break;
-    case NT_LOC_GPR * 3 + NT_LOC_MEM:
-        emit_ldst(b, OP_LDR_X, 8, dst.reg, src.reg, src.disp);
-        break;
-    case NT_LOC_FPR * 3 + NT_LOC_GPR:
-        emit_rr(b, OP_FMOV_DX, dst.reg, src.reg);
-        break;
-    case NT_LOC_FPR * 3 + NT_LOC_FPR:
-        emit_rr(b, OP_FMOV_D, dst.reg, src.reg);
-        break;
-    case NT_LOC_FPR * 3 + NT_LOC_MEM:
-        emit_ldst(b, OP_LDR_D, 8, dst.reg, src.reg, src.disp);
-        break;
-    case NT_LOC_MEM * 3 + NT_LOC_GPR:
-        emit_ldst(b, OP_STR_X, 8, src.reg, dst.reg, dst.disp);
-        break;
-    case NT_LOC_MEM * 3 + NT_LOC_FPR:
-        emit_ldst(b, OP_STR_D, 8, src.reg, dst.reg, dst.disp);
-        break;
+    case NT_LOC_GPR * 3 + NT_LOC_GPR: emit_mov_x(b, dst.reg, src.reg); break;
+    case NT_LOC_GPR * 3 + NT_LOC_FPR: emit_rr(b, OP_FMOV_XD, dst.reg, src.reg); break;
+    case NT_LOC_GPR * 3 + NT_LOC_MEM: emit_ldst(b, OP_LDR_X, 8, dst.reg, src.reg, src.disp); break;
+    case NT_LOC_FPR * 3 + NT_LOC_GPR: emit_rr(b, OP_FMOV_DX, dst.reg, src.reg); break;
+    case NT_LOC_FPR * 3 + NT_LOC_FPR: emit_rr(b, OP_FMOV_D, dst.reg, src.reg); break;
+    case NT_LOC_FPR * 3 + NT_LOC_MEM: emit_ldst(b, OP_LDR_D, 8, dst.reg, src.reg, src.disp); break;
+    case NT_LOC_MEM * 3 + NT_LOC_GPR: emit_ldst(b, OP_STR_X, 8, src.reg, dst.reg, dst.disp); break;
+    case NT_LOC_MEM * 3 + NT_LOC_FPR: emit_ldst(b, OP_STR_D, 8, src.reg, dst.reg, dst.disp); break;
     default: /* memory to memory */
         emit_ldst(b, OP_LDR_D, 8, COPY_FPR, src.reg, src.disp);
         emit_ldst(b, OP_STR_D, 8, COPY_FPR, dst.reg, dst.disp);
@@ -251,8 +224,7 @@ emit_move(nt_code *b, int ext, nt_loc dst, nt_loc src)
 
 /* A bound value for a stack slot goes through x17; every other step is
    one move. */
-static void
-a64_step(nt_code *b, const nt_step *s)
+static void a64_step(nt_code *b, const nt_step *s)
 {
     if (s->op == NT_STEP_LOAD && s->dst.kind == NT_LOC_MEM) {
         emit_ldst(b, OP_LDR_X, 8, TMP_GPR, s->src.reg, s->src.disp);
@@ -273,8 +245,7 @@ a64_step(nt_code *b, const nt_step *s)
  * size, below a 16-byte frame record), so sp stays 16-byte aligned (sp
  * alignment is checked by hardware on every sp-based access).
  */
-static void
-a64_enter(nt_code *b, const nt_handler_plan *hp)
+static void a64_enter(nt_code *b, const nt_handler_plan *hp)
 {
     emit(b, INS_BTI_C);
     if (hp->tail)
@@ -284,8 +255,7 @@ a64_enter(nt_code *b, const nt_handler_plan *hp)
     emit_sp_adjust(b, OP_SUB_SP, hp->frame);
 }
 
-static void
-a64_leave(nt_code *b, const nt_handler_plan *hp)
+static void a64_leave(nt_code *b, const nt_handler_plan *hp)
 {
     emit_ldst(b, OP_LDR_X, 8, TMP_GPR, CTX_REG, NT_CTX_TARGET_OFFSET);
     if (hp->tail) {
@@ -311,19 +281,17 @@ a64_leave(nt_code *b, const nt_handler_plan *hp)
  *   D61F0220                br   x17
  */
 #define STUB_SIZE    16
-#define STUB_LOAD_AT 4       /* offset of the ldr literal in a stub */
+#define STUB_LOAD_AT 4 /* offset of the ldr literal in a stub */
 
 #define INS_LDR_X17_X16 0xF9400211u /* ldr x17, [x16] */
 #define INS_BR_X17      0xD61F0220u /* br x17 */
 
-static void
-a64_build_stub(uint8_t *out, int32_t slot_disp)
+static void a64_build_stub(uint8_t *out, int32_t slot_disp)
 {
     nt_code b = { out, 0, STUB_SIZE, 0 };
-    int32_t disp = slot_disp - STUB_LOAD_AT;   /* slots are 8-aligned */
+    int32_t disp = slot_disp - STUB_LOAD_AT; /* slots are 8-aligned */
     emit(&b, INS_BTI_C);
-    emit(&b, OP_LDR_LIT_X | (((uint32_t)(disp / 4) & 0x7FFFFu) << 5)
-                 | CTX_REG);
+    emit(&b, OP_LDR_LIT_X | (((uint32_t)(disp / 4) & 0x7FFFFu) << 5) | CTX_REG);
     emit(&b, INS_LDR_X17_X16);
     emit(&b, INS_BR_X17);
 }

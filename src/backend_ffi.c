@@ -27,20 +27,20 @@
 #include <string.h>
 
 typedef struct {
-    _Atomic size_t refs;       /* the plan's, and one per live entry */
+    _Atomic size_t refs; /* the plan's, and one per live entry */
     ffi_cif target_cif;
     ffi_cif thunk_cif;
     int nargs;
-    nt_slot *slots;            /* nargs: a copy of the plan's */
-    ffi_type **target_types;   /* nargs */
-    ffi_type **thunk_types;    /* nfwd */
+    nt_slot *slots;          /* nargs: a copy of the plan's */
+    ffi_type **target_types; /* nargs */
+    ffi_type **thunk_types;  /* nfwd */
 } ffi_plan;
 
 struct nt_entry {
-    _Atomic(nt_ctx *) ctx;     /* NULL once released: the handler traps */
-    ffi_plan *fp;              /* one reference */
+    _Atomic(nt_ctx *) ctx; /* NULL once released: the handler traps */
+    ffi_plan *fp;          /* one reference */
     ffi_closure *closure;
-    nt_what *what;             /* once released: what the trap names */
+    nt_what *what; /* once released: what the trap names */
 };
 
 ffi_type *nt_ffi_type_of(const nt_type *t)
@@ -91,17 +91,19 @@ static nt_status ffi_prepare(nt_plan *plan, nt_error *err)
     fp->thunk_types = calloc(n, sizeof(ffi_type *));
     if (fp->slots == NULL || fp->target_types == NULL || fp->thunk_types == NULL)
         return nt_fail(err, NT_ERR_MEMORY, -1, "out of memory");
-    if (plan->nargs > 0)       /* a plan of no parameters has no slots (NULL) */
+    if (plan->nargs > 0) /* a plan of no parameters has no slots (NULL) */
         memcpy(fp->slots, plan->slots, (size_t)plan->nargs * sizeof(nt_slot));
     for (int i = 0; i < sig->nargs; i++)
         fp->target_types[i] = nt_ffi_type_of(&sig->args[i]);
     for (int k = 0; k < plan->nfwd; k++)
         fp->thunk_types[k] = fp->target_types[plan->fwd_index[k]];
     ffi_type *rtype = nt_ffi_type_of(&sig->ret);
-    if (ffi_prep_cif(&fp->target_cif, FFI_DEFAULT_ABI, (unsigned)sig->nargs,
-                     rtype, fp->target_types) != FFI_OK
-        || ffi_prep_cif(&fp->thunk_cif, FFI_DEFAULT_ABI, (unsigned)plan->nfwd,
-                        rtype, fp->thunk_types) != FFI_OK)
+    if (ffi_prep_cif(&fp->target_cif, FFI_DEFAULT_ABI, (unsigned)sig->nargs, rtype,
+                     fp->target_types)
+            != FFI_OK
+        || ffi_prep_cif(&fp->thunk_cif, FFI_DEFAULT_ABI, (unsigned)plan->nfwd, rtype,
+                        fp->thunk_types)
+            != FFI_OK)
         return nt_fail(err, NT_ERR_UNSUPPORTED, -1,
                        "libffi cannot prepare a call interface for this signature");
     return NT_OK;
@@ -119,14 +121,13 @@ static void ffi_handler(ffi_cif *cif, void *ret, void **args, void *user)
     void *avalues[fp->nargs > 0 ? fp->nargs : 1];
     for (int i = 0; i < fp->nargs; i++) {
         const nt_slot *s = &fp->slots[i];
-        avalues[i] = s->src == NT_SRC_ARG ? args[s->fwd]
-                                          : (void *)(ctx->values + s->offset);
+        avalues[i] = s->src == NT_SRC_ARG ? args[s->fwd] : (void *)(ctx->values + s->offset);
     }
     ffi_call((ffi_cif *)&fp->target_cif, FFI_FN(ctx->target), ret, avalues);
 }
 
-static nt_status ffi_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry_ref *out,
-                               void **address, nt_error *err)
+static nt_status ffi_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry_ref *out, void **address,
+                               nt_error *err)
 {
     ffi_plan *fp = plan->backend_data;
     nt_entry *entry = calloc(1, sizeof(*entry));
@@ -141,8 +142,7 @@ static nt_status ffi_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry_ref *out,
                        "libffi could not allocate a closure");
     }
     atomic_init(&entry->ctx, ctx);
-    if (ffi_prep_closure_loc(entry->closure, &fp->thunk_cif, ffi_handler,
-                             entry, code) != FFI_OK) {
+    if (ffi_prep_closure_loc(entry->closure, &fp->thunk_cif, ffi_handler, entry, code) != FFI_OK) {
         ffi_closure_free(entry->closure);
         free(entry);
         return nt_fail(err, NT_ERR_UNSUPPORTED, -1, "libffi could not prepare a closure");

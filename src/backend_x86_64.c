@@ -72,17 +72,15 @@
 /* ------------------------------------------------------------------------ */
 /* Registers and opcodes                                                     */
 
-enum {
-    RAX = 0, RCX, RDX, RBX, RSP, RBP, RSI, RDI,
-    R8, R9, R10, R11, R12, R13, R14, R15
-};
+enum { RAX = 0, RCX, RDX, RBX, RSP, RBP, RSI, RDI, R8, R9, R10, R11, R12, R13, R14, R15 };
 
-#define CTX_REG   R10   /* context pointer, loaded by the stub */
-#define CYCLE_GPR R11   /* parks an integer while a cycle of moves breaks */
-#define CYCLE_XMM 15    /* parks an SSE value the same way */
-#define COPY_GPR  RAX   /* memory-to-memory copies, extensions into memory */
+#define CTX_REG   R10 /* context pointer, loaded by the stub */
+#define CYCLE_GPR R11 /* parks an integer while a cycle of moves breaks */
+#define CYCLE_XMM 15  /* parks an SSE value the same way */
+#define COPY_GPR  RAX /* memory-to-memory copies, extensions into memory */
 
 /* Opcodes (Intel SDM vol. 2). */
+// clang-format off
 static const uint8_t OP_MOV_RM_R[]  = { 0x89 };        /* mov r/m64, r64 */
 static const uint8_t OP_MOV_R_RM[]  = { 0x8B };        /* mov r64, r/m64 */
 static const uint8_t OP_MOVZX_B[]   = { 0x0F, 0xB6 };  /* movzx r32, r/m8 */
@@ -102,23 +100,22 @@ static const uint8_t OP_GRP1_IMM32[] = { 0x81 };       /* /0 add, /5 sub */
 
 static const uint8_t INS_ENDBR64[] = { 0xF3, 0x0F, 0x1E, 0xFA }; /* endbr64 */
 static const uint8_t INS_RET[]     = { 0xC3 };                   /* ret */
+// clang-format on
 
 /* An r/m operand: a register, or [base + disp]. */
 typedef struct {
     uint8_t mem;
-    uint8_t reg;             /* register, or the base register */
+    uint8_t reg; /* register, or the base register */
     int32_t disp;
 } operand;
 
-static operand
-reg_op(int r)
+static operand reg_op(int r)
 {
     operand o = { 0, (uint8_t)r, 0 };
     return o;
 }
 
-static operand
-mem_op(int base, int32_t disp)
+static operand mem_op(int base, int32_t disp)
 {
     operand o = { 1, (uint8_t)base, disp };
     return o;
@@ -129,16 +126,14 @@ mem_op(int base, int32_t disp)
  * byte_rm: the r/m operand is an 8-bit register; spl/bpl/sil/dil are only
  * reachable with a REX prefix (without one, 4-7 mean ah/ch/dh/bh).
  */
-static void
-enc(nt_code *b, uint8_t prefix, int w, int byte_rm, const uint8_t *op,
-    size_t nop, int reg, operand rm)
+static void enc(nt_code *b, uint8_t prefix, int w, int byte_rm, const uint8_t *op, size_t nop,
+                int reg, operand rm)
 {
     uint8_t ins[16];
     size_t n = 0;
     if (prefix)
         ins[n++] = prefix;
-    uint8_t rex = (uint8_t)(0x40 | (w ? 8 : 0) | ((reg & 8) ? 4 : 0)
-                            | ((rm.reg & 8) ? 1 : 0));
+    uint8_t rex = (uint8_t)(0x40 | (w ? 8 : 0) | ((reg & 8) ? 4 : 0) | ((rm.reg & 8) ? 1 : 0));
     if (rex != 0x40 || (byte_rm && !rm.mem && rm.reg >= 4))
         ins[n++] = rex;
     memcpy(ins + n, op, nop);
@@ -147,11 +142,10 @@ enc(nt_code *b, uint8_t prefix, int w, int byte_rm, const uint8_t *op,
         ins[n++] = (uint8_t)(0xC0 | ((reg & 7) << 3) | (rm.reg & 7));
     } else {
         int base = rm.reg & 7;
-        int mod = (rm.disp == 0 && base != RBP) ? 0
-                  : (rm.disp >= -128 && rm.disp <= 127) ? 1 : 2;
+        int mod = (rm.disp == 0 && base != RBP) ? 0 : (rm.disp >= -128 && rm.disp <= 127) ? 1 : 2;
         ins[n++] = (uint8_t)((mod << 6) | ((reg & 7) << 3) | base);
         if (base == RSP)
-            ins[n++] = 0x24;             /* SIB: base only, no index */
+            ins[n++] = 0x24; /* SIB: base only, no index */
         if (mod == 1) {
             ins[n++] = (uint8_t)(int8_t)rm.disp;
         } else if (mod == 2) {
@@ -163,71 +157,59 @@ enc(nt_code *b, uint8_t prefix, int w, int byte_rm, const uint8_t *op,
     nt_code_put(b, ins, n);
 }
 
-static void
-emit_imm32(nt_code *b, int32_t v)
+static void emit_imm32(nt_code *b, int32_t v)
 {
     uint32_t u = (uint32_t)v;
-    uint8_t bytes[4] = { (uint8_t)u, (uint8_t)(u >> 8), (uint8_t)(u >> 16),
-                         (uint8_t)(u >> 24) };
+    uint8_t bytes[4] = { (uint8_t)u, (uint8_t)(u >> 8), (uint8_t)(u >> 16), (uint8_t)(u >> 24) };
     nt_code_put(b, bytes, 4);
 }
 
-static void
-mov_r64_rm(nt_code *b, int dst, operand src)
+static void mov_r64_rm(nt_code *b, int dst, operand src)
 {
     enc(b, 0, 1, 0, OP_MOV_R_RM, sizeof(OP_MOV_R_RM), dst, src);
 }
 
-static void
-mov_rm_r64(nt_code *b, operand dst, int src)
+static void mov_rm_r64(nt_code *b, operand dst, int src)
 {
     enc(b, 0, 1, 0, OP_MOV_RM_R, sizeof(OP_MOV_RM_R), src, dst);
 }
 
-static void
-movx_r32_rm(nt_code *b, int ext, int dst, operand src)
+static void movx_r32_rm(nt_code *b, int ext, int dst, operand src)
 {
     const uint8_t *op = ext == NT_EXT_ZX8 ? OP_MOVZX_B
-                      : ext == NT_EXT_SX8 ? OP_MOVSX_B
-                      : ext == NT_EXT_ZX16 ? OP_MOVZX_W : OP_MOVSX_W;
+        : ext == NT_EXT_SX8               ? OP_MOVSX_B
+        : ext == NT_EXT_ZX16              ? OP_MOVZX_W
+                                          : OP_MOVSX_W;
     int byte = ext == NT_EXT_ZX8 || ext == NT_EXT_SX8;
     enc(b, 0, 0, byte, op, 2, dst, src);
 }
 
-static void
-movaps_x_x(nt_code *b, int dst, int src)
+static void movaps_x_x(nt_code *b, int dst, int src)
 {
     enc(b, 0, 0, 0, OP_MOVAPS, sizeof(OP_MOVAPS), dst, reg_op(src));
 }
 
-static void
-movsd_x_m(nt_code *b, int dst, operand src)
+static void movsd_x_m(nt_code *b, int dst, operand src)
 {
     enc(b, PFX_F2, 0, 0, OP_MOVSD_LD, sizeof(OP_MOVSD_LD), dst, src);
 }
 
-static void
-movsd_m_x(nt_code *b, operand dst, int src)
+static void movsd_m_x(nt_code *b, operand dst, int src)
 {
     enc(b, PFX_F2, 0, 0, OP_MOVSD_ST, sizeof(OP_MOVSD_ST), src, dst);
 }
 
-static void
-jmp_target(nt_code *b)   /* jmp [r10 + 8]: 41 FF 62 08 */
+static void jmp_target(nt_code *b) /* jmp [r10 + 8]: 41 FF 62 08 */
 {
-    enc(b, 0, 0, 0, OP_GRP5, sizeof(OP_GRP5), GRP5_JMP,
-        mem_op(CTX_REG, NT_CTX_TARGET_OFFSET));
+    enc(b, 0, 0, 0, OP_GRP5, sizeof(OP_GRP5), GRP5_JMP, mem_op(CTX_REG, NT_CTX_TARGET_OFFSET));
 }
 
-static void
-call_target(nt_code *b)  /* call [r10 + 8]: 41 FF 52 08 */
+static void call_target(nt_code *b) /* call [r10 + 8]: 41 FF 52 08 */
 {
-    enc(b, 0, 0, 0, OP_GRP5, sizeof(OP_GRP5), GRP5_CALL,
-        mem_op(CTX_REG, NT_CTX_TARGET_OFFSET));
+    enc(b, 0, 0, 0, OP_GRP5, sizeof(OP_GRP5), GRP5_CALL, mem_op(CTX_REG, NT_CTX_TARGET_OFFSET));
 }
 
-static void
-rsp_adjust(nt_code *b, int grp1, int32_t n)   /* add/sub rsp, imm32 */
+static void rsp_adjust(nt_code *b, int grp1, int32_t n) /* add/sub rsp, imm32 */
 {
     enc(b, 0, 1, 0, OP_GRP1_IMM32, sizeof(OP_GRP1_IMM32), grp1, reg_op(RSP));
     emit_imm32(b, n);
@@ -236,16 +218,14 @@ rsp_adjust(nt_code *b, int grp1, int32_t n)   /* add/sub rsp, imm32 */
 /* ------------------------------------------------------------------------ */
 /* One step of a handler                                                     */
 
-static operand
-loc_op(nt_loc l)
+static operand loc_op(nt_loc l)
 {
     return l.kind == NT_LOC_MEM ? mem_op(l.reg, l.disp) : reg_op(l.reg);
 }
 
 /* dst <- src for one value of class cls, extending a narrow int by ext.
    rax is the only register written besides dst. */
-static void
-emit_move(nt_code *b, int cls, int ext, nt_loc dst, nt_loc src)
+static void emit_move(nt_code *b, int cls, int ext, nt_loc dst, nt_loc src)
 {
     if (cls == NT_CLS_FP) {
         if (dst.kind == NT_LOC_FPR && src.kind == NT_LOC_FPR) {
@@ -278,8 +258,7 @@ emit_move(nt_code *b, int cls, int ext, nt_loc dst, nt_loc src)
 }
 
 /* A bound value's load is a move like any other: [r10 + 32 + offset]. */
-static void
-x64_step(nt_code *b, const nt_step *s)
+static void x64_step(nt_code *b, const nt_step *s)
 {
     emit_move(b, s->cls, s->ext, s->dst, s->src);
 }
@@ -292,16 +271,14 @@ x64_step(nt_code *b, const nt_step *s)
  * with F = 8 mod 16 (the planner's frame size: no frame record, 8 bytes of
  * return address pushed), so rsp is 16-byte aligned at the call.
  */
-static void
-x64_enter(nt_code *b, const nt_handler_plan *hp)
+static void x64_enter(nt_code *b, const nt_handler_plan *hp)
 {
     nt_code_put(b, INS_ENDBR64, sizeof(INS_ENDBR64));
     if (!hp->tail)
         rsp_adjust(b, GRP1_SUB, hp->frame);
 }
 
-static void
-x64_leave(nt_code *b, const nt_handler_plan *hp)
+static void x64_leave(nt_code *b, const nt_handler_plan *hp)
 {
     if (hp->tail) {
         jmp_target(b);
@@ -325,18 +302,19 @@ x64_leave(nt_code *b, const nt_handler_plan *hp)
  *   CC CC                   int3; int3                ; pad to 16 bytes
  */
 #define STUB_SIZE     16
-#define STUB_LOAD_END 11     /* offset of the byte after the mov */
+#define STUB_LOAD_END 11 /* offset of the byte after the mov */
 
-static void
-x64_build_stub(uint8_t *out, int32_t slot_disp)
+static void x64_build_stub(uint8_t *out, int32_t slot_disp)
 {
     int32_t disp = slot_disp - STUB_LOAD_END;
+    // clang-format off
     uint8_t stub[STUB_SIZE] = {
         0xF3, 0x0F, 0x1E, 0xFA,            /* endbr64 */
         0x4C, 0x8B, 0x15, 0, 0, 0, 0,      /* mov r10, [rip+disp32] */
         0x41, 0xFF, 0x22,                  /* jmp qword ptr [r10] */
         0xCC, 0xCC,                        /* int3; int3 */
     };
+    // clang-format on
     for (int k = 0; k < 4; k++)
         stub[7 + k] = (uint8_t)((uint32_t)disp >> (8 * k));
     memcpy(out, stub, STUB_SIZE);

@@ -74,8 +74,10 @@ static PyObject *capi_create(PyObject *signature, void *target, PyObject *const 
         return NULL;
     }
     if (nvalues < 0) {
-        PyErr_Format(PyExc_ValueError, "numthunk_create: nvalues is %zd; it counts the "
-                     "values, one per target parameter (0 or more)", nvalues);
+        PyErr_Format(PyExc_ValueError,
+                     "numthunk_create: nvalues is %zd; it counts the "
+                     "values, one per target parameter (0 or more)",
+                     nvalues);
         return NULL;
     }
     if (nvalues > 0 && values == NULL) {
@@ -95,7 +97,8 @@ static PyObject *capi_create(PyObject *signature, void *target, PyObject *const 
     }
     /* the flags name an engine as engine= does, through the same parser */
     const char *engine = flags & NUMTHUNK_ENGINE_FFI ? "ffi"
-                         : flags & NUMTHUNK_ENGINE_NATIVE ? "native" : "auto";
+        : flags & NUMTHUNK_ENGINE_NATIVE             ? "native"
+                                                     : "auto";
     const nt_backend *wanted;
     nt_error err;
     nt_error_init(&err);
@@ -113,8 +116,8 @@ static PyObject *capi_create(PyObject *signature, void *target, PyObject *const 
         PyTuple_SET_ITEM(tuple, i, Py_NewRef(values[i] != NULL ? values[i] : NT_ARG));
     const nt_sig *sig = ((nt_SignatureObject *)signature)->sig;
     if (nvalues == sig->nargs
-        && (resolved = nt_thunk_resolve(cls, (nt_SignatureObject *)signature,
-                                        tuple, owner)) == NULL)
+        && (resolved = nt_thunk_resolve(cls, (nt_SignatureObject *)signature, tuple, owner))
+            == NULL)
         goto done;
     /* The commit Thunk() and numthunk.bind end in; it checks the count. */
     result = nt_thunk_create(cls, (nt_SignatureObject *)signature, target,
@@ -187,15 +190,8 @@ static PyObject *capi_dltensor(PyObject *obj, int writable, DLTensor **out)
 }
 
 static const numthunk_CAPI capi_table = {
-    NUMTHUNK_CAPI_VERSION,
-    sizeof(numthunk_CAPI),
-    capi_signature,
-    capi_create,
-    capi_address,
-    capi_release,
-    capi_rebind,
-    capi_check,
-    capi_dltensor,
+    NUMTHUNK_CAPI_VERSION, sizeof(numthunk_CAPI), capi_signature, capi_create,   capi_address,
+    capi_release,          capi_rebind,           capi_check,     capi_dltensor,
 };
 
 int nt_capi_add(PyObject *module, nt_state *st)

@@ -66,8 +66,7 @@ int nt_thunk_released_error(ThunkObject *self)
 static void describe(ThunkObject *t, char *buf, size_t n)
 {
     nt_what *what = nt_plan_what(t->plan, t->target);
-    PyOS_snprintf(buf, n, "%s, target at %p", what != NULL ? what->text : "a thunk",
-                  t->target);
+    PyOS_snprintf(buf, n, "%s, target at %p", what != NULL ? what->text : "a thunk", t->target);
 }
 
 /* Where a dependency comes from, for messages. */
@@ -108,11 +107,13 @@ int nt_thunk_refuse_released(const char *what, ThunkObject *d, const char *verb)
     if (r == d)
         PyErr_Format(PyExc_ValueError,
                      "%s is a released thunk (%s); %s a live thunk (a released thunk's "
-                     "address traps when called)" SEE_LIFETIME, what, desc, verb);
+                     "address traps when called)" SEE_LIFETIME,
+                     what, desc, verb);
     else
         PyErr_Format(PyExc_ValueError,
                      "%s uses a released thunk (%s), which would trap when called; %s a "
-                     "thunk whose dependencies are live" SEE_LIFETIME, what, desc, verb);
+                     "thunk whose dependencies are live" SEE_LIFETIME,
+                     what, desc, verb);
     return -1;
 }
 
@@ -130,7 +131,8 @@ int nt_thunk_unusable_error(ThunkObject *self)
             PyErr_Format(PyExc_ValueError,
                          "this thunk uses a released thunk (%s) through %s: a call would "
                          "reach the released thunk's trap; rebind that parameter, or bind "
-                         "again with live thunks" SEE_LIFETIME, desc, what);
+                         "again with live thunks" SEE_LIFETIME,
+                         desc, what);
             return -1;
         }
     }
@@ -226,8 +228,7 @@ static void refresh(ThunkObject *t)
         nogil &= d->nogil;
         broken |= NT_UNUSABLE(d);
     }
-    if (chain == t->chain && limit == t->chain_limit && nogil == t->nogil
-        && broken == t->broken)
+    if (chain == t->chain && limit == t->chain_limit && nogil == t->nogil && broken == t->broken)
         return;
     t->chain = (uint16_t)chain;
     t->chain_limit = (uint16_t)limit;
@@ -274,7 +275,8 @@ static int chain_error(int levels, int limit)
                  "target, through a bound function pointer or a declared dependency); "
                  "composed thunks may nest at most %d levels on the engines in this chain "
                  "(%s; each level calls the next, and a deeper chain could overflow a "
-                 "thread's C stack)", levels, limit, limits);
+                 "thread's C stack)",
+                 levels, limit, limits);
     return -1;
 }
 
@@ -288,7 +290,7 @@ static int within_limit(ThunkObject *t, int chain, int limit, uint64_t walk)
         return chain_error(chain + 1, limit);
     extra *x = t->x;
     if ((chain <= t->chain && limit >= t->chain_limit) || x == NULL)
-        return 0;                /* nothing above t changes */
+        return 0; /* nothing above t changes */
     if (x->mark == walk && chain <= x->mark_chain && limit >= x->mark_limit)
         return 0;
     x->mark = walk;
@@ -296,8 +298,7 @@ static int within_limit(ThunkObject *t, int chain, int limit, uint64_t walk)
     x->mark_limit = limit;
     for (int k = 0; k < x->nusers; k++) {
         ThunkObject *u = x->users[k].thunk;
-        if (within_limit(u, chain + 1, u->chain_limit < limit ? u->chain_limit : limit,
-                         walk) < 0)
+        if (within_limit(u, chain + 1, u->chain_limit < limit ? u->chain_limit : limit, walk) < 0)
             return -1;
     }
     return 0;
@@ -306,13 +307,12 @@ static int within_limit(ThunkObject *t, int chain, int limit, uint64_t walk)
 /* ValueError unless d, found where `what` points (the target, a bound
    value), may be used by self: live, with live dependencies, and neither
    self nor a thunk that uses self. address: what is bound there. */
-static int check_dep(ThunkObject *self, const void *address, ThunkObject *d,
-                     const char *what, const char *verb)
+static int check_dep(ThunkObject *self, const void *address, ThunkObject *d, const char *what,
+                     const char *verb)
 {
     if (address != NULL && address == self->address) {
         PyErr_Format(PyExc_ValueError,
-                     "%s is this thunk's own address: a call would call itself for ever",
-                     what);
+                     "%s is this thunk's own address: a call would call itself for ever", what);
         return -1;
     }
     if (d == NULL)
@@ -322,7 +322,8 @@ static int check_dep(ThunkObject *self, const void *address, ThunkObject *d,
     if (uses(d, self, ++walks)) {
         PyErr_Format(PyExc_ValueError,
                      "%s is a thunk that uses this one (directly or through others): "
-                     "binding it would make a cycle, and a call would never return", what);
+                     "binding it would make a cycle, and a call would never return",
+                     what);
         return -1;
     }
     return 0;
@@ -380,7 +381,7 @@ void nt_thunk_teardown(ThunkObject *self)
         return;
     nt_thunk_mark_released(self);
     self->torn = 1;
-    if (self->entry.entry != NULL)     /* none yet: creation failed before */
+    if (self->entry.entry != NULL) /* none yet: creation failed before */
         nt_entry_free(&self->entry, nt_plan_what(self->plan, self->target));
     nt_thunk_reclaim_now(self);
     /* NULL is published (release) before the context goes: a Numba
@@ -420,8 +421,10 @@ static int parse_mvspec(const nt_sig *sig, PyObject *key, PyObject *value, nt_mv
                         long long *index)
 {
     if (!PyLong_Check(key) || PyBool_Check(key)) {
-        PyErr_Format(PyExc_TypeError, "memoryview declarations are keyed by 0-based "
-                     "parameter index (int), not %.100s %R", Py_TYPE(key)->tp_name, key);
+        PyErr_Format(PyExc_TypeError,
+                     "memoryview declarations are keyed by 0-based "
+                     "parameter index (int), not %.100s %R",
+                     Py_TYPE(key)->tp_name, key);
         return -1;
     }
     int ovf = 0;
@@ -429,20 +432,22 @@ static int parse_mvspec(const nt_sig *sig, PyObject *key, PyObject *value, nt_mv
     if (ovf != 0 || i < 0 || i >= sig->nargs) {
         PyErr_Format(PyExc_ValueError,
                      "memoryview declaration for parameter %R, out of range (the "
-                     "signature has %d parameter%s: 0 to %d)", key, sig->nargs,
-                     sig->nargs == 1 ? "" : "s", sig->nargs - 1);
+                     "signature has %d parameter%s: 0 to %d)",
+                     key, sig->nargs, sig->nargs == 1 ? "" : "s", sig->nargs - 1);
         return -1;
     }
     if (sig->args[i].kind != NT_MEMVIEW) {
         PyErr_Format(PyExc_ValueError,
                      "memoryview declaration for parameter %lld, which is not a "
-                     "__Pyx_memviewslice parameter of this signature", i);
+                     "__Pyx_memviewslice parameter of this signature",
+                     i);
         return -1;
     }
     const char *text, *contig = NULL;
     int ndim, is_const;
     if (!PyTuple_Check(value)) {
-        PyErr_Format(PyExc_TypeError, "memoryview %lld: the core takes a declaration as "
+        PyErr_Format(PyExc_TypeError,
+                     "memoryview %lld: the core takes a declaration as "
                      "(dtype, ndim, contig, const), got %.100s %R; numthunk.Function "
                      "and numthunk.cython take the text form 'double[:, ::1]'",
                      i, Py_TYPE(value)->tp_name, value);
@@ -459,13 +464,12 @@ static int parse_mvspec(const nt_sig *sig, PyObject *key, PyObject *value, nt_mv
     if (t.depth != 0 || !(NT_IS_INT(t.kind) || NT_IS_FLOAT(t.kind) || NT_IS_COMPLEX(t.kind))) {
         if (t.fn != NULL)
             nt_sig_free(t.fn);
-        PyErr_Format(PyExc_ValueError,
-                     "memoryview %lld dtype '%s' is not a scalar type", i, text);
+        PyErr_Format(PyExc_ValueError, "memoryview %lld dtype '%s' is not a scalar type", i, text);
         return -1;
     }
     if (ndim < 1 || ndim > NT_MEMVIEW_MAX_DIMS) {
-        PyErr_Format(PyExc_ValueError, "memoryview %lld: ndim must be 1..%d",
-                     i, NT_MEMVIEW_MAX_DIMS);
+        PyErr_Format(PyExc_ValueError, "memoryview %lld: ndim must be 1..%d", i,
+                     NT_MEMVIEW_MAX_DIMS);
         return -1;
     }
     char c = contig != NULL ? contig[0] : 0;
@@ -577,7 +581,8 @@ static int check_via(PyObject *via)
             if (!PyObject_TypeCheck(d, nt_get_state()->thunk_type)) {
                 PyErr_Format(PyExc_TypeError,
                              "the thunks a target uses (Function.depends, Thunk(via=...)) "
-                             "must be thunks; item %zd is a %.100s", k, Py_TYPE(d)->tp_name);
+                             "must be thunks; item %zd is a %.100s",
+                             k, Py_TYPE(d)->tp_name);
                 return -1;
             }
         }
@@ -587,7 +592,8 @@ static int check_via(PyObject *via)
         return 0;
     PyErr_Format(PyExc_TypeError,
                  "Thunk(via=...) takes the thunks the target uses: a thunk or a tuple of "
-                 "thunks (Function.depends), not a %.100s", Py_TYPE(via)->tp_name);
+                 "thunks (Function.depends), not a %.100s",
+                 Py_TYPE(via)->tp_name);
     return -1;
 }
 
@@ -646,10 +652,11 @@ static int gather_deps(ThunkObject *self, PyObject *values, PyObject *via)
         n += nt_is_address(v) && nt_thunk_at((void *)((nt_AddressObject *)v)->value) != NULL;
     }
     Py_ssize_t ndeclared = via == NULL || via == Py_None ? 0
-                           : PyTuple_Check(via) ? PyTuple_GET_SIZE(via) : 1;
+        : PyTuple_Check(via)                             ? PyTuple_GET_SIZE(via)
+                                                         : 1;
     n += (int)ndeclared;
     if (n == 0)
-        return 0;                  /* a plain thunk: nothing below it */
+        return 0; /* a plain thunk: nothing below it */
     if (reserve_deps(self, n) < 0)
         return -1;
     if (target != NULL)
@@ -657,7 +664,8 @@ static int gather_deps(ThunkObject *self, PyObject *values, PyObject *via)
     for (int i = 0; i < sig->nargs; i++) {
         PyObject *v = PyTuple_GET_ITEM(values, i);
         ThunkObject *d = sig->args[i].kind == NT_FNPTR && nt_is_address(v)
-                         ? nt_thunk_at((void *)((nt_AddressObject *)v)->value) : NULL;
+            ? nt_thunk_at((void *)((nt_AddressObject *)v)->value)
+            : NULL;
         if (d != NULL)
             push_dep(self, d, i);
     }
@@ -693,7 +701,7 @@ static int link_deps(ThunkObject *self)
             return check_dep(self, p, NULL, what, "bind");
         }
     }
-    if (ndeps == 0 && !gil) {      /* a plain thunk: nothing below it */
+    if (ndeps == 0 && !gil) { /* a plain thunk: nothing below it */
         self->chain_limit = (uint16_t)limit;
         self->nogil = self->own_nogil;
         return 0;
@@ -735,8 +743,9 @@ static int convert_bound(ThunkObject *self, PyObject *values)
             continue;
         PyObject *v = PyTuple_GET_ITEM(values, i);
         binding *b = &self->b[i];
-        if (nt_convert(sig, i, v, self->ctx->values + s->offset, &b->held,
-                       nt_thunk_mvspec(self, i), &b->key) < 0)
+        if (nt_convert(sig, i, v, self->ctx->values + s->offset, &b->held, nt_thunk_mvspec(self, i),
+                       &b->key)
+            < 0)
             return -1;
         b->value = Py_NewRef(v);
     }
@@ -760,14 +769,15 @@ PyObject *nt_thunk_resolve(PyTypeObject *type, nt_SignatureObject *sigobj, PyObj
         if (need) {
             nt_state *st = nt_get_state();
             if (!nt_state_hooks_for(st, type))
-                return Py_NewRef(values);   /* the converter refuses them by name */
-            PyObject *r = PyObject_CallFunctionObjArgs(st->resolve_values, (PyObject *)sigobj,
-                                                       values, owner != NULL ? owner : Py_None,
-                                                       NULL);
+                return Py_NewRef(values); /* the converter refuses them by name */
+            PyObject *r =
+                PyObject_CallFunctionObjArgs(st->resolve_values, (PyObject *)sigobj, values,
+                                             owner != NULL ? owner : Py_None, NULL);
             if (r != NULL && (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != n)) {
                 Py_DECREF(r);
-                PyErr_SetString(PyExc_TypeError,
-                                "the package's resolve_values must return a tuple of the same length");
+                PyErr_SetString(
+                    PyExc_TypeError,
+                    "the package's resolve_values must return a tuple of the same length");
                 return NULL;
             }
             return r;
@@ -788,7 +798,7 @@ PyObject *nt_thunk_create(PyTypeObject *type, nt_SignatureObject *sig, void *tar
     ThunkObject *self = PyObject_GC_NewVar(ThunkObject, type, nargs);
     if (self == NULL)
         return NULL;
-    NT_TSAN_SYNC();               /* the memory may be a freed thunk's */
+    NT_TSAN_SYNC(); /* the memory may be a freed thunk's */
     /* All of it: a subclass without __slots__ keeps its __dict__ pointer
        after the bindings, which must start out NULL. */
     size_t size = (size_t)type->tp_basicsize + (size_t)nargs * (size_t)type->tp_itemsize;
@@ -809,12 +819,12 @@ PyObject *nt_thunk_create(PyTypeObject *type, nt_SignatureObject *sig, void *tar
     if (gather_deps(self, values, via) < 0 || convert_bound(self, values) < 0)
         goto error;
     NT_TSAN_SYNC();
-    if (self->plan->backend->entry_new(self->plan, self->ctx, &self->entry, &self->address,
-                                       &err) != NT_OK)
+    if (self->plan->backend->entry_new(self->plan, self->ctx, &self->entry, &self->address, &err)
+        != NT_OK)
         goto error_nt;
     if (link_deps(self) < 0)
         goto error;
-    NT_TSAN_SYNC();               /* conversion ran Python code */
+    NT_TSAN_SYNC(); /* conversion ran Python code */
     if (nt_registry_add(self) < 0) {
         PyErr_NoMemory();
         goto error;
@@ -833,16 +843,16 @@ error:
    arr): its parameter, its new marker and cell. */
 typedef struct {
     int param;
-    PyObject *marker;          /* its new Derived marker (owned) */
-    uint64_t cell;             /* its new cell */
-    uint64_t key;              /* the layout key it reads */
+    PyObject *marker; /* its new Derived marker (owned) */
+    uint64_t cell;    /* its new cell */
+    uint64_t key;     /* the layout key it reads */
 } follower;
 
 /* What a rebind prepares besides the new value itself: the followers and
    the context. */
 typedef struct {
-    int n;                     /* followers */
-    follower *f;               /* room for one per parameter */
+    int n;       /* followers */
+    follower *f; /* room for one per parameter */
     nt_ctx *fresh;
 } rebind_prep;
 
@@ -892,10 +902,11 @@ static int followed(const ThunkObject *self, int j)
         if (holds_buffer(self, p) && array_of(self->b[p].value) == d->obj)
             by_layout = 0;
     for (int p = 0; p < n; p++)
-        count += holds_buffer(self, p) && (by_layout ? self->b[p].key == key
-                                           : array_of(self->b[p].value) == d->obj);
-#define CANDIDATE(p) (holds_buffer(self, p) && (by_layout ? self->b[p].key == key \
-                      : array_of(self->b[p].value) == d->obj))
+        count += holds_buffer(self, p)
+            && (by_layout ? self->b[p].key == key : array_of(self->b[p].value) == d->obj);
+#define CANDIDATE(p)       \
+    (holds_buffer(self, p) \
+     && (by_layout ? self->b[p].key == key : array_of(self->b[p].value) == d->obj))
     if (count == 0)
         return -1;
     int rank = 0, peers = 0;
@@ -946,9 +957,11 @@ static int prepare_followers(ThunkObject *self, int i, PyObject *value, uint64_t
             PyErr_Format(PyExc_TypeError,
                          "rebind: %s holds %s() of the array parameter %d held, and a "
                          "%.100s has no shape to follow; rebind that parameter too, "
-                         "or bind a buffer", what,
-                         d->kind == NT_DERIVED_SIZE ? "size"
-                         : d->kind == NT_DERIVED_SHAPE ? "shape" : "stride",
+                         "or bind a buffer",
+                         what,
+                         d->kind == NT_DERIVED_SIZE        ? "size"
+                             : d->kind == NT_DERIVED_SHAPE ? "shape"
+                                                           : "stride",
                          i + 1, Py_TYPE(value)->tp_name);
             return -1;
         }
@@ -958,15 +971,16 @@ static int prepare_followers(ThunkObject *self, int i, PyObject *value, uint64_t
             return -1;
         p->n++;
         f->param = j;
-        if (nt_convert_derived_from(sig, j, (nt_DerivedObject *)f->marker, source,
-                                    &f->cell, &f->key) < 0)
+        if (nt_convert_derived_from(sig, j, (nt_DerivedObject *)f->marker, source, &f->cell,
+                                    &f->key)
+            < 0)
             return -1;
     }
     /* Room for what commit() retires, so that it cannot fail. */
     extra *x = nt_thunk_extra(self);
     if (x == NULL)
         return -1;
-    Py_ssize_t need = x->nretired + 2 + p->n;    /* + a dependency it replaces */
+    Py_ssize_t need = x->nretired + 2 + p->n; /* + a dependency it replaces */
     if (need > x->capretired) {
         Py_ssize_t cap = need * 2;
         PyObject **r = PyMem_Realloc(x->retired, (size_t)cap * sizeof(PyObject *));
@@ -984,7 +998,7 @@ static void retire(ThunkObject *self, int j, PyObject *value, uint64_t key)
 {
     binding *b = &self->b[j];
     extra *x = self->x;
-    x->retired[x->nretired++] = b->value;     /* the reference moves */
+    x->retired[x->nretired++] = b->value; /* the reference moves */
     nt_held *h = b->held;
     while (h != NULL) {
         nt_held *next = h->next;
@@ -992,22 +1006,21 @@ static void retire(ThunkObject *self, int j, PyObject *value, uint64_t key)
         x->retired_held = h;
         h = next;
     }
-    b->value = value;                         /* the reference moves in */
+    b->value = value; /* the reference moves in */
     b->held = NULL;
     b->key = key;
 }
 
 /* Publishes: the current context with the new cells, one release-store.
    No Python code runs here. */
-static void commit(ThunkObject *self, int i, PyObject *value, const void *cell,
-                   nt_held *held, uint64_t key, rebind_prep *p)
+static void commit(ThunkObject *self, int i, PyObject *value, const void *cell, nt_held *held,
+                   uint64_t key, rebind_prep *p)
 {
     const nt_plan *plan = self->plan;
     nt_ctx *fresh = p->fresh;
     p->fresh = NULL;
     memcpy(fresh->values, self->ctx->values, plan->values_size);
-    memcpy(fresh->values + plan->slots[i].offset, cell,
-           nt_cell_size(&self->sig->sig->args[i]));
+    memcpy(fresh->values + plan->slots[i].offset, cell, nt_cell_size(&self->sig->sig->args[i]));
     for (int k = 0; k < p->n; k++)
         memcpy(fresh->values + plan->slots[p->f[k].param].offset, &p->f[k].cell, 8);
     fresh->older = self->ctx;
@@ -1073,7 +1086,7 @@ static void commit_dep(ThunkObject *self, int i, ThunkObject *d)
             at = k;
     if (at >= 0) {
         unlink_user(self, at);
-        x->retired[x->nretired++] = (PyObject *)x->deps[at].thunk;  /* the reference moves */
+        x->retired[x->nretired++] = (PyObject *)x->deps[at].thunk; /* the reference moves */
         if (d != NULL) {
             x->deps[at].thunk = (ThunkObject *)Py_NewRef(d);
         } else {
@@ -1104,8 +1117,9 @@ static int prepare_current(ThunkObject *self, int i, PyObject *value, uint64_t n
     for (int attempt = 0;; attempt++) {
         NT_TSAN_SYNC();
         if (self->released) {
-            PyErr_SetString(PyExc_ValueError,
-                            "the thunk was released while rebind() converted the new value" SEE_LIFETIME);
+            PyErr_SetString(
+                PyExc_ValueError,
+                "the thunk was released while rebind() converted the new value" SEE_LIFETIME);
             return -1;
         }
         uint32_t gen = self->gen;

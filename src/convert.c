@@ -16,7 +16,7 @@
 
 #define NO_IMPORT_ARRAY
 #define PY_ARRAY_UNIQUE_SYMBOL nt_ARRAY_API
-#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#define NPY_NO_DEPRECATED_API  NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
 #include <numpy/arrayscalars.h>
 
@@ -68,7 +68,7 @@ static const char *float_hook(PyObject *v)
 
 static const char *complex_hook(PyObject *v)
 {
-    nt_saved_error saved;         /* the conversion's, the cause to report */
+    nt_saved_error saved; /* the conversion's, the cause to report */
     nt_error_save(&saved);
     PyObject *m = PyObject_GetAttrString((PyObject *)Py_TYPE(v), "__complex__");
     int has = m != NULL;
@@ -80,24 +80,23 @@ static const char *complex_hook(PyObject *v)
 
 /* The refusal of a value whose conversion raised (not an overflow): its
    hook (above) raised, or it is no number. -1. */
-static int refuse_number(PyObject *value, const char *expected, const char *hook,
-                         nt_label *what)
+static int refuse_number(PyObject *value, const char *expected, const char *hook, nt_label *what)
 {
     if (hook != NULL) {
-        nt_raise_chained(PyExc_TypeError, "%s: expected %s; %.100s.%s() raised",
-                         W(what), expected, Py_TYPE(value)->tp_name, hook);
+        nt_raise_chained(PyExc_TypeError, "%s: expected %s; %.100s.%s() raised", W(what), expected,
+                         Py_TYPE(value)->tp_name, hook);
         return -1;
     }
     PyErr_Clear();
-    PyErr_Format(PyExc_TypeError, "%s: expected %s, got %.100s",
-                 W(what), expected, Py_TYPE(value)->tp_name);
+    PyErr_Format(PyExc_TypeError, "%s: expected %s, got %.100s", W(what), expected,
+                 Py_TYPE(value)->tp_name);
     return -1;
 }
 
 static int is_floatlike(PyObject *v)
 {
-    return PyFloat_Check(v) || PyComplex_Check(v)
-        || PyArray_IsScalar(v, Floating) || PyArray_IsScalar(v, ComplexFloating);
+    return PyFloat_Check(v) || PyComplex_Check(v) || PyArray_IsScalar(v, Floating)
+        || PyArray_IsScalar(v, ComplexFloating);
 }
 
 static int is_boollike(PyObject *v)
@@ -116,17 +115,14 @@ static int overflow(nt_label *what, const nt_type *t, PyObject *num)
     int bits = 8 * r->size;
     if (t->kind == NT_BOOL)
         PyErr_Format(PyExc_OverflowError,
-                     "%s: %S is not a valid C bool (expected True, False, 0 or 1)",
-                     W(what), num);
+                     "%s: %S is not a valid C bool (expected True, False, 0 or 1)", W(what), num);
     else if (r->is_signed)
-        PyErr_Format(PyExc_OverflowError,
-                     "%s: %S does not fit in a %d-bit C %s (range %lld..%llu)",
-                     W(what), num, bits, type, (long long)r->min,
-                     (unsigned long long)r->max);
+        PyErr_Format(PyExc_OverflowError, "%s: %S does not fit in a %d-bit C %s (range %lld..%llu)",
+                     W(what), num, bits, type, (long long)r->min, (unsigned long long)r->max);
     else
         PyErr_Format(PyExc_OverflowError,
-                     "%s: %S does not fit in a %d-bit unsigned C %s (range 0..%llu)",
-                     W(what), num, bits, type, (unsigned long long)r->max);
+                     "%s: %S does not fit in a %d-bit unsigned C %s (range 0..%llu)", W(what), num,
+                     bits, type, (unsigned long long)r->max);
     return -1;
 }
 
@@ -134,8 +130,8 @@ static int refuse_negative(nt_label *what, const nt_type *t, PyObject *num)
 {
     char type[64];
     nt_type_format(t, type, sizeof(type));
-    PyErr_Format(PyExc_OverflowError, "%s: %S is negative but C %s is unsigned",
-                 W(what), num, type);
+    PyErr_Format(PyExc_OverflowError, "%s: %S is negative but C %s is unsigned", W(what), num,
+                 type);
     return -1;
 }
 
@@ -213,8 +209,8 @@ static PyObject *index_of(PyObject *value, nt_label *what)
         return NULL;
     }
     if (PyUnicode_Check(value) || PyBytes_Check(value) || PyByteArray_Check(value)) {
-        PyErr_Format(PyExc_TypeError, "%s: expected an integer, got %.100s",
-                     W(what), Py_TYPE(value)->tp_name);
+        PyErr_Format(PyExc_TypeError, "%s: expected an integer, got %.100s", W(what),
+                     Py_TYPE(value)->tp_name);
         return NULL;
     }
     PyObject *num = PyNumber_Index(value);
@@ -226,7 +222,7 @@ static PyObject *index_of(PyObject *value, nt_label *what)
 static int convert_int(const nt_type *t, PyObject *value, void *cell, nt_label *what)
 {
     if (PyLong_CheckExact(value))
-        return store_long(t, value, cell, what);   /* the common case */
+        return store_long(t, value, cell, what); /* the common case */
     if (is_boollike(value)) {
         uint64_t bits = PyObject_IsTrue(value) ? 1 : 0;
         memcpy(cell, &bits, 8);
@@ -248,8 +244,8 @@ static int reject_nonnumber(PyObject *value, nt_label *what, const char *expecte
 {
     if (PyUnicode_Check(value) || PyBytes_Check(value) || PyByteArray_Check(value)
         || value == Py_None) {
-        PyErr_Format(PyExc_TypeError, "%s: expected %s, got %.100s",
-                     W(what), expected, Py_TYPE(value)->tp_name);
+        PyErr_Format(PyExc_TypeError, "%s: expected %s, got %.100s", W(what), expected,
+                     Py_TYPE(value)->tp_name);
         return -1;
     }
     return 0;
@@ -259,8 +255,7 @@ static int reject_nonnumber(PyObject *value, nt_label *what, const char *expecte
    __float__ that overflows to inf) is refused as 2**1024 is; a value that is
    itself infinite (Decimal('Infinity')) compares equal to inf and passes.
    0, or -1 with an exception set. */
-static int refuse_overflow_to_inf(PyObject *value, double d, nt_label *what,
-                                  const char *ctype)
+static int refuse_overflow_to_inf(PyObject *value, double d, nt_label *what, const char *ctype)
 {
     if (!isinf(d) || PyFloat_Check(value) || PyComplex_Check(value)
         || PyArray_IsScalar(value, Floating) || PyArray_IsScalar(value, ComplexFloating))
@@ -275,8 +270,8 @@ static int refuse_overflow_to_inf(PyObject *value, double d, nt_label *what,
     if (same < 0 && nt_error_passes())
         return -1;
     PyErr_Clear();
-    PyErr_Format(PyExc_OverflowError, "%s: %R is too large for a C %s (it converts to %s)",
-                 W(what), value, ctype, d > 0 ? "inf" : "-inf");
+    PyErr_Format(PyExc_OverflowError, "%s: %R is too large for a C %s (it converts to %s)", W(what),
+                 value, ctype, d > 0 ? "inf" : "-inf");
     return -1;
 }
 
@@ -285,9 +280,8 @@ static int as_double(PyObject *value, double *out, nt_label *what)
     if (reject_nonnumber(value, what, "a real number") < 0)
         return -1;
     if (PyComplex_Check(value) || PyArray_IsScalar(value, ComplexFloating)) {
-        PyErr_Format(PyExc_TypeError,
-                     "%s: expected a real number, got %.100s %R",
-                     W(what), Py_TYPE(value)->tp_name, value);
+        PyErr_Format(PyExc_TypeError, "%s: expected a real number, got %.100s %R", W(what),
+                     Py_TYPE(value)->tp_name, value);
         return -1;
     }
     if (PyArray_IsScalar(value, LongDouble)) {
@@ -295,8 +289,7 @@ static int as_double(PyObject *value, double *out, nt_label *what)
            an int beyond DBL_MAX is refused */
         npy_longdouble ld = PyArrayScalar_VAL(value, LongDouble);
         if (isfinite(ld) && !isfinite((double)ld)) {
-            PyErr_Format(PyExc_OverflowError,
-                         "%s: %R is too large for a C double", W(what), value);
+            PyErr_Format(PyExc_OverflowError, "%s: %R is too large for a C double", W(what), value);
             return -1;
         }
     }
@@ -307,8 +300,7 @@ static int as_double(PyObject *value, double *out, nt_label *what)
         if (!PyErr_ExceptionMatches(PyExc_OverflowError))
             return refuse_number(value, "a real number", float_hook(value), what);
         PyErr_Clear();
-        PyErr_Format(PyExc_OverflowError, "%s: %R is too large for a C double",
-                     W(what), value);
+        PyErr_Format(PyExc_OverflowError, "%s: %R is too large for a C double", W(what), value);
         return -1;
     }
     if (refuse_overflow_to_inf(value, d, what, "double") < 0)
@@ -326,9 +318,8 @@ static int to_float(double d, float *out, PyObject *value, nt_label *what)
         PyObject *max = PyFloat_FromDouble(r->fmax);
         if (max == NULL)
             return -1;
-        PyErr_Format(PyExc_OverflowError,
-                     "%s: %R is beyond the range of a C %s (max %R)",
-                     W(what), value, r->c_text, max);
+        PyErr_Format(PyExc_OverflowError, "%s: %R is beyond the range of a C %s (max %R)", W(what),
+                     value, r->c_text, max);
         Py_DECREF(max);
         return -1;
     }
@@ -338,15 +329,15 @@ static int to_float(double d, float *out, PyObject *value, nt_label *what)
 
 static int convert_real(const nt_type *t, PyObject *value, void *cell, nt_label *what)
 {
-    double d = 0.0;   /* set by as_double on success; GCC -O1 with TSan cannot see that */
+    double d = 0.0; /* set by as_double on success; GCC -O1 with TSan cannot see that */
     if (as_double(value, &d, what) < 0)
         return -1;
     memset(cell, 0, 8);
-    if (t->kind == NT_F64) {      /* the store differs per kind */
+    if (t->kind == NT_F64) { /* the store differs per kind */
         memcpy(cell, &d, 8);
         return 0;
     }
-    float f = 0.0f;   /* set by to_float on success; GCC cannot see that once inlined */
+    float f = 0.0f; /* set by to_float on success; GCC cannot see that once inlined */
     if (to_float(d, &f, value, what) < 0)
         return -1;
     memcpy(cell, &f, 4);
@@ -364,8 +355,8 @@ static int complex_failed(const nt_kind_info *c, PyObject *value, nt_label *what
     PyObject *max = PyFloat_FromDouble(c->fmax);
     if (max != NULL)
         nt_raise_chained(PyExc_OverflowError,
-                         "%s: %R does not fit in a C %s (its parts are C %ss, max %R)",
-                         W(what), value, c->c_text, nt_kinds[c->part].c_text, max);
+                         "%s: %R does not fit in a C %s (its parts are C %ss, max %R)", W(what),
+                         value, c->c_text, nt_kinds[c->part].c_text, max);
     Py_XDECREF(max);
     return -1;
 }
@@ -402,7 +393,7 @@ typedef struct {
     int ndim;
     Py_ssize_t itemsize;
     const Py_ssize_t *shape;
-    const Py_ssize_t *strides;   /* NULL: C-contiguous */
+    const Py_ssize_t *strides; /* NULL: C-contiguous */
 } layout;
 
 static int is_plain_ndarray(PyObject *v)
@@ -414,8 +405,8 @@ static int is_plain_ndarray(PyObject *v)
 
 static layout layout_of_array(PyArrayObject *a)
 {
-    return (layout){ PyArray_BYTES(a), PyArray_NDIM(a), PyArray_ITEMSIZE(a),
-                     PyArray_DIMS(a), PyArray_STRIDES(a) };
+    return (layout){ PyArray_BYTES(a), PyArray_NDIM(a), PyArray_ITEMSIZE(a), PyArray_DIMS(a),
+                     PyArray_STRIDES(a) };
 }
 
 static layout layout_of_view(const Py_buffer *v)
@@ -468,9 +459,8 @@ static int derived_value(const nt_DerivedObject *d, const layout *l, Py_ssize_t 
     Py_ssize_t ax = d->axis < 0 ? d->axis + l->ndim : d->axis;
     if (ax < 0 || ax >= l->ndim) {
         PyErr_Format(PyExc_ValueError,
-                     "%s: %s(arr, %zd) asks for axis %zd but the array has %d dimension%s",
-                     W(what), derived_names[d->kind], d->axis, d->axis, l->ndim,
-                     l->ndim == 1 ? "" : "s");
+                     "%s: %s(arr, %zd) asks for axis %zd but the array has %d dimension%s", W(what),
+                     derived_names[d->kind], d->axis, d->axis, l->ndim, l->ndim == 1 ? "" : "s");
         return -1;
     }
     if (d->kind == NT_DERIVED_SHAPE) {
@@ -482,13 +472,15 @@ static int derived_value(const nt_DerivedObject *d, const layout *l, Py_ssize_t 
         if (l->itemsize == 0) {
             PyErr_Format(PyExc_ValueError,
                          "%s: stride(arr, %zd, elements=True) of an array whose elements "
-                         "are 0 bytes long: there is no stride in elements", W(what), ax);
+                         "are 0 bytes long: there is no stride in elements",
+                         W(what), ax);
             return -1;
         }
         if (stride % l->itemsize != 0) {
             PyErr_Format(PyExc_ValueError,
                          "%s: stride %zd bytes of axis %zd is not a whole number "
-                         "of %zd-byte elements", W(what), stride, ax, l->itemsize);
+                         "of %zd-byte elements",
+                         W(what), stride, ax, l->itemsize);
             return -1;
         }
         stride /= l->itemsize;
@@ -506,13 +498,12 @@ static PyObject *source_object(PyObject *obj)
     return nt_is_strided(obj) ? ((nt_StridedObject *)obj)->obj : obj;
 }
 
-static int derived_from(const nt_type *t, const nt_DerivedObject *d, PyObject *src,
-                        void *cell, uint64_t *key, nt_label *what)
+static int derived_from(const nt_type *t, const nt_DerivedObject *d, PyObject *src, void *cell,
+                        uint64_t *key, nt_label *what)
 {
     if (!NT_IS_INT(t->kind) || t->kind == NT_BOOL) {
         PyErr_Format(PyExc_TypeError,
-                     "%s: size(), shape() and stride() bind integer parameters only",
-                     W(what));
+                     "%s: size(), shape() and stride() bind integer parameters only", W(what));
         return -1;
     }
     src = source_object(src);
@@ -541,8 +532,8 @@ static int derived_from(const nt_type *t, const nt_DerivedObject *d, PyObject *s
     return store_int(t, value, cell, what);
 }
 
-int nt_convert_derived_from(const nt_sig *sig, int j, nt_DerivedObject *d,
-                            PyObject *new_source, void *cell, uint64_t *key)
+int nt_convert_derived_from(const nt_sig *sig, int j, nt_DerivedObject *d, PyObject *new_source,
+                            void *cell, uint64_t *key)
 {
     nt_label what;
     what.sig = sig;
@@ -561,8 +552,8 @@ static int element_matches(const nt_type *t, int kind)
         return 1;
     /* C char is its own type: any one-byte integer buffer may back a char *
        (bytes and bytearray export 'B'). */
-    int spelled_char = t->spelling < nt_nspellings
-        && strcmp(nt_spellings[t->spelling].name, "char") == 0;
+    int spelled_char =
+        t->spelling < nt_nspellings && strcmp(nt_spellings[t->spelling].name, "char") == 0;
     return spelled_char && (kind == NT_I8 || kind == NT_U8);
 }
 
@@ -580,10 +571,16 @@ static int array_kind(PyArrayObject *a)
     if (!PyArray_ISNOTSWAPPED(a) || !(PyTypeNum_ISBOOL(type) || PyTypeNum_ISNUMBER(type)))
         return NT_VOID;
     int value, is_signed = 1;
-    switch (PyArray_DESCR(a)->kind) {     /* NumPy's letters, not our kinds */
-    case 'b': value = NT_VALUE_BOOL; is_signed = 0; break;
+    switch (PyArray_DESCR(a)->kind) { /* NumPy's letters, not our kinds */
+    case 'b':
+        value = NT_VALUE_BOOL;
+        is_signed = 0;
+        break;
     case 'i': value = NT_VALUE_INT; break;
-    case 'u': value = NT_VALUE_INT; is_signed = 0; break;
+    case 'u':
+        value = NT_VALUE_INT;
+        is_signed = 0;
+        break;
     case 'f': value = NT_VALUE_REAL; break;
     case 'c': value = NT_VALUE_COMPLEX; break;
     default: return NT_VOID;
@@ -607,16 +604,14 @@ static int is_struct_pointer(const nt_type *t)
         && nt_tag_name(t->spelling) != NULL;
 }
 
-static int array_fast(const nt_type *t, PyObject *obj, int strided, void *cell,
-                      uint64_t *key)
+static int array_fast(const nt_type *t, PyObject *obj, int strided, void *cell, uint64_t *key)
 {
     if (!is_plain_ndarray(obj) || is_struct_pointer(t))
         return 0;
     PyArrayObject *a = (PyArrayObject *)obj;
     int kind = array_kind(a);
     if (kind == NT_VOID || !element_matches(t, kind)
-        || (!PyArray_ISWRITEABLE(a) && !(t->cflags & NT_CONST_BASE))
-        || !PyArray_ISALIGNED(a)
+        || (!PyArray_ISWRITEABLE(a) && !(t->cflags & NT_CONST_BASE)) || !PyArray_ISALIGNED(a)
         || (!strided && !PyArray_IS_C_CONTIGUOUS(a)))
         return 0;
     /* PyArray_ISALIGNED is about the dtype's alignment, which is ours for
@@ -663,14 +658,15 @@ static int refuse_undeclared_struct(const nt_type *t, const Py_buffer *v, nt_lab
 {
     const char *tag = nt_tag_name(t->spelling);
     const char *core = strncmp(tag, "struct ", 7) == 0 ? tag + 7
-                       : strncmp(tag, "union ", 6) == 0 ? tag + 6 : tag;
+        : strncmp(tag, "union ", 6) == 0               ? tag + 6
+                                                       : tag;
     PyErr_Format(PyExc_TypeError,
                  "%s: a buffer of format '%s' has no declared layout for %s; bind a "
                  "NumPy structured array whose struct is declared "
                  "(numthunk.Function(..., structs={'%s': dtype})), a ctypes Structure "
                  "named %s (an instance or an array), a cffi '%s *', or "
-                 "numthunk.address(p)", W(what), v->format != NULL ? v->format : "B",
-                 tag, core, core, tag);
+                 "numthunk.address(p)",
+                 W(what), v->format != NULL ? v->format : "B", tag, core, core, tag);
     return -1;
 }
 
@@ -686,14 +682,15 @@ static nt_held *hold(PyObject *obj, nt_label *what)
 
 /* Refuses a read-only buffer where the target may write (the declaration,
    `decl`, is not const), and one not aligned for its elements. */
-static int check_access(const Py_buffer *v, int is_const, const char *decl,
-                        size_t align, nt_label *what)
+static int check_access(const Py_buffer *v, int is_const, const char *decl, size_t align,
+                        nt_label *what)
 {
     if (v->readonly && !is_const) {
         PyErr_Format(PyExc_ValueError,
                      "%s: the buffer is read-only but %s is not declared const (the "
                      "target may write through it); pass a writable array, or declare "
-                     "%s const", W(what), decl, decl);
+                     "%s const",
+                     W(what), decl, decl);
         return -1;
     }
     return nt_check_aligned(v, align, W(what));
@@ -723,16 +720,17 @@ static int refuse_target(const nt_type *t, const Py_buffer *v, int strided, nt_l
            pointers are resolved before the core (numthunk._foreign: the
            pointee checked, the pointer's value bound); one that reaches
            here is bound where no data pointer goes. */
-        PyErr_Format(PyExc_TypeError, t->kind == NT_FNPTR
-                     ? "%s: a ctypes data pointer cannot be bound to a function pointer"
-                     : "%s: a ctypes pointer object is bound through its value "
-                       "(numthunk.address(ctypes.cast(p, ctypes.c_void_p).value))",
+        PyErr_Format(PyExc_TypeError,
+                     t->kind == NT_FNPTR
+                         ? "%s: a ctypes data pointer cannot be bound to a function pointer"
+                         : "%s: a ctypes pointer object is bound through its value "
+                           "(numthunk.address(ctypes.cast(p, ctypes.c_void_p).value))",
                      W(what));
         return -1;
     }
     if (t->kind == NT_FNPTR) {
-        PyErr_Format(PyExc_TypeError,
-                     "%s: a buffer cannot be bound to a function pointer", W(what));
+        PyErr_Format(PyExc_TypeError, "%s: a buffer cannot be bound to a function pointer",
+                     W(what));
         return -1;
     }
     if (t->depth != 1) {
@@ -750,8 +748,7 @@ static int refuse_target(const nt_type *t, const Py_buffer *v, int strided, nt_l
 }
 
 /* The buffer's elements against the pointee, its access and layout. */
-static int check_elements(const nt_type *t, const Py_buffer *v, int strided,
-                          nt_label *what)
+static int check_elements(const nt_type *t, const Py_buffer *v, int strided, nt_label *what)
 {
     nt_elem e;
     if (nt_elem_decode(v, &e, W(what)) < 0)
@@ -766,26 +763,25 @@ static int check_elements(const nt_type *t, const Py_buffer *v, int strided,
                          W(what), nt_kind_name(t->base), type, e.format);
         else
             PyErr_Format(PyExc_TypeError,
-                         "%s: expected a buffer of %s for %s, got %s (format '%s')",
-                         W(what), nt_kind_name(t->base), type, nt_kind_name(e.kind),
-                         e.format);
+                         "%s: expected a buffer of %s for %s, got %s (format '%s')", W(what),
+                         nt_kind_name(t->base), type, nt_kind_name(e.kind), e.format);
         return -1;
     }
-    if (check_access(v, t->cflags & NT_CONST_BASE, "the parameter", pointee_align(t),
-                     what) < 0)
+    if (check_access(v, t->cflags & NT_CONST_BASE, "the parameter", pointee_align(t), what) < 0)
         return -1;
     if (!strided && !PyBuffer_IsContiguous(v, 'C')) {
         PyErr_Format(PyExc_ValueError,
                      "%s: the buffer is not C-contiguous; pass numthunk.strided(arr) "
                      "if the target takes strides too, or np.ascontiguousarray(arr) "
-                     "to copy it", W(what));
+                     "to copy it",
+                     W(what));
         return -1;
     }
     return 0;
 }
 
-static int convert_buffer(const nt_type *t, PyObject *obj, int strided, void *cell,
-                          nt_held **held, uint64_t *key, nt_label *what)
+static int convert_buffer(const nt_type *t, PyObject *obj, int strided, void *cell, nt_held **held,
+                          uint64_t *key, nt_label *what)
 {
     if (t->kind == NT_PTR && t->depth == 1 && array_fast(t, obj, strided, cell, key))
         return 0;
@@ -813,30 +809,29 @@ static int check_memview(const Py_buffer *v, const nt_mvspec *mv, nt_label *what
         return -1;
     if (e.kind != mv->kind) {
         PyErr_Format(PyExc_TypeError,
-                     "%s: the memoryview is declared %s, got a buffer of %s (format '%s')",
-                     W(what), nt_kind_name(mv->kind),
-                     e.kind == NT_VOID ? "an unsupported type" : nt_kind_name(e.kind),
-                     e.format);
+                     "%s: the memoryview is declared %s, got a buffer of %s (format '%s')", W(what),
+                     nt_kind_name(mv->kind),
+                     e.kind == NT_VOID ? "an unsupported type" : nt_kind_name(e.kind), e.format);
         return -1;
     }
     if (v->ndim != mv->ndim) {
         PyErr_Format(PyExc_ValueError,
                      "%s: the memoryview is declared %d-dimensional, got a buffer with "
-                     "%d dimension%s", W(what), mv->ndim, v->ndim, v->ndim == 1 ? "" : "s");
+                     "%d dimension%s",
+                     W(what), mv->ndim, v->ndim, v->ndim == 1 ? "" : "s");
         return -1;
     }
     if (v->ndim > NT_MEMVIEW_MAX_DIMS) {
-        PyErr_Format(PyExc_ValueError, "%s: memoryviews have at most %d dimensions",
-                     W(what), NT_MEMVIEW_MAX_DIMS);
+        PyErr_Format(PyExc_ValueError, "%s: memoryviews have at most %d dimensions", W(what),
+                     NT_MEMVIEW_MAX_DIMS);
         return -1;
     }
-    if (check_access(v, mv->is_const, "the memoryview", nt_kinds[mv->kind].align,
-                     what) < 0)
+    if (check_access(v, mv->is_const, "the memoryview", nt_kinds[mv->kind].align, what) < 0)
         return -1;
     if (mv->contig && !PyBuffer_IsContiguous(v, mv->contig)) {
         PyErr_Format(PyExc_ValueError,
-                     "%s: the memoryview is declared %s-contiguous but the buffer is not",
-                     W(what), mv->contig == 'C' ? "C" : "Fortran");
+                     "%s: the memoryview is declared %s-contiguous but the buffer is not", W(what),
+                     mv->contig == 'C' ? "C" : "Fortran");
         return -1;
     }
     return 0;
@@ -860,14 +855,15 @@ static void fill_slice(const Py_buffer *v, void *cell)
     memcpy(cell, &s, sizeof(s));
 }
 
-static int convert_memview(PyObject *obj, void *cell, nt_held **held,
-                           const nt_mvspec *mv, uint64_t *key, nt_label *what)
+static int convert_memview(PyObject *obj, void *cell, nt_held **held, const nt_mvspec *mv,
+                           uint64_t *key, nt_label *what)
 {
     if (mv == NULL) {
         PyErr_Format(PyExc_TypeError,
                      "%s: a __Pyx_memviewslice parameter needs a declaration of its "
                      "dtype and ndim (the capsule signature does not carry them), "
-                     "e.g. memoryviews={<index>: 'double[:, ::1]'}", W(what));
+                     "e.g. memoryviews={<index>: 'double[:, ::1]'}",
+                     W(what));
         return -1;
     }
     nt_held *h = hold(obj, what);
@@ -899,20 +895,21 @@ static int convert_pointer(const nt_type *t, PyObject *value, void *cell, nt_hel
     if (PyLong_Check(value) && !PyBool_Check(value)) {
         PyErr_Format(PyExc_TypeError,
                      "%s: a bare int is not accepted as a pointer; wrap it "
-                     "explicitly: numthunk.address(%S)", W(what), value);
+                     "explicitly: numthunk.address(%S)",
+                     W(what), value);
         return -1;
     }
     if (nt_is_derived(value)) {
         PyErr_Format(PyExc_TypeError,
-                     "%s: size(), shape() and stride() bind integer parameters only",
-                     W(what));
+                     "%s: size(), shape() and stride() bind integer parameters only", W(what));
         return -1;
     }
     if (t->kind == NT_PTR && t->base == NT_DLTENSOR) {
         if (nt_is_strided(value) && t->depth == 1) {
             PyErr_Format(PyExc_TypeError,
                          "%s: a DLTensor carries its array's strides itself; bind the "
-                         "array, not numthunk.strided(arr)", W(what));
+                         "array, not numthunk.strided(arr)",
+                         W(what));
             return -1;
         }
         int r = nt_dlpack_convert(what->sig, what->i, value, cell, held);
@@ -923,8 +920,8 @@ static int convert_pointer(const nt_type *t, PyObject *value, void *cell, nt_hel
         PyObject *inner = ((nt_StridedObject *)value)->obj;
         if (t->kind == NT_PTR && PyObject_CheckBuffer(inner))
             return convert_buffer(t, inner, 1, cell, held, key, what);
-        PyErr_Format(PyExc_TypeError, "%s: strided() takes an array, not a %.100s",
-                     W(what), Py_TYPE(inner)->tp_name);
+        PyErr_Format(PyExc_TypeError, "%s: strided() takes an array, not a %.100s", W(what),
+                     Py_TYPE(inner)->tp_name);
         return -1;
     }
     if (PyObject_CheckBuffer(value))
@@ -986,32 +983,30 @@ int nt_needs_resolve(const nt_type *t, PyObject *value)
             if (r < 0) {
                 if (nt_error_passes())
                     return -1;
-                PyErr_Clear();   /* the converter names the parameter */
+                PyErr_Clear(); /* the converter names the parameter */
             }
         }
         if (PyArray_CheckExact(value))
             return 0;
         return !(value == Py_None || nt_is_address(value) || nt_is_strided(value)
                  || nt_is_derived(value) || PyLong_Check(value))
-               && (!PyObject_CheckBuffer(value) || is_ctypes_pointer(value));
+            && (!PyObject_CheckBuffer(value) || is_ctypes_pointer(value));
     case NT_FNPTR:
         return !(value == Py_None || nt_is_address(value) || nt_is_strided(value)
                  || nt_is_derived(value) || PyLong_Check(value));
-    case NT_MEMVIEW:
-        return !(PyObject_CheckBuffer(value) || nt_is_strided(value));
-    default:
-        return 0;
+    case NT_MEMVIEW: return !(PyObject_CheckBuffer(value) || nt_is_strided(value));
+    default: return 0;
     }
 }
 
-int nt_convert(const nt_sig *sig, int i, PyObject *value, void *cell,
-               nt_held **held, const nt_mvspec *mv, uint64_t *key)
+int nt_convert(const nt_sig *sig, int i, PyObject *value, void *cell, nt_held **held,
+               const nt_mvspec *mv, uint64_t *key)
 {
     const nt_type *t = &sig->args[i];
     int value_class = nt_kinds[t->kind].value;
     if (key != NULL)
         *key = 0;
-    nt_label label;            /* text left unset: filled on first use */
+    nt_label label; /* text left unset: filled on first use */
     label.sig = sig;
     label.i = i;
     label.done = 0;
@@ -1023,16 +1018,12 @@ int nt_convert(const nt_sig *sig, int i, PyObject *value, void *cell,
     }
     /* one converter per value class: what a Python value may be differs */
     switch (value_class) {
-    case NT_VALUE_BOOL: case NT_VALUE_INT:
-        return convert_int(t, value, cell, what);
-    case NT_VALUE_REAL:
-        return convert_real(t, value, cell, what);
-    case NT_VALUE_COMPLEX:
-        return convert_complex(t, value, cell, what);
-    case NT_VALUE_POINTER:
-        return convert_pointer(t, value, cell, held, key, what);
-    case NT_VALUE_MEMVIEW:
-        return convert_memview(source_object(value), cell, held, mv, key, what);
+    case NT_VALUE_BOOL:
+    case NT_VALUE_INT: return convert_int(t, value, cell, what);
+    case NT_VALUE_REAL: return convert_real(t, value, cell, what);
+    case NT_VALUE_COMPLEX: return convert_complex(t, value, cell, what);
+    case NT_VALUE_POINTER: return convert_pointer(t, value, cell, held, key, what);
+    case NT_VALUE_MEMVIEW: return convert_memview(source_object(value), cell, held, mv, key, what);
     default:
         PyErr_Format(PyExc_TypeError, "%s: parameters of this type cannot be bound", W(what));
         return -1;
@@ -1070,14 +1061,10 @@ PyObject *nt_to_python(const nt_type *t, const void *ret)
     memcpy(&w, ret, 8);
     /* what a C value becomes differs per value class */
     switch (r->value) {
-    case NT_VALUE_BOOL:
-        return PyBool_FromLong((uint8_t)w != 0);
-    case NT_VALUE_INT:
-        return int_to_python(r, w);
-    case NT_VALUE_REAL:
-        return PyFloat_FromDouble(part_at(r, ret, 0));
-    case NT_VALUE_COMPLEX:
-        return PyComplex_FromDoubles(part_at(r, ret, 0), part_at(r, ret, 1));
+    case NT_VALUE_BOOL: return PyBool_FromLong((uint8_t)w != 0);
+    case NT_VALUE_INT: return int_to_python(r, w);
+    case NT_VALUE_REAL: return PyFloat_FromDouble(part_at(r, ret, 0));
+    case NT_VALUE_COMPLEX: return PyComplex_FromDoubles(part_at(r, ret, 0), part_at(r, ret, 1));
     case NT_VALUE_POINTER: {
         void *p;
         memcpy(&p, ret, sizeof(p));

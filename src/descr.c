@@ -48,7 +48,8 @@ int nt_view_check(PyObject *obj, const Py_buffer *v, const char *what)
     if (v->ndim < 0 || v->itemsize < 0 || v->len < 0) {
         PyErr_Format(PyExc_ValueError,
                      "%s: the %.200s buffer has a negative ndim, itemsize or length "
-                     "(%d, %zd, %zd)", what, type, v->ndim, v->itemsize, v->len);
+                     "(%d, %zd, %zd)",
+                     what, type, v->ndim, v->itemsize, v->len);
         return -1;
     }
     if (v->ndim > 0 && v->shape == NULL) {
@@ -62,8 +63,7 @@ int nt_view_check(PyObject *obj, const Py_buffer *v, const char *what)
         for (int d = 0; d < v->ndim; d++)
             if (v->suboffsets[d] >= 0) {
                 PyErr_Format(PyExc_TypeError,
-                             "%s: indirect buffers (PIL-style suboffsets) are not supported",
-                             what);
+                             "%s: indirect buffers (PIL-style suboffsets) are not supported", what);
                 return -1;
             }
     /* itemsize x the extents; a product past PY_SSIZE_T_MAX is no length
@@ -72,8 +72,8 @@ int nt_view_check(PyObject *obj, const Py_buffer *v, const char *what)
     for (int d = 0; d < v->ndim; d++) {
         if (v->shape[d] < 0) {
             PyErr_Format(PyExc_ValueError,
-                         "%s: the %.200s buffer has a negative extent %zd on axis %d",
-                         what, type, v->shape[d], d);
+                         "%s: the %.200s buffer has a negative extent %zd on axis %d", what, type,
+                         v->shape[d], d);
             return -1;
         }
         empty |= v->shape[d] == 0;
@@ -88,8 +88,9 @@ int nt_view_check(PyObject *obj, const Py_buffer *v, const char *what)
     if (over || bytes != v->len) {
         PyErr_Format(PyExc_ValueError,
                      "%s: the %.200s buffer says it is %zd bytes long, but its shape and "
-                     "itemsize (%zd bytes) make %s%zd", what, type, v->len, v->itemsize,
-                     over ? "more than " : "", over ? PY_SSIZE_T_MAX : bytes);
+                     "itemsize (%zd bytes) make %s%zd",
+                     what, type, v->len, v->itemsize, over ? "more than " : "",
+                     over ? PY_SSIZE_T_MAX : bytes);
         return -1;
     }
     return 0;
@@ -135,18 +136,17 @@ int nt_elem_decode(const Py_buffer *view, nt_elem *out, const char *what)
         f++;
     }
     if (f[0] == '\0' || f[1] != '\0')
-        return 0;                  /* struct, sub-array or unknown: no kind */
+        return 0; /* struct, sub-array or unknown: no kind */
     int standard = order != '@';
     /* ctypes exports c_long arrays as '<l' with the native 8-byte itemsize:
        believe the itemsize where the code is 'l' or 'L'. */
-    if (standard && (*f == 'l' || *f == 'L')
-        && view->itemsize == (Py_ssize_t)sizeof(long))
+    if (standard && (*f == 'l' || *f == 'L') && view->itemsize == (Py_ssize_t)sizeof(long))
         standard = 0;
     int kind = nt_kind_of_format(*f, standard, is_complex);
     if (kind == NT_VOID || (Py_ssize_t)nt_kinds[kind].size != view->itemsize)
         return 0;
-    int swapped = (order == '<' && !host_is_little())
-               || ((order == '>' || order == '!') && host_is_little());
+    int swapped =
+        (order == '<' && !host_is_little()) || ((order == '>' || order == '!') && host_is_little());
     if (swapped && view->itemsize > 1) {
         PyErr_Format(PyExc_TypeError,
                      "%s: the buffer is in non-native byte order (format '%s'); "
@@ -164,7 +164,8 @@ int nt_check_aligned(const Py_buffer *view, size_t align, const char *what)
         return 0;
     PyErr_Format(PyExc_ValueError,
                  "%s: the buffer's data is not aligned to %zu bytes (address %p); "
-                 "copy it, e.g. np.require(arr, requirements='A')", what, align, view->buf);
+                 "copy it, e.g. np.require(arr, requirements='A')",
+                 what, align, view->buf);
     return -1;
 }
 

@@ -28,7 +28,7 @@
 
 #define NO_IMPORT_ARRAY
 #define PY_ARRAY_UNIQUE_SYMBOL nt_ARRAY_API
-#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#define NPY_NO_DEPRECATED_API  NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
 
 #include <string.h>
@@ -64,12 +64,12 @@ static const char *L(dl_label *l)
 #define MAX_MINOR 1
 
 typedef struct {
-    DLTensor tensor;                       /* what the kernel gets a pointer to */
-    PyObject *array;                       /* ndarray source read directly, or NULL */
-    Py_buffer view;                        /* buffer source (view.obj set), or unused */
-    DLManagedTensor *legacy;               /* consumed "dltensor" capsule, or NULL */
-    DLManagedTensorVersioned *versioned;   /* consumed "dltensor_versioned", or NULL */
-    int64_t dims[];                        /* shape[ndim] then strides[ndim] */
+    DLTensor tensor;                     /* what the kernel gets a pointer to */
+    PyObject *array;                     /* ndarray source read directly, or NULL */
+    Py_buffer view;                      /* buffer source (view.obj set), or unused */
+    DLManagedTensor *legacy;             /* consumed "dltensor" capsule, or NULL */
+    DLManagedTensorVersioned *versioned; /* consumed "dltensor_versioned", or NULL */
+    int64_t dims[];                      /* shape[ndim] then strides[ndim] */
 } dl_block;
 
 /* Py_DECREF, with the exception now set (a refusal) put aside while what
@@ -208,7 +208,8 @@ static int refuse_device(int32_t type, int32_t id, dl_label *what)
     PyErr_Format(PyExc_ValueError,
                  "%s: the array is on device %s:%d (DLPack device type %d); "
                  "a DLTensor bound here must be in CPU memory (kDLCPU = 1): copy "
-                 "it to the host first", L(what), device_name(type), (int)id, (int)type);
+                 "it to the host first",
+                 L(what), device_name(type), (int)id, (int)type);
     return -1;
 }
 
@@ -217,7 +218,8 @@ static int refuse_read_only(dl_label *what)
     PyErr_Format(PyExc_ValueError,
                  "%s: the array is read-only but the parameter is a non-const "
                  "DLTensor * (the kernel may write through it); pass a writable "
-                 "array, or declare the parameter const DLTensor *", L(what));
+                 "array, or declare the parameter const DLTensor *",
+                 L(what));
     return -1;
 }
 
@@ -231,8 +233,7 @@ static int get_view(PyObject *obj, Py_buffer *view, dl_label *what)
         return 0;
     /* NumPy raises ValueError for dtypes a buffer cannot carry
        (datetime64): name the parameter, keep NumPy's reason as cause. */
-    if (!PyErr_ExceptionMatches(PyExc_BufferError)
-        && !PyErr_ExceptionMatches(PyExc_TypeError)
+    if (!PyErr_ExceptionMatches(PyExc_BufferError) && !PyErr_ExceptionMatches(PyExc_TypeError)
         && !PyErr_ExceptionMatches(PyExc_ValueError))
         return -1;
     PyObject *type, *cause, *tb;
@@ -267,7 +268,8 @@ static int view_dtype(const Py_buffer *view, DLDataType *dtype, dl_label *what)
     }
     PyErr_Format(PyExc_TypeError,
                  "%s: the array's element format '%s' cannot be described by a "
-                 "DLTensor (integers, floats, complex and bool only)", L(what), e.format);
+                 "DLTensor (integers, floats, complex and bool only)",
+                 L(what), e.format);
     return -1;
 }
 
@@ -305,8 +307,7 @@ static int fill_from_view(dl_block *b, const Py_buffer *view, dl_label *what)
 
 /* NULL with an exception, or NULL with *not_array set for a pointer
    object (the caller binds it as a pointer). */
-static dl_block *from_buffer(PyObject *obj, int writable, dl_label *what,
-                             int *not_array)
+static dl_block *from_buffer(PyObject *obj, int writable, dl_label *what, int *not_array)
 {
     Py_buffer view;
     if (get_view(obj, &view, what) < 0)
@@ -317,8 +318,8 @@ static dl_block *from_buffer(PyObject *obj, int writable, dl_label *what,
         *not_array = 1;
         goto error;
     }
-    if (nt_view_check(obj, &view, L(what)) < 0
-        || view_dtype(&view, &dtype, what) < 0 || check_view(&view, writable, what) < 0)
+    if (nt_view_check(obj, &view, L(what)) < 0 || view_dtype(&view, &dtype, what) < 0
+        || check_view(&view, writable, what) < 0)
         goto error;
     b = block_new(view.ndim);
     if (b == NULL)
@@ -326,7 +327,7 @@ static dl_block *from_buffer(PyObject *obj, int writable, dl_label *what,
     b->tensor.dtype = dtype;
     if (fill_from_view(b, &view, what) < 0)
         goto error;
-    b->view = view;          /* the block holds the buffer from here on */
+    b->view = view; /* the block holds the buffer from here on */
     return b;
 error:
     PyMem_Free(b);
@@ -348,8 +349,7 @@ static dl_block *from_ndarray(PyObject *obj, int kind, int writable)
     PyArrayObject *a = (PyArrayObject *)obj;
     DLDataType dtype;
     if (!dtype_of_kind(kind, &dtype) || (writable && !PyArray_ISWRITEABLE(a))
-        || !PyArray_ISALIGNED(a)
-        || (uintptr_t)PyArray_DATA(a) % dtype_align(dtype) != 0)
+        || !PyArray_ISALIGNED(a) || (uintptr_t)PyArray_DATA(a) % dtype_align(dtype) != 0)
         return NULL;
     int ndim = PyArray_NDIM(a);
     npy_intp itemsize = PyArray_ITEMSIZE(a);
@@ -359,7 +359,7 @@ static dl_block *from_ndarray(PyObject *obj, int kind, int writable)
             return NULL;
     dl_block *b = block_new(ndim);
     if (b == NULL) {
-        PyErr_Clear();      /* the buffer path will run into it again */
+        PyErr_Clear(); /* the buffer path will run into it again */
         return NULL;
     }
     b->tensor.dtype = dtype;
@@ -376,8 +376,7 @@ static dl_block *from_ndarray(PyObject *obj, int kind, int writable)
 
 /* __dlpack_device__() -> (type, id); 0 with *known = 0 if the object has
    no such method. */
-static int query_device(PyObject *obj, int32_t *type, int32_t *id, int *known,
-                        dl_label *what)
+static int query_device(PyObject *obj, int32_t *type, int32_t *id, int *known, dl_label *what)
 {
     *known = 0;
     PyObject *meth = PyObject_GetAttrString(obj, "__dlpack_device__");
@@ -390,8 +389,8 @@ static int query_device(PyObject *obj, int32_t *type, int32_t *id, int *known,
     PyObject *r = PyObject_CallNoArgs(meth);
     Py_DECREF(meth);
     if (r == NULL) {
-        nt_raise_chained(PyExc_TypeError, "%s: %.200s.__dlpack_device__() raised",
-                         L(what), Py_TYPE(obj)->tp_name);
+        nt_raise_chained(PyExc_TypeError, "%s: %.200s.__dlpack_device__() raised", L(what),
+                         Py_TYPE(obj)->tp_name);
         return -1;
     }
     long t = -1, i = -1;
@@ -408,7 +407,8 @@ static int query_device(PyObject *obj, int32_t *type, int32_t *id, int *known,
         PyErr_Clear();
         PyErr_Format(PyExc_TypeError,
                      "%s: __dlpack_device__() of %.200s must return (device_type, "
-                     "device_id) as two ints", L(what), Py_TYPE(obj)->tp_name);
+                     "device_id) as two ints",
+                     L(what), Py_TYPE(obj)->tp_name);
         return -1;
     }
     *type = (int32_t)t;
@@ -428,22 +428,23 @@ static PyObject *export_capsule(PyObject *obj, dl_label *what)
             PyErr_Clear();
             PyErr_Format(PyExc_TypeError,
                          "%s: %.200s is neither a buffer nor a DLPack exporter (it has no "
-                         "__dlpack__)", L(what), Py_TYPE(obj)->tp_name);
+                         "__dlpack__)",
+                         L(what), Py_TYPE(obj)->tp_name);
         } else {
-            nt_raise_chained(PyExc_TypeError, "%s: reading %.200s.__dlpack__ raised",
-                             L(what), Py_TYPE(obj)->tp_name);
+            nt_raise_chained(PyExc_TypeError, "%s: reading %.200s.__dlpack__ raised", L(what),
+                             Py_TYPE(obj)->tp_name);
         }
         return NULL;
     }
     if (!PyCallable_Check(meth)) {
-        PyErr_Format(PyExc_TypeError, "%s: %.200s.__dlpack__ is a %.100s, not a method",
-                     L(what), Py_TYPE(obj)->tp_name, Py_TYPE(meth)->tp_name);
+        PyErr_Format(PyExc_TypeError, "%s: %.200s.__dlpack__ is a %.100s, not a method", L(what),
+                     Py_TYPE(obj)->tp_name, Py_TYPE(meth)->tp_name);
         Py_DECREF(meth);
         return NULL;
     }
     PyObject *capsule = NULL;
-    PyObject *kw = Py_BuildValue("{s:(ii),s:O}", "max_version", MAX_MAJOR, MAX_MINOR,
-                                 "copy", Py_False);
+    PyObject *kw =
+        Py_BuildValue("{s:(ii),s:O}", "max_version", MAX_MAJOR, MAX_MINOR, "copy", Py_False);
     PyObject *noargs = PyTuple_New(0);
     if (kw != NULL && noargs != NULL) {
         capsule = PyObject_Call(meth, noargs, kw);
@@ -456,8 +457,8 @@ static PyObject *export_capsule(PyObject *obj, dl_label *what)
     Py_XDECREF(noargs);
     Py_DECREF(meth);
     if (capsule == NULL)
-        nt_raise_chained(PyExc_TypeError, "%s: %.200s.__dlpack__() raised",
-                         L(what), Py_TYPE(obj)->tp_name);
+        nt_raise_chained(PyExc_TypeError, "%s: %.200s.__dlpack__() raised", L(what),
+                         Py_TYPE(obj)->tp_name);
     return capsule;
 }
 
@@ -470,8 +471,7 @@ static int fill_from_dltensor(dl_block *b, const DLTensor *src, dl_label *what)
         PyErr_Format(PyExc_TypeError,
                      "%s: DLPack dtype (code %d, bits %d, lanes %d) is not passed on: "
                      "integers, floats, complex and bool of whole bytes, one lane",
-                     L(what), (int)src->dtype.code, (int)src->dtype.bits,
-                     (int)src->dtype.lanes);
+                     L(what), (int)src->dtype.code, (int)src->dtype.bits, (int)src->dtype.lanes);
         return -1;
     }
     b->tensor.dtype = src->dtype;
@@ -479,8 +479,8 @@ static int fill_from_dltensor(dl_block *b, const DLTensor *src, dl_label *what)
     int64_t compact = 1;
     for (int32_t d = src->ndim - 1; d >= 0; d--) {
         if (src->shape[d] < 0) {
-            PyErr_Format(PyExc_ValueError, "%s: DLPack shape[%d] is negative (%lld)",
-                         L(what), (int)d, (long long)src->shape[d]);
+            PyErr_Format(PyExc_ValueError, "%s: DLPack shape[%d] is negative (%lld)", L(what),
+                         (int)d, (long long)src->shape[d]);
             return -1;
         }
         b->tensor.shape[d] = src->shape[d];
@@ -490,8 +490,8 @@ static int fill_from_dltensor(dl_block *b, const DLTensor *src, dl_label *what)
     size_t align = dtype_align(src->dtype);
     if (align > 1 && compact > 0 && (uintptr_t)b->tensor.data % align != 0) {
         PyErr_Format(PyExc_ValueError,
-                     "%s: the array's data is not aligned to %zu bytes (address %p)",
-                     L(what), align, b->tensor.data);
+                     "%s: the array's data is not aligned to %zu bytes (address %p)", L(what),
+                     align, b->tensor.data);
         return -1;
     }
     return 0;
@@ -500,8 +500,7 @@ static int fill_from_dltensor(dl_block *b, const DLTensor *src, dl_label *what)
 /* A consumed tensor's block: ndim checked, the capsule renamed `used`
    (the exporter's destructor then leaves the tensor to us). The caller
    hands the block the deleter, then finish() fills it. */
-static dl_block *take(PyObject *capsule, const char *used, const DLTensor *t,
-                      dl_label *what)
+static dl_block *take(PyObject *capsule, const char *used, const DLTensor *t, dl_label *what)
 {
     if (t->ndim < 0) {
         PyErr_Format(PyExc_ValueError, "%s: DLPack ndim is negative", L(what));
@@ -526,16 +525,16 @@ static dl_block *finish(dl_block *b, const DLTensor *t, dl_label *what)
     return b;
 }
 
-static dl_block *from_versioned(PyObject *obj, PyObject *capsule, int writable,
-                                dl_label *what)
+static dl_block *from_versioned(PyObject *obj, PyObject *capsule, int writable, dl_label *what)
 {
     DLManagedTensorVersioned *m = PyCapsule_GetPointer(capsule, "dltensor_versioned");
     if (m->version.major != MAX_MAJOR) {
         /* Only the deleter may be touched: the capsule's destructor calls it. */
         PyErr_Format(PyExc_TypeError,
                      "%s: %.200s exported a DLPack %u.%u tensor; numthunk reads "
-                     "version %d.x", L(what), Py_TYPE(obj)->tp_name,
-                     (unsigned)m->version.major, (unsigned)m->version.minor, MAX_MAJOR);
+                     "version %d.x",
+                     L(what), Py_TYPE(obj)->tp_name, (unsigned)m->version.major,
+                     (unsigned)m->version.minor, MAX_MAJOR);
         return NULL;
     }
     dl_block *b = take(capsule, "used_dltensor_versioned", &m->dl_tensor, what);
@@ -545,7 +544,8 @@ static dl_block *from_versioned(PyObject *obj, PyObject *capsule, int writable,
     if (m->flags & DLPACK_FLAG_BITMASK_IS_COPIED) {
         PyErr_Format(PyExc_ValueError,
                      "%s: %.200s exported a copy of its data; a bound DLTensor must "
-                     "be the live array", L(what), Py_TYPE(obj)->tp_name);
+                     "be the live array",
+                     L(what), Py_TYPE(obj)->tp_name);
         block_free(b);
         return NULL;
     }
@@ -588,7 +588,8 @@ static void refuse_capsule(PyObject *obj, PyObject *capsule, dl_label *what)
                  name != NULL ? name : "NULL", name != NULL ? "'" : "",
                  name != NULL && strncmp(name, "used_", 5) == 0
                      ? " (a tensor already consumed: __dlpack__ must export a new "
-                       "capsule on each call)" : "");
+                       "capsule on each call)"
+                     : "");
 }
 
 static dl_block *from_dlpack(PyObject *obj, int writable, dl_label *what)
@@ -619,8 +620,8 @@ static dl_block *from_dlpack(PyObject *obj, int writable, dl_label *what)
 
 /* The descriptor's owner, or NULL: with an exception, or without one and
    *not_array set when obj is a pointer object rather than an array. */
-static PyObject *acquire(PyObject *obj, int writable, dl_label *what,
-                         DLTensor **tensor, int *not_array)
+static PyObject *acquire(PyObject *obj, int writable, dl_label *what, DLTensor **tensor,
+                         int *not_array)
 {
     dl_block *b = NULL;
     *not_array = 0;
@@ -644,15 +645,14 @@ static PyObject *acquire(PyObject *obj, int writable, dl_label *what,
     return capsule;
 }
 
-PyObject *nt_dlpack_acquire(PyObject *obj, int writable, const char *label,
-                            DLTensor **tensor)
+PyObject *nt_dlpack_acquire(PyObject *obj, int writable, const char *label, DLTensor **tensor)
 {
     int not_array;
     dl_label l = { NULL, 0, label, 0, "" }, *what = &l;
     PyObject *capsule = acquire(obj, writable, what, tensor, &not_array);
     if (capsule == NULL && not_array)
-        PyErr_Format(PyExc_TypeError, "%s: %.200s is a pointer, not an array",
-                     L(what), Py_TYPE(obj)->tp_name);
+        PyErr_Format(PyExc_TypeError, "%s: %.200s is a pointer, not an array", L(what),
+                     Py_TYPE(obj)->tp_name);
     return capsule;
 }
 
@@ -677,18 +677,17 @@ int nt_dlpack_convert(const nt_sig *sig, int i, PyObject *value, void *cell, nt_
     dl_label l = { sig, i, NULL, 0, "" }, *what = &l;
     int is_array = nt_dlpack_is_array(value);
     if (is_array < 0) {
-        nt_raise_chained(PyExc_TypeError, "%s: reading %.200s.__dlpack__ raised",
-                         L(what), Py_TYPE(value)->tp_name);
+        nt_raise_chained(PyExc_TypeError, "%s: reading %.200s.__dlpack__ raised", L(what),
+                         Py_TYPE(value)->tp_name);
         return -1;
     }
     if (is_array == 0)
         return 1;
     if (t->depth != 1)
-        return 1;       /* DLTensor **: an ordinary pointer parameter */
+        return 1; /* DLTensor **: an ordinary pointer parameter */
     DLTensor *tensor;
     int not_array;
-    PyObject *capsule = acquire(value, !(t->cflags & NT_CONST_BASE), what, &tensor,
-                                &not_array);
+    PyObject *capsule = acquire(value, !(t->cflags & NT_CONST_BASE), what, &tensor, &not_array);
     if (capsule == NULL)
         return not_array ? 1 : -1;
     nt_held *h = PyMem_Calloc(1, sizeof(*h));
@@ -699,8 +698,8 @@ int nt_dlpack_convert(const nt_sig *sig, int i, PyObject *value, void *cell, nt_
     }
     /* The held view refers to the capsule: releasing the binding's buffers
        releases the descriptor, its source and the DLPack tensor. */
-    if (PyBuffer_FillInfo(&h->view, capsule, tensor, (Py_ssize_t)sizeof(DLTensor), 1,
-                          PyBUF_SIMPLE) < 0) {
+    if (PyBuffer_FillInfo(&h->view, capsule, tensor, (Py_ssize_t)sizeof(DLTensor), 1, PyBUF_SIMPLE)
+        < 0) {
         Py_DECREF(capsule);
         PyMem_Free(h);
         return -1;

@@ -13,12 +13,12 @@ void nt_raise(const nt_error *err)
 {
     PyObject *exc;
     switch (err->status) {
-    case NT_ERR_TYPE:        exc = PyExc_TypeError; break;
-    case NT_ERR_OVERFLOW:    exc = PyExc_OverflowError; break;
-    case NT_ERR_MEMORY:      exc = PyExc_MemoryError; break;
-    case NT_ERR_OS:          exc = PyExc_OSError; break;
+    case NT_ERR_TYPE: exc = PyExc_TypeError; break;
+    case NT_ERR_OVERFLOW: exc = PyExc_OverflowError; break;
+    case NT_ERR_MEMORY: exc = PyExc_MemoryError; break;
+    case NT_ERR_OS: exc = PyExc_OSError; break;
     case NT_ERR_UNSUPPORTED: exc = PyExc_NotImplementedError; break;
-    default:                 exc = PyExc_ValueError; break;
+    default: exc = PyExc_ValueError; break;
     }
     PyErr_SetString(exc, err->msg);
 }

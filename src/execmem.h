@@ -24,7 +24,7 @@
 #define NT_PAGE_SIZE 4096u
 
 typedef struct nt_execmem {
-    const char *name;           /* "memfd-pwrite", "mprotect-sealed" */
+    const char *name; /* "memfd-pwrite", "mprotect-sealed" */
     /* 0 if the policy works in this process (probes with a real page). */
     int (*init)(void);
     /*
@@ -38,8 +38,7 @@ typedef struct nt_execmem {
      * distance. Any failure (err filled) makes the caller move on to the
      * next policy for good.
      */
-    void *(*place)(const void *code, size_t n, size_t data_after,
-                   nt_error *err);
+    void *(*place)(const void *code, size_t n, size_t data_after, nt_error *err);
     /*
      * Takes back n bytes of code placed with data_after == 0, which no call
      * can be running any more (native.c sends a handler through the
@@ -64,7 +63,6 @@ static inline size_t nt_round_up(size_t n, size_t to)
 /* Instruction-cache maintenance after writing code, the one helper for it
    (native.c calls it once per placement); compiles to nothing on x86, whose
    instruction fetch snoops data writes. */
-#define NT_ICACHE_FLUSH(p, n) \
-    __builtin___clear_cache((char *)(p), (char *)(p) + (n))
+#define NT_ICACHE_FLUSH(p, n) __builtin___clear_cache((char *)(p), (char *)(p) + (n))
 
 #endif /* NUMTHUNK_EXECMEM_H */

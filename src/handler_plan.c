@@ -21,8 +21,7 @@
 #include "handler_plan.h"
 #include "native.h"
 
-void
-nt_code_put(nt_code *b, const void *bytes, size_t n)
+void nt_code_put(nt_code *b, const void *bytes, size_t n)
 {
     if (b->overflow || n > b->cap - b->len) {
         b->overflow = 1;
@@ -35,8 +34,7 @@ nt_code_put(nt_code *b, const void *bytes, size_t n)
 /* ------------------------------------------------------------------------ */
 /* The ABI description                                                       */
 
-static int
-is_arg_reg(const nt_abi *abi, int file, int reg)
+static int is_arg_reg(const nt_abi *abi, int file, int reg)
 {
     int cls = file == NT_LOC_GPR ? NT_CLS_INT : NT_CLS_FP;
     for (int i = 0; i < abi->n_arg_regs[cls]; i++)
@@ -47,33 +45,29 @@ is_arg_reg(const nt_abi *abi, int file, int reg)
 
 /* An extension table fits its kinds: a float's is none or F32, an
    integer's never F32. */
-static int
-ext_table_fits(const nt_abi *abi, const uint8_t *ext)
+static int ext_table_fits(const nt_abi *abi, const uint8_t *ext)
 {
     for (int k = 0; k < NT_KIND_COUNT; k++) {
         if (ext == NULL || !(abi->arg_kinds & NT_KIND_BIT(k)))
             continue;
         int fp = NT_IS_FLOAT(k);
-        if (ext[k] >= NT_EXT_COUNT || (fp && ext[k] != NT_EXT_NONE
-                                       && ext[k] != NT_EXT_F32)
+        if (ext[k] >= NT_EXT_COUNT || (fp && ext[k] != NT_EXT_NONE && ext[k] != NT_EXT_F32)
             || (!fp && ext[k] == NT_EXT_F32))
             return 0;
     }
     return 1;
 }
 
-int
-nt_abi_check(const nt_abi *abi)
+int nt_abi_check(const nt_abi *abi)
 {
     if (abi->n_arg_regs[NT_CLS_INT] > NT_MAX_ARG_REGS
-        || abi->n_arg_regs[NT_CLS_FP] > NT_MAX_ARG_REGS
-        || abi->max_args < 0 || abi->max_args > NT_PLAN_MAX_ARGS
-        || abi->stack_slot == 0 || abi->stack_align % abi->stack_slot != 0
-        || (abi->stack_align & (abi->stack_align - 1)) != 0
-        || !ext_table_fits(abi, abi->ext) || !ext_table_fits(abi, abi->bound_ext))
+        || abi->n_arg_regs[NT_CLS_FP] > NT_MAX_ARG_REGS || abi->max_args < 0
+        || abi->max_args > NT_PLAN_MAX_ARGS || abi->stack_slot == 0
+        || abi->stack_align % abi->stack_slot != 0
+        || (abi->stack_align & (abi->stack_align - 1)) != 0 || !ext_table_fits(abi, abi->ext)
+        || !ext_table_fits(abi, abi->bound_ext))
         return -1;
-    if (is_arg_reg(abi, NT_LOC_GPR, abi->ctx_reg)
-        || abi->copy[NT_LOC_GPR] == abi->ctx_reg)
+    if (is_arg_reg(abi, NT_LOC_GPR, abi->ctx_reg) || abi->copy[NT_LOC_GPR] == abi->ctx_reg)
         return -1;
     for (int file = NT_LOC_GPR; file <= NT_LOC_FPR; file++) {
         int copy = abi->copy[file];
@@ -82,8 +76,7 @@ nt_abi_check(const nt_abi *abi)
     }
     for (int cls = 0; cls < NT_NCLASS; cls++) {
         nt_loc c = abi->cycle[cls];
-        if (c.kind == NT_LOC_MEM || is_arg_reg(abi, c.kind, c.reg)
-            || abi->copy[c.kind] == c.reg
+        if (c.kind == NT_LOC_MEM || is_arg_reg(abi, c.kind, c.reg) || abi->copy[c.kind] == c.reg
             || (c.kind == NT_LOC_GPR && c.reg == abi->ctx_reg))
             return -1;
     }
@@ -95,16 +88,15 @@ nt_abi_check(const nt_abi *abi)
 
 typedef struct {
     uint8_t cls;
-    uint8_t ext;                     /* abi->ext (or the kind's), abi->bound_ext
-                                        if bound */
+    uint8_t ext; /* abi->ext (or the kind's), abi->bound_ext
+                    if bound */
     uint8_t bound;
-    uint16_t fwd;                    /* forwarded only */
-    uint32_t offset;                 /* bound only */
+    uint16_t fwd;    /* forwarded only */
+    uint32_t offset; /* bound only */
 } shape_arg;
 
 /* The shape of a plan: one entry per target parameter. 0 or -1. */
-static int
-plan_shape(const nt_abi *abi, const nt_plan *plan, shape_arg *out)
+static int plan_shape(const nt_abi *abi, const nt_plan *plan, shape_arg *out)
 {
     if (plan->nargs < 0 || plan->nargs > abi->max_args || plan->nfwd < 0
         || plan->nfwd > plan->nargs)
@@ -112,19 +104,16 @@ plan_shape(const nt_abi *abi, const nt_plan *plan, shape_arg *out)
     uint8_t seen[NT_PLAN_MAX_ARGS] = { 0 };
     for (int i = 0; i < plan->nargs; i++) {
         const nt_slot *s = &plan->slots[i];
-        if (s->kind >= NT_KIND_COUNT
-            || !(abi->arg_kinds & NT_KIND_BIT(s->kind)))
+        if (s->kind >= NT_KIND_COUNT || !(abi->arg_kinds & NT_KIND_BIT(s->kind)))
             return -1;
-        shape_arg a = { NT_IS_FLOAT(s->kind) ? NT_CLS_FP : NT_CLS_INT,
-                        NT_EXT_NONE, 0, 0, 0 };
+        shape_arg a = { NT_IS_FLOAT(s->kind) ? NT_CLS_FP : NT_CLS_INT, NT_EXT_NONE, 0, 0, 0 };
         if (s->src == NT_SRC_BOUND) {
             /* one load reaches the cell; cells are 8-byte aligned */
             if (s->offset > abi->max_bound_offset || (s->offset & 7))
                 return -1;
             a.bound = 1;
             a.offset = s->offset;
-            a.ext = abi->bound_ext != NULL ? abi->bound_ext[s->kind]
-                                           : NT_EXT_NONE;
+            a.ext = abi->bound_ext != NULL ? abi->bound_ext[s->kind] : NT_EXT_NONE;
         } else {
             if (s->fwd >= plan->nfwd || seen[s->fwd]++)
                 return -1;
@@ -136,8 +125,7 @@ plan_shape(const nt_abi *abi, const nt_plan *plan, shape_arg *out)
     return 0;
 }
 
-nt_status
-nt_handler_supports(const nt_abi *abi, const nt_plan *plan)
+nt_status nt_handler_supports(const nt_abi *abi, const nt_plan *plan)
 {
     shape_arg shape[NT_PLAN_MAX_ARGS];
     if (plan->target == NULL || plan->target->ret.kind >= NT_KIND_COUNT
@@ -147,13 +135,11 @@ nt_handler_supports(const nt_abi *abi, const nt_plan *plan)
     return NT_OK;
 }
 
-_Static_assert(2 + 6 * NT_PLAN_MAX_ARGS <= NT_SHAPE_KEY_MAX,
-               "shape key too long");
+_Static_assert(2 + 6 * NT_PLAN_MAX_ARGS <= NT_SHAPE_KEY_MAX, "shape key too long");
 _Static_assert(NT_PLAN_MAX_ARGS <= 255, "a key byte holds a count");
 _Static_assert(NT_EXT_COUNT <= 8, "a key byte holds the extension in 3 bits");
 
-size_t
-nt_handler_key(const nt_abi *abi, const nt_plan *plan, uint8_t *key)
+size_t nt_handler_key(const nt_abi *abi, const nt_plan *plan, uint8_t *key)
 {
     shape_arg shape[NT_PLAN_MAX_ARGS];
     if (plan_shape(abi, plan, shape) != 0)
@@ -176,38 +162,32 @@ nt_handler_key(const nt_abi *abi, const nt_plan *plan, uint8_t *key)
 
 /* The ABI's locations for a parameter list given by class; stack slot k is
    at [sp + stack_base + slot * k]. Returns the number of stack slots. */
-static int
-assign_locations(const nt_abi *abi, const uint8_t *cls, int n,
-                 int32_t stack_base, nt_loc *out)
+static int assign_locations(const nt_abi *abi, const uint8_t *cls, int n, int32_t stack_base,
+                            nt_loc *out)
 {
     int used[NT_NCLASS] = { 0, 0 }, nstack = 0;
     for (int i = 0; i < n; i++) {
         int c = cls[i];
-        if (c == NT_CLS_FP && used[c] == abi->n_arg_regs[c]
-            && abi->fp_in_gpr)
-            c = NT_CLS_INT;  /* in the integer convention from here */
+        if (c == NT_CLS_FP && used[c] == abi->n_arg_regs[c] && abi->fp_in_gpr)
+            c = NT_CLS_INT; /* in the integer convention from here */
         if (used[c] < abi->n_arg_regs[c]) {
-            nt_loc l = { c == NT_CLS_INT ? NT_LOC_GPR : NT_LOC_FPR,
-                         abi->arg_regs[c][used[c]++], 0 };
+            nt_loc l = { c == NT_CLS_INT ? NT_LOC_GPR : NT_LOC_FPR, abi->arg_regs[c][used[c]++],
+                         0 };
             out[i] = l;
         } else {
-            nt_loc l = { NT_LOC_MEM, abi->sp_reg,
-                         stack_base + abi->stack_slot * nstack++ };
+            nt_loc l = { NT_LOC_MEM, abi->sp_reg, stack_base + abi->stack_slot * nstack++ };
             out[i] = l;
         }
     }
     return nstack;
 }
 
-static int
-loc_eq(nt_loc a, nt_loc b)
+static int loc_eq(nt_loc a, nt_loc b)
 {
     return a.kind == b.kind && a.reg == b.reg && a.disp == b.disp;
 }
 
-static void
-add_step(nt_handler_plan *hp, int op, int cls, int ext, nt_loc dst,
-         nt_loc src)
+static void add_step(nt_handler_plan *hp, int op, int cls, int ext, nt_loc dst, nt_loc src)
 {
     nt_step s = { (uint8_t)op, (uint8_t)cls, (uint8_t)ext, dst, src };
     hp->steps[hp->nsteps++] = s;
@@ -231,8 +211,7 @@ typedef struct {
  * before another cycle is broken, so one cycle register per class is
  * enough, and one for both classes where the ABI names the same.
  */
-static void
-schedule_moves(const nt_abi *abi, move *m, int n, nt_handler_plan *hp)
+static void schedule_moves(const nt_abi *abi, move *m, int n, nt_handler_plan *hp)
 {
     int left = n;
     while (left > 0) {
@@ -245,8 +224,7 @@ schedule_moves(const nt_abi *abi, move *m, int n, nt_handler_plan *hp)
                 blocked = j != i && !m[j].done && loc_eq(m[j].src, m[i].dst);
             if (blocked)
                 continue;
-            add_step(hp, NT_STEP_MOVE, m[i].cls, m[i].ext, m[i].dst,
-                     m[i].src);
+            add_step(hp, NT_STEP_MOVE, m[i].cls, m[i].ext, m[i].dst, m[i].src);
             m[i].done = 1;
             left--;
             progressed = 1;
@@ -262,8 +240,7 @@ schedule_moves(const nt_abi *abi, move *m, int n, nt_handler_plan *hp)
                 if (j == i || m[j].done || !loc_eq(m[j].src, m[i].dst))
                     continue;
                 nt_loc park = abi->cycle[m[j].cls];
-                add_step(hp, NT_STEP_MOVE, m[j].cls, m[j].ext, park,
-                         m[j].src);
+                add_step(hp, NT_STEP_MOVE, m[j].cls, m[j].ext, park, m[j].src);
                 m[j].src = park;
                 m[j].ext = NT_EXT_NONE;
                 break;
@@ -279,17 +256,14 @@ schedule_moves(const nt_abi *abi, move *m, int n, nt_handler_plan *hp)
 /* Frame form: the bytes sp goes down below the frame record, enough for
    the target's stack arguments and such that sp is aligned at the call
    (the caller's sp was, before it pushed entry_pushed bytes). */
-static int32_t
-frame_size(const nt_abi *abi, int target_stack)
+static int32_t frame_size(const nt_abi *abi, int target_stack)
 {
     int32_t above = abi->entry_pushed + abi->frame_record;
     int32_t need = abi->stack_slot * target_stack + above;
     return (int32_t)nt_round_up((size_t)need, abi->stack_align) - above;
 }
 
-int
-nt_handler_plan_make(const nt_abi *abi, const nt_plan *plan,
-                     nt_handler_plan *hp)
+int nt_handler_plan_make(const nt_abi *abi, const nt_plan *plan, nt_handler_plan *hp)
 {
     shape_arg shape[NT_PLAN_MAX_ARGS];
     uint8_t tcls[NT_PLAN_MAX_ARGS], fcls[NT_PLAN_MAX_ARGS];
@@ -313,11 +287,9 @@ nt_handler_plan_make(const nt_abi *abi, const nt_plan *plan,
     /* Incoming stack arguments sit above what the caller pushed (and our
        frame); outgoing ones at the bottom of our frame, or (tail form) in
        the same incoming area. */
-    int32_t in_base = abi->entry_pushed
-                      + (hp->tail ? 0 : abi->frame_record + hp->frame);
+    int32_t in_base = abi->entry_pushed + (hp->tail ? 0 : abi->frame_record + hp->frame);
     assign_locations(abi, fcls, nfwd, in_base, floc);
-    assign_locations(abi, tcls, nargs, hp->tail ? abi->entry_pushed : 0,
-                     tloc);
+    assign_locations(abi, tcls, nargs, hp->tail ? abi->entry_pushed : 0, tloc);
 
     /* 1. Forwarded values, all at once. */
     int n = 0;
@@ -328,8 +300,7 @@ nt_handler_plan_make(const nt_abi *abi, const nt_plan *plan,
         if (loc_eq(src, tloc[i])) {
             /* Already in place: only the extension is left. */
             if (shape[i].ext != NT_EXT_NONE)
-                add_step(hp, NT_STEP_MOVE, shape[i].cls, shape[i].ext,
-                         tloc[i], tloc[i]);
+                add_step(hp, NT_STEP_MOVE, shape[i].cls, shape[i].ext, tloc[i], tloc[i]);
             continue;
         }
         move m = { tloc[i], src, shape[i].cls, shape[i].ext, 0 };
@@ -341,8 +312,7 @@ nt_handler_plan_make(const nt_abi *abi, const nt_plan *plan,
     for (int i = 0; i < nargs; i++) {
         if (!shape[i].bound)
             continue;
-        nt_loc src = { NT_LOC_MEM, abi->ctx_reg,
-                       NT_CTX_VALUES_OFFSET + (int32_t)shape[i].offset };
+        nt_loc src = { NT_LOC_MEM, abi->ctx_reg, NT_CTX_VALUES_OFFSET + (int32_t)shape[i].offset };
         add_step(hp, NT_STEP_LOAD, shape[i].cls, shape[i].ext, tloc[i], src);
     }
     return 0;
@@ -351,9 +321,7 @@ nt_handler_plan_make(const nt_abi *abi, const nt_plan *plan,
 /* ------------------------------------------------------------------------ */
 /* Code                                                                      */
 
-size_t
-nt_handler_gen(const nt_arch *arch, const nt_plan *plan, uint8_t *code,
-               size_t cap)
+size_t nt_handler_gen(const nt_arch *arch, const nt_plan *plan, uint8_t *code, size_t cap)
 {
     nt_handler_plan hp;
     if (nt_handler_plan_make(&arch->abi, plan, &hp) != 0)

@@ -34,23 +34,23 @@ enum { NT_CLS_INT = 0, NT_CLS_FP = 1, NT_NCLASS };
 enum { NT_LOC_GPR = 0, NT_LOC_FPR, NT_LOC_MEM };
 
 typedef struct {
-    uint8_t kind;            /* NT_LOC_* */
-    uint8_t reg;             /* register, or the base register of memory */
+    uint8_t kind; /* NT_LOC_* */
+    uint8_t reg;  /* register, or the base register of memory */
     int32_t disp;
 } nt_loc;
 
 /* Kind sets (bit 1 << kind). */
-#define NT_KIND_BIT(k)    (1u << (k))
-#define NT_KINDS_INT      (NT_KIND_BIT(NT_U64 + 1) - NT_KIND_BIT(NT_BOOL))
+#define NT_KIND_BIT(k) (1u << (k))
+#define NT_KINDS_INT   (NT_KIND_BIT(NT_U64 + 1) - NT_KIND_BIT(NT_BOOL))
 /* One integer or floating-point register each. */
-#define NT_KINDS_SCALAR   (NT_KINDS_INT | NT_KIND_BIT(NT_F32)               \
-                           | NT_KIND_BIT(NT_F64) | NT_KIND_BIT(NT_PTR)      \
-                           | NT_KIND_BIT(NT_FNPTR))
-#define NT_KINDS_COMPLEX  (NT_KIND_BIT(NT_C64) | NT_KIND_BIT(NT_C128))
+#define NT_KINDS_SCALAR                                                             \
+    (NT_KINDS_INT | NT_KIND_BIT(NT_F32) | NT_KIND_BIT(NT_F64) | NT_KIND_BIT(NT_PTR) \
+     | NT_KIND_BIT(NT_FNPTR))
+#define NT_KINDS_COMPLEX (NT_KIND_BIT(NT_C64) | NT_KIND_BIT(NT_C128))
 
-#define NT_MAX_ARG_REGS   8      /* per class, in any nt_abi */
-#define NT_NO_REG         0xFF
-#define NT_PLAN_MAX_ARGS  128    /* the most parameters any nt_abi may take */
+#define NT_MAX_ARG_REGS  8 /* per class, in any nt_abi */
+#define NT_NO_REG        0xFF
+#define NT_PLAN_MAX_ARGS 128 /* the most parameters any nt_abi may take */
 
 /*
  * An architecture's calling convention, as much of it as the planner needs.
@@ -63,8 +63,8 @@ typedef struct nt_abi {
        how many there are; each class is counted on its own. */
     uint8_t arg_regs[NT_NCLASS][NT_MAX_ARG_REGS];
     uint8_t n_arg_regs[NT_NCLASS];
-    uint8_t stack_slot;      /* bytes per stack argument */
-    uint8_t stack_align;     /* sp alignment at a call, a multiple of the slot */
+    uint8_t stack_slot;  /* bytes per stack argument */
+    uint8_t stack_align; /* sp alignment at a call, a multiple of the slot */
     /* Bytes the caller's call pushed (a return address), so that the
        incoming stack arguments start this far above sp at the handler's
        entry: where the tail form finds them and writes the target's. */
@@ -73,8 +73,8 @@ typedef struct nt_abi {
        record); the incoming stack arguments are then entry_pushed +
        frame_record + frame bytes above sp. */
     uint8_t frame_record;
-    uint8_t sp_reg;          /* the base register of stack slots */
-    uint8_t ctx_reg;         /* holds the context, from the stub on */
+    uint8_t sp_reg;  /* the base register of stack slots */
+    uint8_t ctx_reg; /* holds the context, from the stub on */
     /* Where a value of each class waits while a cycle of moves is broken:
        a register that carries no argument and that no single move uses. */
     nt_loc cycle[NT_NCLASS];
@@ -86,8 +86,8 @@ typedef struct nt_abi {
     /* A floating-point argument that finds no FP register left takes the
        next integer register, if any, before the stack (RISC-V). */
     uint8_t fp_in_gpr;
-    uint32_t arg_kinds;      /* kinds a parameter may have (NT_KIND_BIT) */
-    uint32_t ret_kinds;      /* kinds passed back untouched in registers */
+    uint32_t arg_kinds; /* kinds a parameter may have (NT_KIND_BIT) */
+    uint32_t ret_kinds; /* kinds passed back untouched in registers */
     /* NT_EXT_* (numthunk.h) per forwarded kind, or NULL: widened as a C
        caller widens them, the kind table's ext (what GCC and Clang callees
        rely on for x86-64, and Apple's arm64 ABI requires). */
@@ -96,8 +96,8 @@ typedef struct nt_abi {
        stored (8 bytes, integers extended to 64 bits by their signedness,
        a float in the low 4 bytes). */
     const uint8_t *bound_ext;
-    int max_args;            /* at most NT_PLAN_MAX_ARGS */
-    uint32_t max_bound_offset;   /* the farthest value cell one load reaches */
+    int max_args;              /* at most NT_PLAN_MAX_ARGS */
+    uint32_t max_bound_offset; /* the farthest value cell one load reaches */
 } nt_abi;
 
 /* 0 if the description holds together (registers distinct where they must
@@ -117,9 +117,9 @@ int nt_abi_check(const nt_abi *abi);
 enum { NT_STEP_MOVE = 0, NT_STEP_LOAD };
 
 typedef struct {
-    uint8_t op;              /* NT_STEP_* */
-    uint8_t cls;             /* NT_CLS_* */
-    uint8_t ext;             /* NT_EXT_* */
+    uint8_t op;  /* NT_STEP_* */
+    uint8_t cls; /* NT_CLS_* */
+    uint8_t ext; /* NT_EXT_* */
     nt_loc dst, src;
 } nt_step;
 
@@ -131,11 +131,11 @@ typedef struct {
  */
 typedef struct {
     int tail;
-    int32_t frame;           /* frame form only; 0 in the tail form */
-    int thunk_stack;         /* stack slots the caller passes */
-    int target_stack;        /* stack slots the target takes */
+    int32_t frame;    /* frame form only; 0 in the tail form */
+    int thunk_stack;  /* stack slots the caller passes */
+    int target_stack; /* stack slots the target takes */
     int nsteps;
-    nt_step steps[2 * NT_PLAN_MAX_ARGS];   /* a move per argument, a park per cycle */
+    nt_step steps[2 * NT_PLAN_MAX_ARGS]; /* a move per argument, a park per cycle */
 } nt_handler_plan;
 
 /* NT_OK if the planner can plan the plan for this ABI, else
@@ -151,8 +151,7 @@ size_t nt_handler_key(const nt_abi *abi, const nt_plan *plan, uint8_t *key);
 
 /* Plans the handler for a supported plan into out. 0, or -1 if the plan is
    not supported. */
-int nt_handler_plan_make(const nt_abi *abi, const nt_plan *plan,
-                         nt_handler_plan *out);
+int nt_handler_plan_make(const nt_abi *abi, const nt_plan *plan, nt_handler_plan *out);
 
 /* ------------------------------------------------------------------------ */
 /* Code buffer: every byte of generated code goes through nt_code_put.      */
@@ -160,7 +159,7 @@ int nt_handler_plan_make(const nt_abi *abi, const nt_plan *plan,
 typedef struct nt_code {
     uint8_t *p;
     size_t len, cap;
-    int overflow;            /* set once a write did not fit; sticky */
+    int overflow; /* set once a write did not fit; sticky */
 } nt_code;
 
 void nt_code_put(nt_code *b, const void *bytes, size_t n);

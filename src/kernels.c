@@ -39,16 +39,15 @@ __attribute__((noinline)) double nt_kernel_direct_loop(double (*fn)(const double
 
 /* 8 ints and 10 doubles: with all bound, two ints and two doubles travel
    on the stack (SysV: 6 integer and 8 SSE registers). */
-double nt_kernel_many(int a1, int a2, int a3, int a4, int a5, int a6, int a7, int a8,
-                      double d1, double d2, double d3, double d4, double d5,
-                      double d6, double d7, double d8, double d9, double d10)
+double nt_kernel_many(int a1, int a2, int a3, int a4, int a5, int a6, int a7, int a8, double d1,
+                      double d2, double d3, double d4, double d5, double d6, double d7, double d8,
+                      double d9, double d10)
 {
-    return a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8
-         + d1 + d2 + d3 + d4 + d5 + d6 + d7 + d8 + d9 + d10;
+    return a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + d1 + d2 + d3 + d4 + d5 + d6 + d7 + d8 + d9 + d10;
 }
 
-typedef double (*many_fn)(int, int, int, int, int, int, int, int, double, double,
-                          double, double, double, double, double, double, double, double);
+typedef double (*many_fn)(int, int, int, int, int, int, int, int, double, double, double, double,
+                          double, double, double, double, double, double);
 
 __attribute__((noinline)) double nt_kernel_direct_many_loop(many_fn fn, long count)
 {
@@ -63,11 +62,10 @@ PyObject *nt_kernel_addresses(PyObject *module, PyObject *unused)
 {
     (void)module;
     (void)unused;
-    return Py_BuildValue("{s:N,s:N,s:N,s:N,s:N}",
-                         "sum", PyLong_FromVoidPtr((void *)(uintptr_t)nt_kernel_sum),
-                         "many", PyLong_FromVoidPtr((void *)(uintptr_t)nt_kernel_many),
-                         "direct_many_loop",
-                         PyLong_FromVoidPtr((void *)(uintptr_t)nt_kernel_direct_many_loop),
-                         "call_loop", PyLong_FromVoidPtr((void *)(uintptr_t)nt_kernel_call_loop),
-                         "direct_loop", PyLong_FromVoidPtr((void *)(uintptr_t)nt_kernel_direct_loop));
+    return Py_BuildValue(
+        "{s:N,s:N,s:N,s:N,s:N}", "sum", PyLong_FromVoidPtr((void *)(uintptr_t)nt_kernel_sum),
+        "many", PyLong_FromVoidPtr((void *)(uintptr_t)nt_kernel_many), "direct_many_loop",
+        PyLong_FromVoidPtr((void *)(uintptr_t)nt_kernel_direct_many_loop), "call_loop",
+        PyLong_FromVoidPtr((void *)(uintptr_t)nt_kernel_call_loop), "direct_loop",
+        PyLong_FromVoidPtr((void *)(uintptr_t)nt_kernel_direct_loop));
 }

@@ -37,39 +37,41 @@ _Static_assert(sizeof(NT_FMT_CODES) - 1 <= 32, "a code set fits in 32 bits");
 /* PEP 3118 codes                                                            */
 
 /* Bits of the codes of NT_FMT_CODES, in its order. */
+// clang-format off
 enum {
     F_BOOL = 1u << 0, F_c = 1u << 1, F_b = 1u << 2, F_B = 1u << 3,
     F_h = 1u << 4, F_H = 1u << 5, F_i = 1u << 6, F_I = 1u << 7,
     F_l = 1u << 8, F_L = 1u << 9, F_q = 1u << 10, F_Q = 1u << 11,
     F_n = 1u << 12, F_N = 1u << 13, F_f = 1u << 14, F_d = 1u << 15
 };
+// clang-format on
 
 #define IF(cond, bits) ((cond) ? (uint32_t)(bits) : 0u)
-#define CHAR_SIGNED (CHAR_MIN < 0)
+#define CHAR_SIGNED    (CHAR_MIN < 0)
 
 /* Native codes of an integer of n bytes: those whose C type is that wide
    ('c' is char, of char's signedness; 'n' and 'N' are ssize_t and size_t). */
-#define NATIVE_S(n) (IF(CHAR_SIGNED && (n) == 1, F_c) | IF((n) == 1, F_b)          \
-                     | IF(sizeof(short) == (n), F_h) | IF(sizeof(int) == (n), F_i)  \
-                     | IF(sizeof(long) == (n), F_l) | IF(sizeof(long long) == (n), F_q) \
-                     | IF(sizeof(size_t) == (n), F_n))
-#define NATIVE_U(n) (IF(!CHAR_SIGNED && (n) == 1, F_c) | IF((n) == 1, F_B)         \
-                     | IF(sizeof(short) == (n), F_H) | IF(sizeof(int) == (n), F_I)  \
-                     | IF(sizeof(long) == (n), F_L) | IF(sizeof(long long) == (n), F_Q) \
-                     | IF(sizeof(size_t) == (n), F_N))
+#define NATIVE_S(n)                                                                       \
+    (IF(CHAR_SIGNED && (n) == 1, F_c) | IF((n) == 1, F_b) | IF(sizeof(short) == (n), F_h) \
+     | IF(sizeof(int) == (n), F_i) | IF(sizeof(long) == (n), F_l)                         \
+     | IF(sizeof(long long) == (n), F_q) | IF(sizeof(size_t) == (n), F_n))
+#define NATIVE_U(n)                                                                        \
+    (IF(!CHAR_SIGNED && (n) == 1, F_c) | IF((n) == 1, F_B) | IF(sizeof(short) == (n), F_H) \
+     | IF(sizeof(int) == (n), F_I) | IF(sizeof(long) == (n), F_L)                          \
+     | IF(sizeof(long long) == (n), F_Q) | IF(sizeof(size_t) == (n), F_N))
 /* Standard sizes: b B c 1, h H 2, i I l L 4, q Q 8 ('n', 'N' are native
    only). */
-#define STD_S(n) (IF(CHAR_SIGNED && (n) == 1, F_c) | IF((n) == 1, F_b) \
-                  | IF((n) == 2, F_h) | IF((n) == 4, F_i | F_l) | IF((n) == 8, F_q))
-#define STD_U(n) (IF(!CHAR_SIGNED && (n) == 1, F_c) | IF((n) == 1, F_B) \
-                  | IF((n) == 2, F_H) | IF((n) == 4, F_I | F_L) | IF((n) == 8, F_Q))
+#define STD_S(n)                                                              \
+    (IF(CHAR_SIGNED && (n) == 1, F_c) | IF((n) == 1, F_b) | IF((n) == 2, F_h) \
+     | IF((n) == 4, F_i | F_l) | IF((n) == 8, F_q))
+#define STD_U(n)                                                               \
+    (IF(!CHAR_SIGNED && (n) == 1, F_c) | IF((n) == 1, F_B) | IF((n) == 2, F_H) \
+     | IF((n) == 4, F_I | F_L) | IF((n) == 8, F_Q))
 
 /* NumPy's character for an integer dtype of n bytes: its C type's code
    (NumPy's dtype characters are the struct module's). */
-#define NUMPY_S(n) ((n) == 1 ? 'b' : sizeof(short) == (n) ? 'h' : \
-                    sizeof(int) == (n) ? 'i' : 'q')
-#define NUMPY_U(n) ((n) == 1 ? 'B' : sizeof(short) == (n) ? 'H' : \
-                    sizeof(int) == (n) ? 'I' : 'Q')
+#define NUMPY_S(n) ((n) == 1 ? 'b' : sizeof(short) == (n) ? 'h' : sizeof(int) == (n) ? 'i' : 'q')
+#define NUMPY_U(n) ((n) == 1 ? 'B' : sizeof(short) == (n) ? 'H' : sizeof(int) == (n) ? 'I' : 'Q')
 
 /* The one C text for a 32- or 64-bit integer: the names SciPy's
    LowLevelCallable tables compare, "int" and "intptr_t", where they have
@@ -84,6 +86,7 @@ enum {
 
 /* __Pyx_memviewslice: two pointers and 3 x 8 Py_ssize_t, passed by value.
    size and alignment are preset, so ffi_prep_cif never writes to it. */
+// clang-format off
 static ffi_type *memview_elements[] = {
     &ffi_type_pointer, &ffi_type_pointer,
 #define E8 &ffi_type_sint64, &ffi_type_sint64, &ffi_type_sint64, \
@@ -97,6 +100,7 @@ static ffi_type memview_ffi = {
     sizeof(nt_memviewslice), _Alignof(nt_memviewslice), FFI_TYPE_STRUCT,
     memview_elements
 };
+// clang-format on
 
 _Static_assert(sizeof(nt_memviewslice) == 2 * sizeof(void *) + 24 * sizeof(ptrdiff_t),
                "memoryview slice layout");
@@ -104,6 +108,7 @@ _Static_assert(sizeof(ptrdiff_t) == 8 || sizeof(void *) == 4,
                "memview_elements assumes 64-bit Py_ssize_t");
 
 /* An integer kind: T its exact-width C type. */
+// clang-format off
 #define INT_ROW(NAME, CTEXT, T, SIGNED, LO, HI, EXT, FFI, NUMBA, CTYPES)         \
     { .name = NAME, .c_text = CTEXT, .value = NT_VALUE_INT, .is_signed = SIGNED,   \
       .size = sizeof(T), .align = _Alignof(T), .cell = 8, .ext = EXT,              \
@@ -180,44 +185,39 @@ const nt_kind_info nt_kinds[NT_KIND_COUNT] = {
     [NT_DLTENSOR] = { .name = "DLTensor", .c_text = "DLTensor", .size = NT_DLTENSOR_SIZE,
                       .align = _Alignof(void *), .cell = 8 },
 };
+// clang-format on
 
 /* ------------------------------------------------------------------------ */
 /* Reading it                                                                */
 
-static const nt_kind_info *
-row(int kind)
+static const nt_kind_info *row(int kind)
 {
     return &nt_kinds[kind >= 0 && kind < NT_KIND_COUNT ? kind : NT_VOID];
 }
 
-size_t
-nt_type_size(const nt_type *t)
+size_t nt_type_size(const nt_type *t)
 {
     return row(t->kind)->size;
 }
 
-size_t
-nt_type_align(const nt_type *t)
+size_t nt_type_align(const nt_type *t)
 {
     return row(t->kind)->align;
 }
 
-size_t
-nt_cell_size(const nt_type *t)
+size_t nt_cell_size(const nt_type *t)
 {
     return row(t->kind)->cell;
 }
 
-const char *
-nt_kind_name(int kind)
+const char *nt_kind_name(int kind)
 {
     if (kind < 0 || kind >= NT_KIND_COUNT)
         return "invalid";
     return nt_kinds[kind].name;
 }
 
-uint32_t
-nt_fmt_bit(char code)
+uint32_t nt_fmt_bit(char code)
 {
     const char *p = code != '\0' ? strchr(NT_FMT_CODES, code) : NULL;
     return p != NULL ? 1u << (p - NT_FMT_CODES) : 0;
@@ -234,8 +234,7 @@ static uint8_t by_code[2][2][128];
 static uint8_t by_class[NT_VALUE_MEMVIEW + 1][2][17];
 static int inverses_built;
 
-void
-nt_kinds_ready(void)
+void nt_kinds_ready(void)
 {
     if (inverses_built)
         return;
@@ -256,16 +255,14 @@ nt_kinds_ready(void)
     inverses_built = 1;
 }
 
-int
-nt_kind_of_format(char code, int standard, int is_complex)
+int nt_kind_of_format(char code, int standard, int is_complex)
 {
     nt_kinds_ready();
     unsigned char c = (unsigned char)code;
     return c < 128 ? by_code[standard != 0][is_complex != 0][c] : NT_VOID;
 }
 
-int
-nt_kind_find(int value, int is_signed, size_t size)
+int nt_kind_find(int value, int is_signed, size_t size)
 {
     nt_kinds_ready();
     if (value < 0 || value > NT_VALUE_MEMVIEW || size >= sizeof(by_class[0][0]))

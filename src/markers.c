@@ -15,7 +15,7 @@
 
 #define NO_IMPORT_ARRAY
 #define PY_ARRAY_UNIQUE_SYMBOL nt_ARRAY_API
-#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#define NPY_NO_DEPRECATED_API  NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
 
 #include <string.h>
@@ -37,26 +37,30 @@ static PyObject *arg_reduce(PyObject *self, PyObject *unused)
 
 static PyMethodDef arg_methods[] = {
     { "__reduce__", arg_reduce, METH_NOARGS, NULL },
-    { NULL, NULL, 0, NULL }
+    { NULL, NULL, 0, NULL },
 };
 
 static PyType_Slot arg_slots[] = {
     { Py_tp_repr, arg_repr },
     { Py_tp_methods, arg_methods },
-    { Py_tp_doc, "numthunk.ARG: forward this parameter. The thunk takes it from its own caller;\n"
-                 "its signature lists the forwarded parameters in order.\n\n"
-                 ">>> hypot = nt.Function.from_library(\"libm.so.6\", \"hypot\",\n"
-                 "...                                  \"double (double, double)\")\n"
-                 ">>> t = nt.bind(hypot, nt.ARG, 4.0)\n"
-                 ">>> t.csig, t(3.0)\n"
-                 "(Signature('double (double)'), 5.0)\n" },
-    { 0, NULL }
+    { Py_tp_doc,
+      "numthunk.ARG: forward this parameter. The thunk takes it from its own caller;\n"
+      "its signature lists the forwarded parameters in order.\n\n"
+      ">>> hypot = nt.Function.from_library(\"libm.so.6\", \"hypot\",\n"
+      "...                                  \"double (double, double)\")\n"
+      ">>> t = nt.bind(hypot, nt.ARG, 4.0)\n"
+      ">>> t.csig, t(3.0)\n"
+      "(Signature('double (double)'), 5.0)\n" },
+    { 0, NULL },
 };
 
 /* One instance, made by nt_markers_add. */
 static PyType_Spec arg_spec = {
-    "numthunk._core.ArgType", sizeof(PyObject), 0,
-    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION, arg_slots
+    "numthunk._core.ArgType",
+    sizeof(PyObject),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    arg_slots,
 };
 
 /* ---- a short description of an array, for reprs ---- */
@@ -72,8 +76,8 @@ static PyObject *short_repr(PyObject *obj)
     char dims[128] = "scalar";
     size_t used = 0;
     for (int d = 0; d < PyArray_NDIM(a) && used < sizeof(dims) - 24; d++)
-        used += (size_t)PyOS_snprintf(dims + used, sizeof(dims) - used, "%s%zd",
-                                      d ? "x" : "", (Py_ssize_t)PyArray_DIM(a, d));
+        used += (size_t)PyOS_snprintf(dims + used, sizeof(dims) - used, "%s%zd", d ? "x" : "",
+                                      (Py_ssize_t)PyArray_DIM(a, d));
     PyObject *r = PyUnicode_FromFormat("array[%U, %s]", dtype, dims);
     Py_DECREF(dtype);
     return r;
@@ -142,8 +146,8 @@ static PyObject *derived_tp_new(PyTypeObject *type, PyObject *args, PyObject *kw
     const char *kind;
     PyObject *obj, *axis_obj = NULL;
     int elements = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sO|Op:Derived", kwlist, &kind, &obj,
-                                     &axis_obj, &elements))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sO|Op:Derived", kwlist, &kind, &obj, &axis_obj,
+                                     &elements))
         return NULL;
     for (int k = 0; k < 3; k++) {
         if (strcmp(kind, derived_names[k]) != 0)
@@ -160,8 +164,8 @@ static PyObject *derived_tp_new(PyTypeObject *type, PyObject *args, PyObject *kw
             if (ovf != 0 || v < -NT_MAX_AXES || v >= NT_MAX_AXES) {
                 PyErr_Format(PyExc_ValueError,
                              "%s(): axis %S is out of range (an array has at most %d "
-                             "dimensions: -%d <= axis < %d)", kind, num, NT_MAX_AXES,
-                             NT_MAX_AXES, NT_MAX_AXES);
+                             "dimensions: -%d <= axis < %d)",
+                             kind, num, NT_MAX_AXES, NT_MAX_AXES, NT_MAX_AXES);
                 Py_DECREF(num);
                 return NULL;
             }
@@ -184,8 +188,8 @@ static PyObject *derived_repr(nt_DerivedObject *self)
     if (self->kind == NT_DERIVED_SIZE)
         r = PyUnicode_FromFormat("size(%U)", what);
     else
-        r = PyUnicode_FromFormat("%s(%U, %zd%s)", derived_names[self->kind], what,
-                                 self->axis, self->elements ? ", elements=True" : "");
+        r = PyUnicode_FromFormat("%s(%U, %zd%s)", derived_names[self->kind], what, self->axis,
+                                 self->elements ? ", elements=True" : "");
     Py_DECREF(what);
     return r;
 }
@@ -205,13 +209,13 @@ static PyObject *derived_elements(nt_DerivedObject *self, void *closure)
 static PyMemberDef derived_members[] = {
     { "obj", T_OBJECT_EX, offsetof(nt_DerivedObject, obj), READONLY, "the array" },
     { "axis", T_PYSSIZET, offsetof(nt_DerivedObject, axis), READONLY, "the axis" },
-    { NULL, 0, 0, 0, NULL }
+    { NULL, 0, 0, 0, NULL },
 };
 
 static PyGetSetDef derived_getset[] = {
     { "kind", (getter)derived_kind, NULL, "'size', 'shape' or 'stride'", NULL },
     { "elements", (getter)derived_elements, NULL, "stride in elements, not bytes", NULL },
-    { NULL, NULL, NULL, NULL, NULL }
+    { NULL, NULL, NULL, NULL, NULL },
 };
 
 static PyType_Slot derived_slots[] = {
@@ -222,14 +226,18 @@ static PyType_Slot derived_slots[] = {
     { Py_tp_members, derived_members },
     { Py_tp_getset, derived_getset },
     { Py_tp_new, derived_tp_new },
-    { Py_tp_doc, "Derived(kind, obj, axis=0, elements=False): a value derived from a bound "
-                 "array, re-read when the array is rebound" },
-    { 0, NULL }
+    { Py_tp_doc,
+      "Derived(kind, obj, axis=0, elements=False): a value derived from a bound "
+      "array, re-read when the array is rebound" },
+    { 0, NULL },
 };
 
 static PyType_Spec derived_spec = {
-    "numthunk._core.Derived", sizeof(nt_DerivedObject), 0,
-    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE, derived_slots
+    "numthunk._core.Derived",
+    sizeof(nt_DerivedObject),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE,
+    derived_slots,
 };
 
 /* ---- Strided(arr) ---- */
@@ -281,7 +289,7 @@ static PyObject *strided_repr(nt_StridedObject *self)
 
 static PyMemberDef strided_members[] = {
     { "obj", T_OBJECT_EX, offsetof(nt_StridedObject, obj), READONLY, "the buffer" },
-    { NULL, 0, 0, 0, NULL }
+    { NULL, 0, 0, 0, NULL },
 };
 
 static PyType_Slot strided_slots[] = {
@@ -291,14 +299,18 @@ static PyType_Slot strided_slots[] = {
     { Py_tp_clear, strided_clear },
     { Py_tp_members, strided_members },
     { Py_tp_new, strided_tp_new },
-    { Py_tp_doc, "strided(arr): bind a non-contiguous buffer's data pointer, for targets "
-                 "that also take its strides" },
-    { 0, NULL }
+    { Py_tp_doc,
+      "strided(arr): bind a non-contiguous buffer's data pointer, for targets "
+      "that also take its strides" },
+    { 0, NULL },
 };
 
 static PyType_Spec strided_spec = {
-    "numthunk._core.Strided", sizeof(nt_StridedObject), 0,
-    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE, strided_slots
+    "numthunk._core.Strided",
+    sizeof(nt_StridedObject),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE,
+    strided_slots,
 };
 
 /* ---- Address(n, owner=None) ---- */
@@ -339,8 +351,7 @@ int nt_pointer_value(PyObject *value, const char *what, uintptr_t *out)
     if (bad || v > UINTPTR_MAX) {
         PyObject *hex = PyNumber_ToBase(num, 16);
         if (hex != NULL)
-            PyErr_Format(PyExc_OverflowError,
-                         "%s %U is not a valid pointer value (0 to 2**%d - 1)",
+            PyErr_Format(PyExc_OverflowError, "%s %U is not a valid pointer value (0 to 2**%d - 1)",
                          what, hex, (int)(8 * sizeof(void *)));
         Py_XDECREF(hex);
         Py_DECREF(num);
@@ -356,8 +367,7 @@ static PyObject *address_tp_new(PyTypeObject *type, PyObject *args, PyObject *kw
     static char *kwlist[] = { "value", "owner", "nogil", NULL };
     PyObject *value, *owner = Py_None;
     int nogil = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O$p:address", kwlist, &value, &owner,
-                                     &nogil))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O$p:address", kwlist, &value, &owner, &nogil))
         return NULL;
     uintptr_t v;
     if (nt_pointer_value(value, "address()", &v) < 0)
@@ -394,15 +404,16 @@ static PyObject *address_repr(nt_AddressObject *self)
 static PyMemberDef address_members[] = {
     { "owner", T_OBJECT, offsetof(nt_AddressObject, owner), READONLY,
       "kept alive with the binding" },
-    { NULL, 0, 0, 0, NULL }
+    { NULL, 0, 0, 0, NULL },
 };
 
 static PyGetSetDef address_getset[] = {
     { "value", (getter)address_value, NULL, "the pointer value (int)", NULL },
     { "nogil", (getter)address_nogil, NULL,
       "False for a function that needs the GIL: a thunk it is bound to keeps the GIL "
-      "when called from Python", NULL },
-    { NULL, NULL, NULL, NULL, NULL }
+      "when called from Python",
+      NULL },
+    { NULL, NULL, NULL, NULL, NULL },
 };
 
 static PyType_Slot address_slots[] = {
@@ -413,24 +424,28 @@ static PyType_Slot address_slots[] = {
     { Py_tp_members, address_members },
     { Py_tp_getset, address_getset },
     { Py_tp_new, address_tp_new },
-    { Py_tp_doc, "``address(n, owner=None, *, nogil=True)``: an explicit pointer value for a\n"
-                 "pointer parameter (a bare int is refused there). Nothing checks what it\n"
-                 "points to; owner is kept alive with the binding, and nothing else is.\n"
-                 "nogil=False marks a function pointer whose code needs the GIL: a thunk it\n"
-                 "is bound to keeps the GIL when called from Python.\n\n"
-                 ">>> frexp = nt.Function.from_library(\"libm.so.6\", \"frexp\",\n"
-                 "...                                  \"double (double, int *)\")\n"
-                 ">>> e = np.zeros(1, dtype=np.intc)\n"
-                 ">>> nt.bind(frexp, 8.0, nt.address(e.ctypes.data, owner=e))()\n"
-                 "0.5\n"
-                 ">>> int(e[0])\n"
-                 "4\n" },
-    { 0, NULL }
+    { Py_tp_doc,
+      "``address(n, owner=None, *, nogil=True)``: an explicit pointer value for a\n"
+      "pointer parameter (a bare int is refused there). Nothing checks what it\n"
+      "points to; owner is kept alive with the binding, and nothing else is.\n"
+      "nogil=False marks a function pointer whose code needs the GIL: a thunk it\n"
+      "is bound to keeps the GIL when called from Python.\n\n"
+      ">>> frexp = nt.Function.from_library(\"libm.so.6\", \"frexp\",\n"
+      "...                                  \"double (double, int *)\")\n"
+      ">>> e = np.zeros(1, dtype=np.intc)\n"
+      ">>> nt.bind(frexp, 8.0, nt.address(e.ctypes.data, owner=e))()\n"
+      "0.5\n"
+      ">>> int(e[0])\n"
+      "4\n" },
+    { 0, NULL },
 };
 
 static PyType_Spec address_spec = {
-    "numthunk._core.Address", sizeof(nt_AddressObject), 0,
-    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE, address_slots
+    "numthunk._core.Address",
+    sizeof(nt_AddressObject),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE,
+    address_slots,
 };
 
 /* A type made from spec with the module, added to it under name (if any). */

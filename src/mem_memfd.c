@@ -41,7 +41,7 @@
 #define MFD_CLOEXEC 0x0001U
 #endif
 #ifndef MFD_EXEC
-#define MFD_EXEC 0x0010U      /* Linux 6.3, include/uapi/linux/memfd.h */
+#define MFD_EXEC 0x0010U /* Linux 6.3, include/uapi/linux/memfd.h */
 #endif
 
 /* Handlers are packed into chunks of this size (one mapping each). */
@@ -51,12 +51,12 @@
 
 /* Handler blocks: 64, 128, ... 8192 bytes (NT_HANDLER_MAX). */
 #define MIN_BLOCK 64u
-#define NCLASSES 8
+#define NCLASSES  8
 
-static int mfd = -1;             /* our memory file, -1: none yet */
-static off_t file_size;          /* bytes of mfd in use */
-static unsigned char *chunk;     /* RX view of the open handler chunk */
-static off_t chunk_offset;       /* its offset in mfd */
+static int mfd = -1;         /* our memory file, -1: none yet */
+static off_t file_size;      /* bytes of mfd in use */
+static unsigned char *chunk; /* RX view of the open handler chunk */
+static off_t chunk_offset;   /* its offset in mfd */
 static size_t chunk_size, chunk_used;
 
 /* Every handler chunk of the current file, to find a block's file offset. */
@@ -77,8 +77,7 @@ typedef struct block {
 static block *spare[NCLASSES];
 
 /* The size class of n bytes of code, -1 beyond the largest. */
-static int
-class_of(size_t n)
+static int class_of(size_t n)
 {
     size_t size = MIN_BLOCK;
     for (int c = 0; c < NCLASSES; c++, size *= 2)
@@ -87,16 +86,14 @@ class_of(size_t n)
     return -1;
 }
 
-static size_t
-class_size(int c)
+static size_t class_size(int c)
 {
     return (size_t)MIN_BLOCK << c;
 }
 
 /* Forgets the chunks and the spare blocks (never their memory: after fork,
    it is the parent's too). */
-static void
-forget_blocks(void)
+static void forget_blocks(void)
 {
     for (int c = 0; c < NCLASSES; c++) {
         while (spare[c] != NULL) {
@@ -110,8 +107,7 @@ forget_blocks(void)
     nchunks = chunks_cap = 0;
 }
 
-static int
-note_chunk(unsigned char *at, off_t offset, size_t size)
+static int note_chunk(unsigned char *at, off_t offset, size_t size)
 {
     if (nchunks == chunks_cap) {
         size_t ncap = chunks_cap ? 2 * chunks_cap : 16;
@@ -125,8 +121,7 @@ note_chunk(unsigned char *at, off_t offset, size_t size)
     return 0;
 }
 
-static int
-open_file(void)
+static int open_file(void)
 {
     int fd = memfd_create("numthunk", MFD_CLOEXEC | MFD_EXEC);
     if (fd < 0 && errno == EINVAL)
@@ -142,8 +137,7 @@ open_file(void)
 }
 
 /* Grows the file by n bytes (page multiple); returns the old end. */
-static int
-grow(size_t n, off_t *offset)
+static int grow(size_t n, off_t *offset)
 {
     if (ftruncate(mfd, file_size + (off_t)n) != 0)
         return -1;
@@ -152,8 +146,7 @@ grow(size_t n, off_t *offset)
     return 0;
 }
 
-static int
-write_all(const void *code, size_t n, off_t offset)
+static int write_all(const void *code, size_t n, off_t offset)
 {
     const unsigned char *p = code;
     while (n > 0) {
@@ -170,8 +163,7 @@ write_all(const void *code, size_t n, off_t offset)
     return 0;
 }
 
-static int
-memfd_init(void)
+static int memfd_init(void)
 {
     if (mfd < 0 && open_file() != 0)
         return -1;
@@ -180,8 +172,7 @@ memfd_init(void)
     off_t offset;
     if (grow(CHUNK_SIZE, &offset) != 0)
         goto fail;
-    void *p = mmap(NULL, CHUNK_SIZE, PROT_READ | PROT_EXEC, MAP_SHARED,
-                   mfd, offset);
+    void *p = mmap(NULL, CHUNK_SIZE, PROT_READ | PROT_EXEC, MAP_SHARED, mfd, offset);
     if (p == MAP_FAILED)
         goto fail;
     chunk = p;
@@ -200,15 +191,15 @@ fail:
     return -1;
 }
 
-static void *
-place_block(const void *code, size_t n, size_t data_after, nt_error *err)
+static void *place_block(const void *code, size_t n, size_t data_after, nt_error *err)
 {
     /* One reservation for code + data so their distance is fixed; the code
        part is then replaced by the RX file mapping (MAP_FIXED over our own
        reservation, never over anything else). */
     const char *what = "cannot reserve memory";
-    unsigned char *res = mmap(NULL, n + data_after, PROT_READ | PROT_WRITE,
-                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    int saved;
+    unsigned char *res =
+        mmap(NULL, n + data_after, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (res == MAP_FAILED)
         goto fail;
     off_t offset;
@@ -220,29 +211,24 @@ place_block(const void *code, size_t n, size_t data_after, nt_error *err)
         what = "cannot write code";
         goto unmap;
     }
-    if (mmap(res, n, PROT_READ | PROT_EXEC, MAP_SHARED | MAP_FIXED, mfd,
-             offset) == MAP_FAILED) {
+    if (mmap(res, n, PROT_READ | PROT_EXEC, MAP_SHARED | MAP_FIXED, mfd, offset) == MAP_FAILED) {
         what = "cannot map executable memory";
         goto unmap;
     }
     return res;
 unmap:
-    {
-        int saved = errno;
-        munmap(res, n + data_after);
-        errno = saved;
-    }
+    saved = errno;
+    munmap(res, n + data_after);
+    errno = saved;
 fail:
     nt_fail(err, NT_ERR_OS, -1, "numthunk: %s: %s", what, strerror(errno));
     return NULL;
 }
 
-static void *
-memfd_place(const void *code, size_t n, size_t data_after, nt_error *err)
+static void *memfd_place(const void *code, size_t n, size_t data_after, nt_error *err)
 {
     if (mfd < 0 && open_file() != 0) {
-        nt_fail(err, NT_ERR_OS, -1, "numthunk: memfd_create failed: %s",
-                strerror(errno));
+        nt_fail(err, NT_ERR_OS, -1, "numthunk: memfd_create failed: %s", strerror(errno));
         return NULL;
     }
     if (data_after > 0)
@@ -253,8 +239,7 @@ memfd_place(const void *code, size_t n, size_t data_after, nt_error *err)
         /* a block that came back: no call runs it any more */
         block *b = spare[c];
         if (write_all(code, n, b->offset) != 0) {
-            nt_fail(err, NT_ERR_OS, -1, "numthunk: cannot write code: %s",
-                    strerror(errno));
+            nt_fail(err, NT_ERR_OS, -1, "numthunk: cannot write code: %s", strerror(errno));
             return NULL;
         }
         spare[c] = b->next;
@@ -267,16 +252,12 @@ memfd_place(const void *code, size_t n, size_t data_after, nt_error *err)
         size_t size = nt_round_up(need, CHUNK_SIZE);
         off_t offset;
         if (grow(size, &offset) != 0) {
-            nt_fail(err, NT_ERR_OS, -1,
-                    "numthunk: cannot grow the code file: %s",
-                    strerror(errno));
+            nt_fail(err, NT_ERR_OS, -1, "numthunk: cannot grow the code file: %s", strerror(errno));
             return NULL;
         }
-        void *p = mmap(NULL, size, PROT_READ | PROT_EXEC, MAP_SHARED, mfd,
-                       offset);
+        void *p = mmap(NULL, size, PROT_READ | PROT_EXEC, MAP_SHARED, mfd, offset);
         if (p == MAP_FAILED) {
-            nt_fail(err, NT_ERR_OS, -1,
-                    "numthunk: cannot map executable memory: %s",
+            nt_fail(err, NT_ERR_OS, -1, "numthunk: cannot map executable memory: %s",
                     strerror(errno));
             return NULL;
         }
@@ -292,8 +273,7 @@ memfd_place(const void *code, size_t n, size_t data_after, nt_error *err)
         chunk_used = 0;
     }
     if (write_all(code, n, chunk_offset + (off_t)chunk_used) != 0) {
-        nt_fail(err, NT_ERR_OS, -1, "numthunk: cannot write code: %s",
-                strerror(errno));
+        nt_fail(err, NT_ERR_OS, -1, "numthunk: cannot write code: %s", strerror(errno));
         return NULL;
     }
     unsigned char *at = chunk + chunk_used;
@@ -301,19 +281,18 @@ memfd_place(const void *code, size_t n, size_t data_after, nt_error *err)
     return at;
 }
 
-static void
-memfd_release(void *code, size_t n)
+static void memfd_release(void *code, size_t n)
 {
     int c = class_of(n);
     unsigned char *at = code;
     if (c < 0)
-        return;             /* beyond the largest class: kept */
+        return; /* beyond the largest class: kept */
     for (size_t k = 0; k < nchunks; k++) {
         if (at < chunks[k].at || at >= chunks[k].at + chunks[k].size)
             continue;
         block *b = malloc(sizeof(*b));
         if (b == NULL)
-            return;         /* kept, never reused */
+            return; /* kept, never reused */
         *b = (block){ at, chunks[k].offset + (off_t)(at - chunks[k].at), spare[c] };
         spare[c] = b;
         return;
@@ -321,8 +300,7 @@ memfd_release(void *code, size_t n)
     /* not in this file (the parent's, after fork): left alone */
 }
 
-static void
-memfd_after_fork_child(void)
+static void memfd_after_fork_child(void)
 {
     /* Our descriptor shares the file offset and size with the parent's:
        closing our copy leaves the parent's file and its mappings intact. */
@@ -335,9 +313,5 @@ memfd_after_fork_child(void)
 }
 
 const nt_execmem nt_execmem_memfd = {
-    "memfd-pwrite",
-    memfd_init,
-    memfd_place,
-    memfd_release,
-    memfd_after_fork_child,
+    "memfd-pwrite", memfd_init, memfd_place, memfd_release, memfd_after_fork_child,
 };

@@ -19,11 +19,9 @@
 
 #include "execmem.h"
 
-static int
-mprotect_init(void)
+static int mprotect_init(void)
 {
-    void *p = mmap(NULL, NT_PAGE_SIZE, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *p = mmap(NULL, NT_PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return -1;
     int rc = mprotect(p, NT_PAGE_SIZE, PROT_READ | PROT_EXEC);
@@ -31,12 +29,10 @@ mprotect_init(void)
     return rc;
 }
 
-static void *
-mprotect_place(const void *code, size_t n, size_t data_after, nt_error *err)
+static void *mprotect_place(const void *code, size_t n, size_t data_after, nt_error *err)
 {
     size_t code_size = nt_round_up(n, NT_PAGE_SIZE);
-    unsigned char *p = mmap(NULL, code_size + data_after,
-                            PROT_READ | PROT_WRITE,
+    unsigned char *p = mmap(NULL, code_size + data_after, PROT_READ | PROT_WRITE,
                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         goto fail;
@@ -47,28 +43,21 @@ mprotect_place(const void *code, size_t n, size_t data_after, nt_error *err)
     }
     return p;
 fail:
-    nt_fail(err, NT_ERR_OS, -1, "numthunk: cannot map executable memory: %s",
-            strerror(errno));
+    nt_fail(err, NT_ERR_OS, -1, "numthunk: cannot map executable memory: %s", strerror(errno));
     return NULL;
 }
 
 /* A handler's own pages: nothing else lives on them (and after fork the
    child's copies are its own). */
-static void
-mprotect_release(void *code, size_t n)
+static void mprotect_release(void *code, size_t n)
 {
     munmap(code, nt_round_up(n, NT_PAGE_SIZE));
 }
 
-static void
-mprotect_after_fork_child(void)
+static void mprotect_after_fork_child(void)
 {
 }
 
 const nt_execmem nt_execmem_mprotect = {
-    "mprotect-sealed",
-    mprotect_init,
-    mprotect_place,
-    mprotect_release,
-    mprotect_after_fork_child,
+    "mprotect-sealed", mprotect_init, mprotect_place, mprotect_release, mprotect_after_fork_child,
 };

@@ -11,7 +11,7 @@
 #include "nt_dlpack.h"
 
 #define PY_ARRAY_UNIQUE_SYMBOL nt_ARRAY_API
-#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#define NPY_NO_DEPRECATED_API  NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
 
 #include <stdlib.h>
@@ -70,13 +70,14 @@ static PyStructSequence_Field kind_fields[] = {
     { "formats", "PEP 3118 formats of its buffers, native sizes" },
     { "std_formats", "PEP 3118 codes of its buffers after '=', '<', '>', '!'" },
     { "dlpack", "(DLPack type code, bits)" },
-    { NULL, NULL }
+    { NULL, NULL },
 };
 
 static PyStructSequence_Desc kind_desc = {
     "numthunk._core.Kind",
     "A value kind: one row of the C core's kind table (src/kinds.c).",
-    kind_fields, 14
+    kind_fields,
+    14,
 };
 
 /* The formats of a code mask: ('l', 'q'), ('Zf',) for a complex kind. */
@@ -105,15 +106,20 @@ static PyObject *kind_row(PyTypeObject *type, const nt_kind_info *r)
     int is_complex = r->value == NT_VALUE_COMPLEX;
     PyObject *row = PyStructSequence_New(type);
     PyObject *items[14] = {
-        PyUnicode_FromString(r->name), PyLong_FromLong(r->size), PyLong_FromLong(r->align),
+        PyUnicode_FromString(r->name),
+        PyLong_FromLong(r->size),
+        PyLong_FromLong(r->align),
         PyBool_FromLong(r->is_signed),
         is_int ? PyLong_FromLongLong(r->min) : PyFloat_FromDouble(-r->fmax),
         is_int ? PyLong_FromUnsignedLongLong(r->max) : PyFloat_FromDouble(r->fmax),
-        PyUnicode_FromString(r->c_text), PyUnicode_FromStringAndSize(&r->dtype, 1),
+        PyUnicode_FromString(r->c_text),
+        PyUnicode_FromStringAndSize(&r->dtype, 1),
         PyUnicode_FromString(r->numba),
         r->ctypes != NULL ? PyUnicode_FromString(r->ctypes) : Py_NewRef(Py_None),
-        PyUnicode_FromString(r->cffi), format_tuple(r->fmt_native, is_complex),
-        format_tuple(r->fmt_std, is_complex), Py_BuildValue("(ii)", r->dl_code, r->dl_bits),
+        PyUnicode_FromString(r->cffi),
+        format_tuple(r->fmt_native, is_complex),
+        format_tuple(r->fmt_std, is_complex),
+        Py_BuildValue("(ii)", r->dl_code, r->dl_bits),
     };
     int ok = row != NULL;
     for (int i = 0; i < 14; i++) {
@@ -166,17 +172,12 @@ static PyObject *mod_backend_info(PyObject *module, PyObject *unused)
     }
     if (fallbacks == NULL)
         return NULL;
-    return Py_BuildValue("{s:s,s:s,s:O,s:s,s:N,s:{s:s,s:s,s:O,s:I}}",
-                         "engine", st.engine,
-                         "memory_policy", st.memory_policy,
-                         "native_available", nt_backend_native != NULL ? Py_True : Py_False,
-                         "fallback_engine", nt_backend_ffi.name,
-                         "fallbacks", fallbacks,
-                         "config",
-                         "engine", cfg->engine,
-                         "execmem", cfg->execmem,
-                         "no_reuse", cfg->no_reuse ? Py_True : Py_False,
-                         "quarantine", cfg->quarantine);
+    return Py_BuildValue("{s:s,s:s,s:O,s:s,s:N,s:{s:s,s:s,s:O,s:I}}", "engine", st.engine,
+                         "memory_policy", st.memory_policy, "native_available",
+                         nt_backend_native != NULL ? Py_True : Py_False, "fallback_engine",
+                         nt_backend_ffi.name, "fallbacks", fallbacks, "config", "engine",
+                         cfg->engine, "execmem", cfg->execmem, "no_reuse",
+                         cfg->no_reuse ? Py_True : Py_False, "quarantine", cfg->quarantine);
 }
 
 /* A capsule named by its C signature (the SciPy/Cython convention) whose
@@ -263,8 +264,7 @@ static PyObject *mod_lowlevelcallable(PyObject *module, PyObject *const *args, P
 {
     (void)module;
     if (nargs != 4 || !PyType_Check(args[0])
-        || !PyType_IsSubtype((PyTypeObject *)args[0], &PyTuple_Type)
-        || !PyUnicode_Check(args[2])) {
+        || !PyType_IsSubtype((PyTypeObject *)args[0], &PyTuple_Type) || !PyUnicode_Check(args[2])) {
         PyErr_SetString(PyExc_TypeError,
                         "_lowlevelcallable(cls, address, name, owner): cls a tuple subclass, "
                         "name a str");
@@ -312,7 +312,8 @@ static PyObject *mod_capsule_pointer(PyObject *module, PyObject *capsule)
             if (raw != NULL)
                 PyErr_Format(PyExc_ValueError,
                              "the capsule's name %R is not UTF-8 text; a target capsule "
-                             "is named by its C signature", raw);
+                             "is named by its C signature",
+                             raw);
             Py_XDECREF(raw);
             return NULL;
         }
@@ -335,11 +336,11 @@ int nt_state_hooks_for(const nt_state *st, PyTypeObject *tp)
    Registering again (a reload of the package) replaces them. */
 static PyObject *mod_register(PyObject *module, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = { "thunk_class", "resolve_values", "resolve_call",
-                              "resolve_rebind", "numba_type", NULL };
+    static char *kwlist[] = { "thunk_class",    "resolve_values", "resolve_call",
+                              "resolve_rebind", "numba_type",     NULL };
     PyObject *items[5] = { NULL, NULL, NULL, NULL, NULL };
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$OOOOO:_register", kwlist, &items[0],
-                                     &items[1], &items[2], &items[3], &items[4]))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$OOOOO:_register", kwlist, &items[0], &items[1],
+                                     &items[2], &items[3], &items[4]))
         return NULL;
     for (int k = 0; k < 5; k++) {
         if (items[k] == NULL) {
@@ -361,8 +362,8 @@ static PyObject *mod_register(PyObject *module, PyObject *args, PyObject *kwds)
     nt_state *st = PyModule_GetState(module);
     /* Thunks and the C API read these under the state lock (pyapi.h);
        what they replace goes after it (a finalizer may run). */
-    PyObject **slots[5] = { (PyObject **)&st->thunk_class, &st->resolve_values,
-                            &st->resolve_call, &st->resolve_rebind, &st->numba_type };
+    PyObject **slots[5] = { (PyObject **)&st->thunk_class, &st->resolve_values, &st->resolve_call,
+                            &st->resolve_rebind, &st->numba_type };
     PyObject *old[5];
     NT_LOCK_BEGIN
     for (int k = 0; k < 5; k++) {
@@ -451,7 +452,7 @@ static PyMethodDef module_methods[] = {
       "'native_available']\n"
       ">>> info['fallback_engine']\n"
       "'libffi'\n" },
-    { NULL, NULL, 0, NULL }
+    { NULL, NULL, 0, NULL },
 };
 
 #ifdef Py_GIL_DISABLED
@@ -498,13 +499,10 @@ static int module_exec(PyObject *m)
     nt_kinds_ready();
     nt_state *st = PyModule_GetState(m);
     nt_core_state = st;
-    if (nt_signature_add(m, st) < 0
-        || nt_thunk_add(m, st) < 0
+    if (nt_signature_add(m, st) < 0 || nt_thunk_add(m, st) < 0
         || PyModule_AddIntConstant(m, "MEMVIEW_SIZE", (long)sizeof(nt_memviewslice)) < 0
-        || nt_markers_add(m, st) < 0
-        || nt_capi_add(m, st) < 0
-        || add_kinds(m) < 0) {
-        nt_core_state = NULL;      /* the module is dropped: its state with it */
+        || nt_markers_add(m, st) < 0 || nt_capi_add(m, st) < 0 || add_kinds(m) < 0) {
+        nt_core_state = NULL; /* the module is dropped: its state with it */
         return -1;
     }
     core_loaded = 1;
@@ -521,14 +519,19 @@ static PyModuleDef_Slot module_slots[] = {
        (docs/architecture.md, "Shared state and its protection"). */
     { Py_mod_gil, Py_MOD_GIL_NOT_USED },
 #endif
-    { 0, NULL }
+    { 0, NULL },
 };
 
 static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "numthunk._core",
+    PyModuleDef_HEAD_INIT,
+    "numthunk._core",
     "C core of numthunk: signatures, descriptors, plans and trampolines.",
-    sizeof(nt_state), module_methods, module_slots, module_traverse, module_clear,
-    module_free
+    sizeof(nt_state),
+    module_methods,
+    module_slots,
+    module_traverse,
+    module_clear,
+    module_free,
 };
 
 /* Multi-phase init: the module object comes first, module_exec fills it. */

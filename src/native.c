@@ -41,7 +41,7 @@
 #define BLOCK_DATA  NT_PAGE_SIZE
 
 typedef struct {
-    nt_ctx *ctx;             /* read by the stub; written with release */
+    nt_ctx *ctx; /* read by the stub; written with release */
 } xslot;
 
 /* The engine lock guards everything below. The quarantine (quarantine.c)
@@ -50,12 +50,12 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 static const nt_arch *arch;
-static uint8_t *stub_image;  /* one block of stubs, built once */
-static size_t block_code;    /* bytes of stubs per block, page multiple */
+static uint8_t *stub_image; /* one block of stubs, built once */
+static size_t block_code;   /* bytes of stubs per block, page multiple */
 
-static xslot *cur_slots;     /* slot page of the block being handed out */
+static xslot *cur_slots; /* slot page of the block being handed out */
 static size_t cur_used;
-static xslot **free_slots;   /* slots back from quarantine, reusable */
+static xslot **free_slots; /* slots back from quarantine, reusable */
 static size_t nfree, free_cap;
 
 /* Executable memory: policy is nt_execmem_policies[policy_at], or NULL
@@ -76,30 +76,25 @@ static void *trap_code;
 /* Executable memory with fallback                                           */
 
 /* Records "what: why" (engine lock held, or init). */
-static void
-note_fallback(const char *what, const char *why)
+static void note_fallback(const char *what, const char *why)
 {
     if (nfallbacks < NT_FALLBACK_MAX)
-        snprintf(fallbacks[nfallbacks++], NT_REASON_MAX, "%.40s: %.150s",
-                 what, why);
+        snprintf(fallbacks[nfallbacks++], NT_REASON_MAX, "%.40s: %.150s", what, why);
 }
 
 /* Makes the first working policy from nt_execmem_policies[from] on the
    current one, or none. Engine lock held (or init). */
-static void
-choose_policy(size_t from)
+static void choose_policy(size_t from)
 {
     const char *want = nt_config_get()->execmem;
     __atomic_store_n(&policy, NULL, __ATOMIC_RELEASE);
     if (strcmp(want, "none") == 0) {
-        note_fallback("NUMTHUNK_EXECMEM=none",
-                      "no executable memory: new thunks use libffi");
+        note_fallback("NUMTHUNK_EXECMEM=none", "no executable memory: new thunks use libffi");
         return;
     }
     for (size_t i = from; nt_execmem_policies[i] != NULL; i++) {
         const nt_execmem *p = nt_execmem_policies[i];
-        if (strcmp(want, "auto") != 0
-            && strncmp(p->name, want, strlen(want)) != 0)
+        if (strcmp(want, "auto") != 0 && strncmp(p->name, want, strlen(want)) != 0)
             continue;
         if (p->init() == 0) {
             policy_at = i;
@@ -108,8 +103,7 @@ choose_policy(size_t from)
         }
         note_fallback(p->name, "refused by the system at start");
     }
-    note_fallback("no executable-memory policy left",
-                  "new thunks use libffi");
+    note_fallback("no executable-memory policy left", "new thunks use libffi");
 }
 
 /*
@@ -117,8 +111,7 @@ choose_policy(size_t from)
  * moves on to the next policy, until one works or none is left (NULL, err
  * filled). Engine lock held.
  */
-static void *
-place_code(const void *code, size_t n, size_t data_after, nt_error *err)
+static void *place_code(const void *code, size_t n, size_t data_after, nt_error *err)
 {
     while (policy != NULL) {
         nt_error perr;
@@ -131,13 +124,11 @@ place_code(const void *code, size_t n, size_t data_after, nt_error *err)
         note_fallback(policy->name, perr.msg);
         choose_policy(policy_at + 1);
     }
-    nt_fail(err, NT_ERR_MEMORY, -1,
-            "numthunk: no executable memory for native thunks");
+    nt_fail(err, NT_ERR_MEMORY, -1, "numthunk: no executable memory for native thunks");
     return NULL;
 }
 
-int
-nt_native_fallbacks(char (*out)[NT_REASON_MAX], int max)
+int nt_native_fallbacks(char (*out)[NT_REASON_MAX], int max)
 {
     pthread_mutex_lock(&lock);
     int n = nfallbacks < max ? nfallbacks : max;
@@ -152,8 +143,7 @@ nt_native_fallbacks(char (*out)[NT_REASON_MAX], int max)
 
 /* In a fork child, with the engine lock held (quarantine.c's fork hooks):
    every policy that may have been used stops writing shared memory. */
-static void
-after_fork_child(void)
+static void after_fork_child(void)
 {
     for (size_t i = 0; nt_execmem_policies[i] != NULL; i++)
         nt_execmem_policies[i]->after_fork_child();
@@ -161,8 +151,7 @@ after_fork_child(void)
 
 static void make_trap_handler(void);
 
-static void
-init(void)
+static void init(void)
 {
     if (nt_arch_native == NULL)
         return;
@@ -174,7 +163,8 @@ init(void)
         return;
     }
     if (nt_abi_check(&nt_arch_native->abi) != 0) {
-        note_fallback("architecture", "inconsistent ABI description: new "
+        note_fallback("architecture",
+                      "inconsistent ABI description: new "
                       "thunks use libffi");
         return;
     }
@@ -188,8 +178,7 @@ init(void)
     memset(stub_image, 0, block_code);
     for (size_t i = 0; i < BLOCK_STUBS; i++)
         arch->build_stub(stub_image + i * arch->stub_size,
-                         (int32_t)(block_code + sizeof(xslot) * i
-                                   - arch->stub_size * i));
+                         (int32_t)(block_code + sizeof(xslot) * i - arch->stub_size * i));
     choose_policy(0);
     nt_fork_hooks(&lock, after_fork_child);
     make_trap_handler();
@@ -197,15 +186,13 @@ init(void)
 
 /* 1 if native code can still be placed (engine lock not needed: policy
    only ever goes from a policy to a later one or NULL). */
-static int
-ready(void)
+static int ready(void)
 {
     pthread_once(&init_once, init);
     return __atomic_load_n(&policy, __ATOMIC_ACQUIRE) != NULL;
 }
 
-const char *
-nt_native_memory_policy(void)
+const char *nt_native_memory_policy(void)
 {
     if (!ready())
         return "none";
@@ -232,18 +219,17 @@ typedef struct handler {
     size_t keylen;
     uint8_t *key;
     void *code;
-    size_t len;                  /* bytes of code placed */
-    const nt_execmem *policy;    /* placed it; takes it back */
-    unsigned refs;               /* plans using it */
-    uint8_t queued;              /* in the quarantine */
-    uint8_t requeue;             /* unused again while queued: wait once more */
+    size_t len;               /* bytes of code placed */
+    const nt_execmem *policy; /* placed it; takes it back */
+    unsigned refs;            /* plans using it */
+    uint8_t queued;           /* in the quarantine */
+    uint8_t requeue;          /* unused again while queued: wait once more */
 } handler;
 
-static handler **htab;           /* open addressing, linear probing */
+static handler **htab; /* open addressing, linear probing */
 static size_t hcap, hcount;
 
-static uint64_t
-fnv1a(const uint8_t *p, size_t n)
+static uint64_t fnv1a(const uint8_t *p, size_t n)
 {
     uint64_t h = 1469598103934665603ull;
     for (size_t i = 0; i < n; i++)
@@ -252,8 +238,7 @@ fnv1a(const uint8_t *p, size_t n)
 }
 
 /* The table cell holding key, or the empty cell where it would go. */
-static handler **
-hfind(const uint8_t *key, size_t keylen, uint64_t h)
+static handler **hfind(const uint8_t *key, size_t keylen, uint64_t h)
 {
     if (hcap == 0)
         return NULL;
@@ -261,14 +246,12 @@ hfind(const uint8_t *key, size_t keylen, uint64_t h)
         handler *s = htab[i];
         if (s == NULL)
             return &htab[i];
-        if (s->hash == h && s->keylen == keylen
-            && memcmp(s->key, key, keylen) == 0)
+        if (s->hash == h && s->keylen == keylen && memcmp(s->key, key, keylen) == 0)
             return &htab[i];
     }
 }
 
-static int
-hgrow(void)
+static int hgrow(void)
 {
     size_t ncap = hcap ? hcap * 2 : 64;
     handler **nt = calloc(ncap, sizeof(*nt));
@@ -290,8 +273,7 @@ hgrow(void)
 
 /* Empties a cell; entries after it in its probe run move back so that
    every entry stays reachable from its home cell (no tombstones). */
-static void
-hremove(handler **cell)
+static void hremove(handler **cell)
 {
     size_t i = (size_t)(cell - htab), j = i;
     htab[i] = NULL;
@@ -312,9 +294,7 @@ hremove(handler **cell)
 /* The handler for key, counted for one more plan: from the table (taken
    back from the quarantine if it waits there), else generated and placed.
    NULL with err filled. Engine lock held. */
-static handler *
-handler_for(const nt_plan *plan, const uint8_t *key, size_t keylen,
-            nt_error *err)
+static handler *handler_for(const nt_plan *plan, const uint8_t *key, size_t keylen, nt_error *err)
 {
     uint8_t code[NT_HANDLER_MAX];
     uint64_t h = fnv1a(key, keylen);
@@ -325,14 +305,12 @@ handler_for(const nt_plan *plan, const uint8_t *key, size_t keylen,
     }
     size_t len = nt_handler_gen(arch, plan, code, sizeof(code));
     if (len == 0) {
-        nt_fail(err, NT_ERR_UNSUPPORTED, -1,
-                "numthunk: handler too large for the native engine");
+        nt_fail(err, NT_ERR_UNSUPPORTED, -1, "numthunk: handler too large for the native engine");
         return NULL;
     }
     handler *hd = calloc(1, sizeof(*hd));
     uint8_t *kcopy = malloc(keylen);
-    if (hd == NULL || kcopy == NULL
-        || (2 * (hcount + 1) > hcap && hgrow() != 0)) {
+    if (hd == NULL || kcopy == NULL || (2 * (hcount + 1) > hcap && hgrow() != 0)) {
         free(hd);
         free(kcopy);
         nt_fail(err, NT_ERR_MEMORY, -1, "numthunk: out of memory");
@@ -356,8 +334,7 @@ handler_for(const nt_plan *plan, const uint8_t *key, size_t keylen,
    "void (const char *, const void *)" with both parameters bound, whose
    target (nt_what.trap) is nt_trap_released_at. Made once, at init; left
    NULL where it cannot be (released slots then name nothing). */
-static void
-make_trap_handler(void)
+static void make_trap_handler(void)
 {
     nt_error err;
     nt_error_init(&err);
@@ -367,8 +344,7 @@ make_trap_handler(void)
         nt_plan_set_bound(plan, 0);
         nt_plan_set_bound(plan, 1);
         uint8_t key[NT_SHAPE_KEY_MAX];
-        if (nt_plan_finish(plan, &err) == NT_OK
-            && nt_handler_supports(&arch->abi, plan) == NT_OK) {
+        if (nt_plan_finish(plan, &err) == NT_OK && nt_handler_supports(&arch->abi, plan) == NT_OK) {
             size_t keylen = nt_handler_key(&arch->abi, plan, key);
             pthread_mutex_lock(&lock);
             /* its reference is never dropped: the code is never evicted */
@@ -384,8 +360,7 @@ make_trap_handler(void)
 
 /* Quarantine leave: no plan took the handler back meanwhile, so no call can
    be running its code any more; the code goes back to its policy. */
-static void
-handler_leave(void *item)
+static void handler_leave(void *item)
 {
     handler *hd = item;
     pthread_mutex_lock(&lock);
@@ -410,8 +385,7 @@ handler_leave(void *item)
 }
 
 /* A plan of this shape goes: the last one sends the handler to quarantine. */
-static void
-handler_unref(const nt_plan *plan)
+static void handler_unref(const nt_plan *plan)
 {
     uint8_t key[NT_SHAPE_KEY_MAX];
     size_t keylen = nt_handler_key(&arch->abi, plan, key);
@@ -436,8 +410,7 @@ handler_unref(const nt_plan *plan)
 /* ------------------------------------------------------------------------ */
 /* Slots                                                                     */
 
-static void *
-stub_of(xslot *slot)
+static void *stub_of(xslot *slot)
 {
     uintptr_t page = (uintptr_t)slot & ~(uintptr_t)(NT_PAGE_SIZE - 1);
     uintptr_t index = ((uintptr_t)slot - page) / sizeof(xslot);
@@ -445,8 +418,7 @@ stub_of(xslot *slot)
 }
 
 /* A slot whose stub is executable, or NULL (err filled). Engine lock. */
-static xslot *
-take_slot(nt_error *err)
+static xslot *take_slot(nt_error *err)
 {
     if (nfree > 0)
         return free_slots[--nfree];
@@ -461,8 +433,7 @@ take_slot(nt_error *err)
 }
 
 /* Quarantine leave: the slot may now serve a new thunk. */
-static void
-slot_leave(void *item)
+static void slot_leave(void *item)
 {
     xslot *slot = item;
     if (slot->ctx != &released_ctx)
@@ -473,7 +444,7 @@ slot_leave(void *item)
         xslot **nf = realloc(free_slots, ncap * sizeof(*nf));
         if (nf == NULL) {
             pthread_mutex_unlock(&lock);
-            return;          /* never reused */
+            return; /* never reused */
         }
         free_slots = nf;
         free_cap = ncap;
@@ -491,9 +462,8 @@ slot_leave(void *item)
  * the native engine does not otherwise use, and each such entry names
  * libffi as its engine (nt_entry_ref), so that swap and free go there.
  */
-static nt_status
-fallback_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry_ref *out,
-                   void **address, nt_error *err)
+static nt_status fallback_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry_ref *out, void **address,
+                                    nt_error *err)
 {
     pthread_mutex_lock(&lock);
     nt_status st = NT_OK;
@@ -508,16 +478,14 @@ fallback_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry_ref *out,
 /* ------------------------------------------------------------------------ */
 /* The engine (nt_backend functions)                                         */
 
-nt_status
-nt_native_supports(const nt_plan *plan)
+nt_status nt_native_supports(const nt_plan *plan)
 {
     if (!ready() || nt_handler_supports(&arch->abi, plan) != NT_OK)
         return NT_ERR_UNSUPPORTED;
     return NT_OK;
 }
 
-nt_status
-nt_native_prepare(nt_plan *plan, nt_error *err)
+nt_status nt_native_prepare(nt_plan *plan, nt_error *err)
 {
     uint8_t key[NT_SHAPE_KEY_MAX];
 
@@ -535,14 +503,12 @@ nt_native_prepare(nt_plan *plan, nt_error *err)
     plan->backend_data = NULL;
     plan->handler = code;
     if (code != NULL || herr.status != NT_ERR_MEMORY)
-        return code != NULL ? NT_OK
-                            : nt_fail(err, herr.status, -1, "%s", herr.msg);
+        return code != NULL ? NT_OK : nt_fail(err, herr.status, -1, "%s", herr.msg);
     /* No executable memory left: this plan's entries will be libffi's. */
     return nt_backend_ffi.prepare(plan, err);
 }
 
-void
-nt_native_plan_release(nt_plan *plan)
+void nt_native_plan_release(nt_plan *plan)
 {
     /* The handler is shared by shape and counted; the libffi data of a
        plan that fell back is the plan's own. */
@@ -554,14 +520,12 @@ nt_native_plan_release(nt_plan *plan)
     plan->backend_data = NULL;
 }
 
-nt_status
-nt_native_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry_ref *out,
-                    void **address, nt_error *err)
+nt_status nt_native_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry_ref *out, void **address,
+                              nt_error *err)
 {
     pthread_once(&init_once, init);
     if (arch == NULL)
-        return nt_fail(err, NT_ERR_UNSUPPORTED, -1,
-                       "numthunk: no native engine on this platform");
+        return nt_fail(err, NT_ERR_UNSUPPORTED, -1, "numthunk: no native engine on this platform");
     if (plan->handler == NULL)
         return fallback_entry_new(plan, ctx, out, address, err);
     if (ctx->handler == NULL)
@@ -572,9 +536,8 @@ nt_native_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry_ref *out,
     xslot *slot = take_slot(&serr);
     pthread_mutex_unlock(&lock);
     if (slot == NULL)
-        return serr.status == NT_ERR_MEMORY
-                   ? fallback_entry_new(plan, ctx, out, address, err)
-                   : nt_fail(err, serr.status, -1, "%s", serr.msg);
+        return serr.status == NT_ERR_MEMORY ? fallback_entry_new(plan, ctx, out, address, err)
+                                            : nt_fail(err, serr.status, -1, "%s", serr.msg);
     /* Release: a caller that loads the slot sees the filled context. */
     __atomic_store_n(&slot->ctx, ctx, __ATOMIC_RELEASE);
     out->engine = nt_backend_native;
@@ -583,14 +546,12 @@ nt_native_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry_ref *out,
     return NT_OK;
 }
 
-void
-nt_native_entry_swap(nt_entry *entry, nt_ctx *ctx)
+void nt_native_entry_swap(nt_entry *entry, nt_ctx *ctx)
 {
     __atomic_store_n(&((xslot *)entry)->ctx, ctx, __ATOMIC_RELEASE);
 }
 
-void
-nt_native_entry_free(nt_entry *entry, nt_what *what)
+void nt_native_entry_free(nt_entry *entry, nt_what *what)
 {
     xslot *slot = (xslot *)entry;
     nt_ctx *tomb = &released_ctx;

@@ -38,9 +38,9 @@ typedef struct nt_config {
        "mprotect" (that one only) or "none" (no executable memory: new
        thunks go to libffi). */
     const char *execmem;
-    int no_reuse;          /* NUMTHUNK_NO_REUSE: never reuse an address */
-    unsigned quarantine;   /* releases an entry waits before reuse */
-    char error[192];       /* non-empty: a variable holds a refused value */
+    int no_reuse;        /* NUMTHUNK_NO_REUSE: never reuse an address */
+    unsigned quarantine; /* releases an entry waits before reuse */
+    char error[192];     /* non-empty: a variable holds a refused value */
 } nt_config;
 
 const nt_config *nt_config_get(void);
@@ -53,7 +53,7 @@ typedef struct nt_engine_status {
     const char *engine;
     const char *memory_policy;
     int nfallbacks;
-    char fallbacks[NT_FALLBACK_MAX][NT_REASON_MAX];   /* "policy: why" */
+    char fallbacks[NT_FALLBACK_MAX][NT_REASON_MAX]; /* "policy: why" */
 } nt_engine_status;
 
 void nt_engine_status_get(nt_engine_status *out);
@@ -61,8 +61,8 @@ void nt_engine_status_get(nt_engine_status *out);
 /* ------------------------------------------------------------------------ */
 /* What an architecture provides                                             */
 
-#define NT_SHAPE_KEY_MAX 1024    /* bytes of a shape key */
-#define NT_HANDLER_MAX   8192    /* bytes of code one handler may take */
+#define NT_SHAPE_KEY_MAX 1024 /* bytes of a shape key */
+#define NT_HANDLER_MAX   8192 /* bytes of code one handler may take */
 
 /*
  * An architecture file (backend_<arch>.c) describes its calling convention
@@ -94,8 +94,7 @@ typedef struct nt_arch {
 /* The handler's code for a plan the arch supports (nt_handler_supports on
    its abi), into code (cap bytes); returns its length, 0 if it did not fit
    (handler_plan.c). */
-size_t nt_handler_gen(const nt_arch *arch, const nt_plan *plan, uint8_t *code,
-                      size_t cap);
+size_t nt_handler_gen(const nt_arch *arch, const nt_plan *plan, uint8_t *code, size_t cap);
 
 /* The arch of this platform's native engine (backend.c), NULL if none. */
 extern const nt_arch *const nt_arch_native;
@@ -109,8 +108,8 @@ extern const nt_execmem *const nt_execmem_policies[];
 nt_status nt_native_supports(const nt_plan *plan);
 nt_status nt_native_prepare(nt_plan *plan, nt_error *err);
 void nt_native_plan_release(nt_plan *plan);
-nt_status nt_native_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry_ref *out,
-                              void **address, nt_error *err);
+nt_status nt_native_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry_ref *out, void **address,
+                              nt_error *err);
 void nt_native_entry_swap(nt_entry *entry, nt_ctx *ctx);
 void nt_native_entry_free(nt_entry *entry, nt_what *what);
 const char *nt_native_memory_policy(void);
@@ -121,16 +120,13 @@ const char *nt_native_memory_policy(void);
 #define NT_NATIVE_CHAIN_LIMIT 1024
 
 /* The vtable of the native engine named name (backend.c's #if chain). */
-#define NT_NATIVE_ENGINE(engine_name) {                                     \
-    .name = engine_name,                                                    \
-    .chain_limit = NT_NATIVE_CHAIN_LIMIT,                                   \
-    .supports = nt_native_supports,                                         \
-    .prepare = nt_native_prepare,                                           \
-    .plan_release = nt_native_plan_release,                                 \
-    .entry_new = nt_native_entry_new,                                       \
-    .entry_swap = nt_native_entry_swap,                                     \
-    .entry_free = nt_native_entry_free,                                     \
-    .memory_policy = nt_native_memory_policy }
+#define NT_NATIVE_ENGINE(engine_name)                                                              \
+    {                                                                                              \
+        .name = engine_name, .chain_limit = NT_NATIVE_CHAIN_LIMIT, .supports = nt_native_supports, \
+        .prepare = nt_native_prepare, .plan_release = nt_native_plan_release,                      \
+        .entry_new = nt_native_entry_new, .entry_swap = nt_native_entry_swap,                      \
+        .entry_free = nt_native_entry_free, .memory_policy = nt_native_memory_policy               \
+    }
 
 /* The executable-memory fallbacks taken so far, oldest first, each
    "policy: why" (copied under the engine lock). Returns their number. */

@@ -16,8 +16,7 @@
  * descriptor, its shape and strides and the data stay valid while the
  * capsule lives.
  */
-PyObject *nt_dlpack_acquire(PyObject *obj, int writable, const char *label,
-                            DLTensor **tensor);
+PyObject *nt_dlpack_acquire(PyObject *obj, int writable, const char *label, DLTensor **tensor);
 
 /* 1 if obj is something a DLTensor can be built from (buffer or
    __dlpack__), 0 if not, -1 with an exception set. */
@@ -30,8 +29,7 @@ int nt_dlpack_is_array(PyObject *obj);
  * exception set, 1 if value is not an array (the caller tries the other
  * pointer forms: None, address(), ctypes/cffi pointers).
  */
-int nt_dlpack_convert(const nt_sig *sig, int i, PyObject *value, void *cell,
-                      nt_held **held);
+int nt_dlpack_convert(const nt_sig *sig, int i, PyObject *value, void *cell, nt_held **held);
 
 /* The element kind of a plain ndarray in native byte order (convert.c);
    NT_VOID for anything else. */

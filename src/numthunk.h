@@ -27,17 +27,17 @@
 
 typedef enum {
     NT_OK = 0,
-    NT_ERR_VALUE,     /* ValueError: malformed input (signature syntax...) */
-    NT_ERR_TYPE,      /* TypeError: wrong kind of object / wrong dtype */
-    NT_ERR_OVERFLOW,  /* OverflowError: value out of range for a C type */
-    NT_ERR_MEMORY,    /* MemoryError */
-    NT_ERR_OS,        /* OSError: mmap/memfd/mprotect refused */
+    NT_ERR_VALUE,      /* ValueError: malformed input (signature syntax...) */
+    NT_ERR_TYPE,       /* TypeError: wrong kind of object / wrong dtype */
+    NT_ERR_OVERFLOW,   /* OverflowError: value out of range for a C type */
+    NT_ERR_MEMORY,     /* MemoryError */
+    NT_ERR_OS,         /* OSError: mmap/memfd/mprotect refused */
     NT_ERR_UNSUPPORTED /* the chosen backend cannot run this plan */
 } nt_status;
 
 typedef struct {
     nt_status status;
-    int column;          /* signature errors: 0-based column, else -1 */
+    int column; /* signature errors: 0-based column, else -1 */
     char msg[512];
 } nt_error;
 
@@ -50,8 +50,7 @@ static inline void nt_error_init(nt_error *err)
 }
 
 /* Sets err (if not already set: the first error sticks) and returns status. */
-nt_status nt_fail(nt_error *err, nt_status status, int column,
-                  const char *fmt, ...)
+nt_status nt_fail(nt_error *err, nt_status status, int column, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 4, 5)))
 #endif
@@ -64,25 +63,33 @@ nt_status nt_fail(nt_error *err, nt_status status, int column,
 typedef enum {
     NT_VOID = 0,
     NT_BOOL,
-    NT_I8, NT_U8, NT_I16, NT_U16, NT_I32, NT_U32, NT_I64, NT_U64,
-    NT_F32, NT_F64,
-    NT_C64,          /* float _Complex  (two floats) */
-    NT_C128,         /* double _Complex (two doubles) */
-    NT_PTR,          /* any data pointer; see nt_type.base / depth */
-    NT_FNPTR,        /* pointer to function; see nt_type.fn */
-    NT_MEMVIEW,      /* Cython __Pyx_memviewslice, passed by value */
-    NT_DLTENSOR,     /* DLPack DLTensor: only as a pointee (DLTensor *) */
+    NT_I8,
+    NT_U8,
+    NT_I16,
+    NT_U16,
+    NT_I32,
+    NT_U32,
+    NT_I64,
+    NT_U64,
+    NT_F32,
+    NT_F64,
+    NT_C64,      /* float _Complex  (two floats) */
+    NT_C128,     /* double _Complex (two doubles) */
+    NT_PTR,      /* any data pointer; see nt_type.base / depth */
+    NT_FNPTR,    /* pointer to function; see nt_type.fn */
+    NT_MEMVIEW,  /* Cython __Pyx_memviewslice, passed by value */
+    NT_DLTENSOR, /* DLPack DLTensor: only as a pointee (DLTensor *) */
     NT_KIND_COUNT
 } nt_kind;
 
-#define NT_IS_INT(k)    ((k) >= NT_BOOL && (k) <= NT_U64)
-#define NT_IS_FLOAT(k)  ((k) == NT_F32 || (k) == NT_F64)
+#define NT_IS_INT(k)     ((k) >= NT_BOOL && (k) <= NT_U64)
+#define NT_IS_FLOAT(k)   ((k) == NT_F32 || (k) == NT_F64)
 #define NT_IS_COMPLEX(k) ((k) == NT_C64 || (k) == NT_C128)
 
 /* cflags */
-#define NT_CONST_BASE  0x01   /* the innermost pointee is const: const double * */
-#define NT_CONST_SELF  0x02   /* the pointer itself is const: double *const */
-#define NT_CONST_MID   0x04   /* some intermediate level is const (T *const *) */
+#define NT_CONST_BASE 0x01 /* the innermost pointee is const: const double * */
+#define NT_CONST_SELF 0x02 /* the pointer itself is const: double *const */
+#define NT_CONST_MID  0x04 /* some intermediate level is const (T *const *) */
 
 typedef struct nt_sig nt_sig;
 
@@ -100,7 +107,7 @@ typedef struct {
     uint8_t depth;
     uint8_t cflags;
     uint16_t spelling;
-    nt_sig *fn;          /* NT_FNPTR: the pointee signature (owned) */
+    nt_sig *fn; /* NT_FNPTR: the pointee signature (owned) */
 } nt_type;
 
 /* Spelling table entry: a type name and what it means on this platform.
@@ -129,13 +136,13 @@ int nt_numba_name_find(const char *name, size_t len);
 /* What a Python value bound to a kind becomes: the converter each kind
    takes (convert.c), and the class of its machine representation. */
 typedef enum {
-    NT_VALUE_NONE = 0,  /* void; DLTensor (a pointee only) */
-    NT_VALUE_BOOL,      /* C bool */
-    NT_VALUE_INT,       /* the integers */
-    NT_VALUE_REAL,      /* float, double */
-    NT_VALUE_COMPLEX,   /* two floats or two doubles */
-    NT_VALUE_POINTER,   /* data and function pointers */
-    NT_VALUE_MEMVIEW    /* a Cython memoryview slice, by value */
+    NT_VALUE_NONE = 0, /* void; DLTensor (a pointee only) */
+    NT_VALUE_BOOL,     /* C bool */
+    NT_VALUE_INT,      /* the integers */
+    NT_VALUE_REAL,     /* float, double */
+    NT_VALUE_COMPLEX,  /* two floats or two doubles */
+    NT_VALUE_POINTER,  /* data and function pointers */
+    NT_VALUE_MEMVIEW   /* a Cython memoryview slice, by value */
 } nt_value_class;
 
 /* How a value is widened on its way to the target: a narrow integer to 32
@@ -145,8 +152,13 @@ typedef enum {
    64-bit register). The kind table says what a C caller does (ext); an
    ABI description may say otherwise (handler_plan.h). */
 enum {
-    NT_EXT_NONE = 0, NT_EXT_ZX8, NT_EXT_SX8, NT_EXT_ZX16, NT_EXT_SX16,
-    NT_EXT_SX32, NT_EXT_F32,
+    NT_EXT_NONE = 0,
+    NT_EXT_ZX8,
+    NT_EXT_SX8,
+    NT_EXT_ZX16,
+    NT_EXT_SX16,
+    NT_EXT_SX32,
+    NT_EXT_F32,
     NT_EXT_COUNT
 };
 
@@ -161,33 +173,33 @@ enum {
  * come from this compiler (sizeof, _Alignof, <limits.h>, <float.h>).
  */
 typedef struct {
-    const char *name;        /* canonical: "int32", "float64", "pointer" */
-    const char *c_text;      /* C text the formatter prints for it: "int",
-                                "intptr_t"; NULL for pointers */
-    uint8_t value;           /* nt_value_class */
-    uint8_t is_signed;       /* integers: signed; bool 0; floats and
-                                complex 1 */
-    uint16_t size;           /* bytes of a value, as passed */
-    uint16_t align;          /* _Alignof of a value */
-    uint16_t cell;           /* bytes of a bound value cell (plan.c) */
-    uint8_t ext;             /* NT_EXT_*: how a C caller widens it in a
-                                register (narrow ints to 32 bits) */
-    uint8_t part;            /* floats, complex: the kind of each part (a
-                                float's is itself) */
-    int64_t min;             /* integers: the range */
+    const char *name;   /* canonical: "int32", "float64", "pointer" */
+    const char *c_text; /* C text the formatter prints for it: "int",
+                           "intptr_t"; NULL for pointers */
+    uint8_t value;      /* nt_value_class */
+    uint8_t is_signed;  /* integers: signed; bool 0; floats and
+                           complex 1 */
+    uint16_t size;      /* bytes of a value, as passed */
+    uint16_t align;     /* _Alignof of a value */
+    uint16_t cell;      /* bytes of a bound value cell (plan.c) */
+    uint8_t ext;        /* NT_EXT_*: how a C caller widens it in a
+                           register (narrow ints to 32 bits) */
+    uint8_t part;       /* floats, complex: the kind of each part (a
+                           float's is itself) */
+    int64_t min;        /* integers: the range */
     uint64_t max;
-    double fmax;             /* floats, complex parts: the largest finite */
-    double fover;            /* doubles of this magnitude or more round to
-                                infinity in this type */
-    uint32_t fmt_native;     /* PEP 3118 codes with no prefix or '@' */
-    uint32_t fmt_std;        /* with '=', '<', '>', '!' (standard sizes) */
-    char dtype;              /* NumPy dtype character, 0 for none */
-    uint8_t dl_code;         /* DLPack type code (dl_bits 0: none) */
+    double fmax;         /* floats, complex parts: the largest finite */
+    double fover;        /* doubles of this magnitude or more round to
+                            infinity in this type */
+    uint32_t fmt_native; /* PEP 3118 codes with no prefix or '@' */
+    uint32_t fmt_std;    /* with '=', '<', '>', '!' (standard sizes) */
+    char dtype;          /* NumPy dtype character, 0 for none */
+    uint8_t dl_code;     /* DLPack type code (dl_bits 0: none) */
     uint8_t dl_bits;
-    struct _ffi_type *ffi;   /* libffi's type for it, NULL for none */
-    const char *numba;       /* numba.types name */
-    const char *ctypes;      /* ctypes class name, NULL for none */
-    const char *cffi;        /* the type text cffi reads */
+    struct _ffi_type *ffi; /* libffi's type for it, NULL for none */
+    const char *numba;     /* numba.types name */
+    const char *ctypes;    /* ctypes class name, NULL for none */
+    const char *cffi;      /* the type text cffi reads */
 } nt_kind_info;
 
 extern const nt_kind_info nt_kinds[NT_KIND_COUNT];
@@ -221,7 +233,7 @@ void nt_kinds_ready(void);
 /* The memoryview slice struct, layout identical to Cython 0.29 .. 3.x. */
 #define NT_MEMVIEW_MAX_DIMS 8
 typedef struct {
-    void *memview;                       /* NULL: no Python object behind it */
+    void *memview; /* NULL: no Python object behind it */
     char *data;
     ptrdiff_t shape[NT_MEMVIEW_MAX_DIMS];
     ptrdiff_t strides[NT_MEMVIEW_MAX_DIMS];
@@ -238,14 +250,14 @@ typedef struct {
 struct nt_sig {
     nt_type ret;
     int nargs;
-    nt_type *args;       /* nargs entries (owned) */
-    char **names;        /* nargs entries, NULL where unnamed (owned) */
+    nt_type *args; /* nargs entries (owned) */
+    char **names;  /* nargs entries, NULL where unnamed (owned) */
 };
 
 /* A name the parser does not know, resolved by the caller (Cython typedefs). */
 typedef struct {
     const char *name;
-    nt_type type;        /* type.fn must be NULL */
+    nt_type type; /* type.fn must be NULL */
 } nt_typedef;
 
 /*
@@ -256,12 +268,11 @@ typedef struct {
  * An optional function name may stand before '('. Returns NULL and fills err
  * (with the 0-based column) on failure.
  */
-nt_sig *nt_sig_parse(const char *src, const nt_typedef *typedefs,
-                     size_t ntypedefs, nt_error *err);
+nt_sig *nt_sig_parse(const char *src, const nt_typedef *typedefs, size_t ntypedefs, nt_error *err);
 
 /* Parses a single type ("double", "const FLOAT64 *"). 0 on success. */
-int nt_type_parse(const char *src, const nt_typedef *typedefs,
-                  size_t ntypedefs, nt_type *out, nt_error *err);
+int nt_type_parse(const char *src, const nt_typedef *typedefs, size_t ntypedefs, nt_type *out,
+                  nt_error *err);
 
 void nt_sig_free(nt_sig *sig);
 nt_sig *nt_sig_copy(const nt_sig *sig);
@@ -285,15 +296,15 @@ int nt_sig_equal(const nt_sig *a, const nt_sig *b);
 
 /* Where a target argument comes from. */
 typedef enum {
-    NT_SRC_ARG = 0,   /* forwarded: the thunk's own parameter number `fwd` */
-    NT_SRC_BOUND      /* bound: bytes at ctx values + `offset` */
+    NT_SRC_ARG = 0, /* forwarded: the thunk's own parameter number `fwd` */
+    NT_SRC_BOUND    /* bound: bytes at ctx values + `offset` */
 } nt_src;
 
 typedef struct {
     uint8_t src;
-    uint8_t kind;      /* the target parameter's kind (NT_PTR for pointers) */
-    uint16_t fwd;      /* NT_SRC_ARG: index among the thunk's parameters */
-    uint32_t offset;   /* NT_SRC_BOUND: byte offset in ctx->values */
+    uint8_t kind;    /* the target parameter's kind (NT_PTR for pointers) */
+    uint16_t fwd;    /* NT_SRC_ARG: index among the thunk's parameters */
+    uint32_t offset; /* NT_SRC_BOUND: byte offset in ctx->values */
 } nt_slot;
 
 /*
@@ -307,18 +318,18 @@ typedef struct {
  * parameters in order: nfwd of them, fwd_index[k] = target parameter index.
  */
 typedef struct nt_plan {
-    const nt_sig *target;     /* borrowed; outlives the plan */
-    int nargs;                /* == target->nargs */
-    nt_slot *slots;           /* nargs entries */
+    const nt_sig *target; /* borrowed; outlives the plan */
+    int nargs;            /* == target->nargs */
+    nt_slot *slots;       /* nargs entries */
     int nfwd;
-    int *fwd_index;           /* nfwd entries */
-    size_t values_size;       /* bytes of bound values */
+    int *fwd_index;     /* nfwd entries */
+    size_t values_size; /* bytes of bound values */
     const struct nt_backend *backend;
-    void *backend_data;       /* owned by the backend (cifs, handler, ...) */
-    void *handler;            /* native: handler stored in word 0 of each ctx */
-    char *text;               /* "<thunk signature> over <target's>", made
-                                 when a thunk of this plan is first torn down */
-    struct nt_what *what;     /* the description last made from it */
+    void *backend_data;   /* owned by the backend (cifs, handler, ...) */
+    void *handler;        /* native: handler stored in word 0 of each ctx */
+    char *text;           /* "<thunk signature> over <target's>", made
+                             when a thunk of this plan is first torn down */
+    struct nt_what *what; /* the description last made from it */
 } nt_plan;
 
 /*
@@ -328,11 +339,11 @@ typedef struct nt_plan {
  * new one with a single release-store of the entry's context pointer.
  */
 typedef struct nt_ctx {
-    void *handler;            /* offset 0 */
-    void *target;             /* offset 8 */
-    struct nt_ctx *older;     /* retired contexts, freed at release/reclaim */
+    void *handler;        /* offset 0 */
+    void *target;         /* offset 8 */
+    struct nt_ctx *older; /* retired contexts, freed at release/reclaim */
     uint64_t pad_;
-    unsigned char values[];   /* offset 32 */
+    unsigned char values[]; /* offset 32 */
 } nt_ctx;
 
 #define NT_CTX_HANDLER_OFFSET 0
@@ -358,19 +369,19 @@ void nt_plan_free(nt_plan *plan);
  * `handler`, which is only ever set to the one trap handler.
  */
 typedef struct nt_what {
-    void *handler;            /* offset 0: the native trap handler, or NULL */
-    void *trap;               /* offset 8: nt_trap_released_at */
-    void *unused_;            /* offset 16 */
-    size_t refs;              /* offset 24; atomic */
-    const char *text;         /* offset 32: the context's first value */
-    const void *target;       /* offset 40: its second */
-    char chars[];             /* what text points to */
+    void *handler;      /* offset 0: the native trap handler, or NULL */
+    void *trap;         /* offset 8: nt_trap_released_at */
+    void *unused_;      /* offset 16 */
+    size_t refs;        /* offset 24; atomic */
+    const char *text;   /* offset 32: the context's first value */
+    const void *target; /* offset 40: its second */
+    char chars[];       /* what text points to */
 } nt_what;
 
 /* The description of the plan's thunks with this target, made or shared
    (GIL held); NULL when out of memory. Borrowed: nt_what_ref() to keep it. */
 nt_what *nt_plan_what(nt_plan *plan, const void *target);
-nt_what *nt_what_ref(nt_what *what);         /* NULL passes through */
+nt_what *nt_what_ref(nt_what *what); /* NULL passes through */
 void nt_what_unref(nt_what *what);
 
 /*
@@ -383,8 +394,8 @@ void nt_what_unref(nt_what *what);
 
 typedef struct {
     nt_plan *plan;
-    const struct nt_backend *wanted;   /* the engine request it was made for */
-    uint8_t *pattern;                  /* nargs bytes */
+    const struct nt_backend *wanted; /* the engine request it was made for */
+    uint8_t *pattern;                /* nargs bytes */
 } nt_plan_slot;
 
 typedef struct {
@@ -402,8 +413,8 @@ typedef const struct nt_backend *(*nt_backend_chooser)(const nt_plan *plan,
    cache was full and the caller must free the plan. NULL with err filled
    on failure. */
 nt_plan *nt_plan_cache_get(nt_plan_cache *cache, const nt_sig *sig, const uint8_t *pattern,
-                           const struct nt_backend *wanted, nt_backend_chooser choose,
-                           int *owned, nt_error *err);
+                           const struct nt_backend *wanted, nt_backend_chooser choose, int *owned,
+                           nt_error *err);
 void nt_plan_cache_free(nt_plan_cache *cache);
 
 /*
@@ -415,14 +426,14 @@ void nt_plan_cache_free(nt_plan_cache *cache);
  * starting with where (e.g. "engine=") and the name (backend.c).
  */
 #define NT_ENGINE_NAMES "'native', 'ffi', 'libffi' or 'auto'"
-nt_status nt_engine_parse(const char *name, const char *where,
-                          const struct nt_backend **out, nt_error *err);
+nt_status nt_engine_parse(const char *name, const char *where, const struct nt_backend **out,
+                          nt_error *err);
 
 /* The engine a plan runs on: wanted (NULL: the configured one) if it can
    run the plan, else native if it can, else libffi. NULL, err filled, if
    none can (backend.c). */
-const struct nt_backend *nt_choose_backend(const nt_plan *plan,
-                                           const struct nt_backend *wanted, nt_error *err);
+const struct nt_backend *nt_choose_backend(const nt_plan *plan, const struct nt_backend *wanted,
+                                           nt_error *err);
 
 /* A zeroed context with room for the plan's values. */
 nt_ctx *nt_ctx_new(const nt_plan *plan, void *target, nt_error *err);
@@ -431,7 +442,7 @@ void nt_ctx_free_chain(nt_ctx *ctx);
 /* ------------------------------------------------------------------------ */
 /* Backends                                                                  */
 
-typedef struct nt_entry nt_entry;   /* one thunk's callable entry; opaque */
+typedef struct nt_entry nt_entry; /* one thunk's callable entry; opaque */
 
 /*
  * An entry as its engine handed it out, with that engine: swap and free go
@@ -441,11 +452,11 @@ typedef struct nt_entry nt_entry;   /* one thunk's callable entry; opaque */
  */
 typedef struct nt_entry_ref {
     const struct nt_backend *engine;
-    nt_entry *entry;                 /* NULL: none yet, or freed */
+    nt_entry *entry; /* NULL: none yet, or freed */
 } nt_entry_ref;
 
 typedef struct nt_backend {
-    const char *name;                /* "native-x86_64-sysv", "libffi" */
+    const char *name; /* "native-x86_64-sysv", "libffi" */
     /* Thunks on this engine whose target is another thunk may nest this
        deep: each level calls the next, on the caller's C stack. */
     int chain_limit;
@@ -457,8 +468,8 @@ typedef struct nt_backend {
     void (*plan_release)(nt_plan *plan);
     /* A new entry that runs plan with ctx, and the engine that made it;
        *address is its C address. */
-    nt_status (*entry_new)(nt_plan *plan, nt_ctx *ctx, nt_entry_ref *out,
-                           void **address, nt_error *err);
+    nt_status (*entry_new)(nt_plan *plan, nt_ctx *ctx, nt_entry_ref *out, void **address,
+                           nt_error *err);
     /* Publishes ctx (release-store); the old one stays valid. */
     void (*entry_swap)(nt_entry *entry, nt_ctx *ctx);
     /* The entry's address becomes a trap that names the thunk with what
@@ -469,16 +480,14 @@ typedef struct nt_backend {
 } nt_backend;
 
 /* Publishes ctx through the entry's own engine. */
-static inline void
-nt_entry_swap(const nt_entry_ref *ref, nt_ctx *ctx)
+static inline void nt_entry_swap(const nt_entry_ref *ref, nt_ctx *ctx)
 {
     ref->engine->entry_swap(ref->entry, ctx);
 }
 
 /* Frees the entry, if any, through its own engine, its trap naming the
    thunk with what; the ref becomes empty. */
-static inline void
-nt_entry_free(nt_entry_ref *ref, nt_what *what)
+static inline void nt_entry_free(nt_entry_ref *ref, nt_what *what)
 {
     if (ref->entry != NULL)
         ref->engine->entry_free(ref->entry, what);

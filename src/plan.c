@@ -92,8 +92,8 @@ void nt_what_unref(nt_what *what)
 }
 
 _Static_assert(offsetof(nt_what, handler) == NT_CTX_HANDLER_OFFSET
-               && offsetof(nt_what, text) == NT_CTX_VALUES_OFFSET
-               && offsetof(nt_what, target) == NT_CTX_VALUES_OFFSET + sizeof(void *),
+                   && offsetof(nt_what, text) == NT_CTX_VALUES_OFFSET
+                   && offsetof(nt_what, target) == NT_CTX_VALUES_OFFSET + sizeof(void *),
                "nt_what is laid out as a context with two values");
 
 /* "double (void) over double (const double *, int)", once per plan */
@@ -136,7 +136,7 @@ nt_what *nt_plan_what(nt_plan *plan, const void *target)
     what->handler = NULL;
     what->trap = (void *)nt_trap_released_at;
     what->unused_ = NULL;
-    what->refs = 1;            /* the plan's */
+    what->refs = 1; /* the plan's */
     what->text = what->chars;
     what->target = target;
     nt_what_unref(plan->what);
@@ -171,8 +171,8 @@ void nt_ctx_free_chain(nt_ctx *ctx)
 
 /* ---- the plan cache ---- */
 
-static nt_plan *make_plan(const nt_sig *sig, const uint8_t *pattern,
-                          const nt_backend *wanted, nt_backend_chooser choose, nt_error *err)
+static nt_plan *make_plan(const nt_sig *sig, const uint8_t *pattern, const nt_backend *wanted,
+                          nt_backend_chooser choose, nt_error *err)
 {
     nt_plan *plan = nt_plan_new(sig, err);
     if (plan == NULL)
@@ -198,8 +198,8 @@ error:
 }
 
 nt_plan *nt_plan_cache_get(nt_plan_cache *cache, const nt_sig *sig, const uint8_t *pattern,
-                           const nt_backend *wanted, nt_backend_chooser choose,
-                           int *owned, nt_error *err)
+                           const nt_backend *wanted, nt_backend_chooser choose, int *owned,
+                           nt_error *err)
 {
     size_t n = (size_t)sig->nargs;
     for (int k = 0; k < cache->n; k++) {

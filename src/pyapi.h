@@ -29,16 +29,16 @@
  * registered.
  */
 typedef struct {
-    PyTypeObject *signature_type;  /* signature.c */
-    PyTypeObject *thunk_type;      /* thunk.c */
-    PyTypeObject *arg_type, *derived_type, *strided_type, *address_type;  /* markers.c */
-    PyObject *arg;                 /* the ARG singleton */
-    PyObject *capi;                /* numthunk._core._C_API (capi.c) */
-    PyTypeObject *thunk_class;     /* numthunk.Thunk */
-    PyObject *resolve_values;      /* (sig, values, owner) -> values: before creation */
-    PyObject *resolve_call;        /* (thunk, args) -> args: before a call */
-    PyObject *resolve_rebind;      /* (thunk, index, value) -> value: before a rebind */
-    PyObject *numba_type;          /* (thunk) -> Numba's type of it */
+    PyTypeObject *signature_type;                                        /* signature.c */
+    PyTypeObject *thunk_type;                                            /* thunk.c */
+    PyTypeObject *arg_type, *derived_type, *strided_type, *address_type; /* markers.c */
+    PyObject *arg;                                                       /* the ARG singleton */
+    PyObject *capi;            /* numthunk._core._C_API (capi.c) */
+    PyTypeObject *thunk_class; /* numthunk.Thunk */
+    PyObject *resolve_values;  /* (sig, values, owner) -> values: before creation */
+    PyObject *resolve_call;    /* (thunk, args) -> args: before a call */
+    PyObject *resolve_rebind;  /* (thunk, index, value) -> value: before a rebind */
+    PyObject *numba_type;      /* (thunk) -> Numba's type of it */
 } nt_state;
 
 /* The state of the one module object (one core per process: a second
@@ -95,10 +95,10 @@ void __tsan_release(void *addr);
    a race between the reader and the new owner (TSan sees no free). TSan
    intercepts malloc and free, so through them the block is new memory.
    Every block the core frees with PyMem_Free it also allocated. */
-#define PyMem_Malloc PyMem_RawMalloc
-#define PyMem_Calloc PyMem_RawCalloc
-#define PyMem_Realloc PyMem_RawRealloc
-#define PyMem_Free PyMem_RawFree
+#define PyMem_Malloc      PyMem_RawMalloc
+#define PyMem_Calloc      PyMem_RawCalloc
+#define PyMem_Realloc     PyMem_RawRealloc
+#define PyMem_Free        PyMem_RawFree
 #else
 #define NT_TSAN_ACQUIRE() ((void)0)
 #define NT_TSAN_RELEASE() ((void)0)
@@ -109,16 +109,18 @@ void __tsan_release(void *addr);
    did: both annotations are true while the lock is held. */
 #define NT_TSAN_SYNC() (NT_TSAN_RELEASE(), NT_TSAN_ACQUIRE())
 typedef PyCriticalSection nt_lock_state;
-#define NT_LOCK(s) (PyCriticalSection_Begin((s), nt_state_lock), NT_TSAN_ACQUIRE())
+#define NT_LOCK(s)   (PyCriticalSection_Begin((s), nt_state_lock), NT_TSAN_ACQUIRE())
 #define NT_UNLOCK(s) (NT_TSAN_RELEASE(), PyCriticalSection_End(s))
 #else
 typedef char nt_lock_state;
-#define NT_LOCK(s) ((void)(s))
-#define NT_UNLOCK(s) ((void)(s))
+#define NT_LOCK(s)     ((void)(s))
+#define NT_UNLOCK(s)   ((void)(s))
 #define NT_TSAN_SYNC() ((void)0)
 #endif
+// clang-format off
 #define NT_LOCK_BEGIN { nt_lock_state nt_lock_; NT_LOCK(&nt_lock_);
 #define NT_LOCK_END NT_UNLOCK(&nt_lock_); }
+// clang-format on
 int nt_state_lock_ready(void);
 
 /* ---- binding markers (markers.c): C types, read as structs ---- */
@@ -130,10 +132,10 @@ enum { NT_DERIVED_SIZE = 0, NT_DERIVED_SHAPE, NT_DERIVED_STRIDE };
 
 typedef struct {
     PyObject_HEAD
-    PyObject *obj;            /* the array the value is derived from */
+    PyObject *obj; /* the array the value is derived from */
     Py_ssize_t axis;
-    int kind;                 /* NT_DERIVED_* */
-    int elements;             /* stride in elements rather than bytes */
+    int kind;     /* NT_DERIVED_* */
+    int elements; /* stride in elements rather than bytes */
 } nt_DerivedObject;
 
 typedef struct {
@@ -143,14 +145,14 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
-    PyObject *owner;          /* kept alive with the binding */
+    PyObject *owner; /* kept alive with the binding */
     uintptr_t value;
-    int needs_gil;            /* a function that needs the GIL (nogil=False) */
+    int needs_gil; /* a function that needs the GIL (nogil=False) */
 } nt_AddressObject;
 
-#define nt_is_derived(v)  (Py_TYPE(v) == nt_get_state()->derived_type)
-#define nt_is_strided(v)  (Py_TYPE(v) == nt_get_state()->strided_type)
-#define nt_is_address(v)  (Py_TYPE(v) == nt_get_state()->address_type)
+#define nt_is_derived(v) (Py_TYPE(v) == nt_get_state()->derived_type)
+#define nt_is_strided(v) (Py_TYPE(v) == nt_get_state()->strided_type)
+#define nt_is_address(v) (Py_TYPE(v) == nt_get_state()->address_type)
 
 /* The most axes an array may have: NumPy's NPY_MAXDIMS was 32 and is 64
    since NumPy 2; an axis beyond it names no dimension of any array. */
@@ -174,8 +176,8 @@ int nt_markers_add(PyObject *module, nt_state *st);
 typedef struct {
     PyObject_HEAD
     nt_sig *sig;
-    Py_hash_t hash;           /* -1 until computed */
-    nt_plan_cache plans;      /* plans for the binding patterns seen so far */
+    Py_hash_t hash;      /* -1 until computed */
+    nt_plan_cache plans; /* plans for the binding patterns seen so far */
 } nt_SignatureObject;
 
 /* The plan for this signature with pattern[i] = 1 where parameter i is
@@ -194,12 +196,12 @@ PyObject *nt_signature_wrap(PyTypeObject *type, nt_sig *sig);
 /* A bound buffer: the Py_buffer is held for as long as the binding lives. */
 typedef struct nt_held {
     Py_buffer view;
-    struct nt_held *next;     /* retired list */
+    struct nt_held *next; /* retired list */
 } nt_held;
 
 typedef struct {
-    int kind;                 /* element kind, NT_VOID if the format is not a scalar */
-    const char *format;       /* as exported ("B" when the exporter gave none) */
+    int kind;           /* element kind, NT_VOID if the format is not a scalar */
+    const char *format; /* as exported ("B" when the exporter gave none) */
 } nt_elem;
 
 /* Acquires a buffer with strides and format. Returns NULL with an
@@ -227,9 +229,9 @@ void nt_param_label(const nt_sig *sig, int i, char *buf, size_t n);
 
 /* A memoryview declaration for an NT_MEMVIEW parameter. */
 typedef struct {
-    int kind;                 /* element kind */
+    int kind; /* element kind */
     int ndim;
-    char contig;              /* 'C', 'F' or 0 */
+    char contig; /* 'C', 'F' or 0 */
     int is_const;
 } nt_mvspec;
 
@@ -247,8 +249,8 @@ typedef struct {
  * itself may run. Returns 0, or -1 with an exception set that names the
  * parameter.
  */
-int nt_convert(const nt_sig *sig, int i, PyObject *value, void *cell,
-               nt_held **held, const nt_mvspec *mv, uint64_t *key);
+int nt_convert(const nt_sig *sig, int i, PyObject *value, void *cell, nt_held **held,
+               const nt_mvspec *mv, uint64_t *key);
 
 /* 1 if value, bound to parameter t, needs the Python package to turn it
    into something nt_convert takes (a ctypes or cffi object, arr.ctypes,
@@ -260,8 +262,8 @@ int nt_needs_resolve(const nt_type *t, PyObject *value);
 /* The value of derived marker d (size/shape/stride) read from the
    buffer of new_source: what rebind() stores for a value that follows its
    array. 0, or -1 with an exception set. */
-int nt_convert_derived_from(const nt_sig *sig, int j, nt_DerivedObject *d,
-                            PyObject *new_source, void *cell, uint64_t *key);
+int nt_convert_derived_from(const nt_sig *sig, int j, nt_DerivedObject *d, PyObject *new_source,
+                            void *cell, uint64_t *key);
 
 /* The C return value at ret (ffi_arg-widened for narrow types) as Python. */
 PyObject *nt_to_python(const nt_type *t, const void *ret);

@@ -28,8 +28,7 @@ static pthread_mutex_t *engine_lock;
 static void (*engine_in_child)(void);
 static pthread_mutex_t *held;
 
-static void
-fork_prepare(void)
+static void fork_prepare(void)
 {
     pthread_mutex_lock(&q_lock);
     held = __atomic_load_n(&engine_lock, __ATOMIC_ACQUIRE);
@@ -37,16 +36,14 @@ fork_prepare(void)
         pthread_mutex_lock(held);
 }
 
-static void
-fork_parent(void)
+static void fork_parent(void)
 {
     if (held != NULL)
         pthread_mutex_unlock(held);
     pthread_mutex_unlock(&q_lock);
 }
 
-static void
-fork_child(void)
+static void fork_child(void)
 {
     /* Only the forking thread exists here, and it holds both locks (taken
        in fork_prepare): nobody is half way through an allocation. */
@@ -57,14 +54,12 @@ fork_child(void)
     pthread_mutex_unlock(&q_lock);
 }
 
-static void
-register_fork_hooks(void)
+static void register_fork_hooks(void)
 {
     pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
-void
-nt_fork_hooks(pthread_mutex_t *lock, void (*in_child)(void))
+void nt_fork_hooks(pthread_mutex_t *lock, void (*in_child)(void))
 {
     if (lock != NULL) {
         engine_in_child = in_child;
@@ -86,20 +81,19 @@ nt_fork_hooks(pthread_mutex_t *lock, void (*in_child)(void))
 typedef struct {
     void *item;
     void (*leave)(void *item);
-    uint64_t stamp;          /* entries released before it came */
+    uint64_t stamp; /* entries released before it came */
 } q_entry;
 
 typedef struct {
-    q_entry *at;             /* oldest first from head */
+    q_entry *at; /* oldest first from head */
     size_t cap, head, len;
 } q_ring;
 
 static q_ring q_entries, q_code;
-static uint64_t q_released;  /* entries released so far: the clock */
+static uint64_t q_released; /* entries released so far: the clock */
 
 /* Appends; 0, or -1 if the ring cannot grow. q_lock held. */
-static int
-ring_push(q_ring *r, q_entry e)
+static int ring_push(q_ring *r, q_entry e)
 {
     if (r->len == r->cap) {
         size_t ncap = r->cap ? 2 * r->cap : 1024;
@@ -118,8 +112,7 @@ ring_push(q_ring *r, q_entry e)
     return 0;
 }
 
-static q_entry
-ring_pop(q_ring *r)
+static q_entry ring_pop(q_ring *r)
 {
     q_entry e = r->at[r->head];
     r->head = (r->head + 1) % r->cap;
@@ -127,23 +120,21 @@ ring_pop(q_ring *r)
     return e;
 }
 
-void
-nt_code_quarantine_push(void *item, void (*leave)(void *item))
+void nt_code_quarantine_push(void *item, void (*leave)(void *item))
 {
     if (nt_config_get()->no_reuse)
-        return;              /* kept for ever, with every address */
+        return; /* kept for ever, with every address */
     pthread_once(&fork_once, register_fork_hooks);
     pthread_mutex_lock(&q_lock);
-    (void)ring_push(&q_code, (q_entry){ item, leave, q_released });  /* or kept */
+    (void)ring_push(&q_code, (q_entry){ item, leave, q_released }); /* or kept */
     pthread_mutex_unlock(&q_lock);
 }
 
-void
-nt_quarantine_push(void *item, void (*leave)(void *item))
+void nt_quarantine_push(void *item, void (*leave)(void *item))
 {
     const nt_config *cfg = nt_config_get();
     if (cfg->no_reuse)
-        return;              /* kept for ever: its address never recurs */
+        return; /* kept for ever: its address never recurs */
     pthread_once(&fork_once, register_fork_hooks);
     q_entry out[3];
     int nout = 0;

@@ -25,11 +25,11 @@
 
 #include "numthunk.h"
 
-static void **table;          /* owners; NULL: an empty slot */
-static size_t cap;            /* a power of two, or 0 */
+static void **table; /* owners; NULL: an empty slot */
+static size_t cap;   /* a power of two, or 0 */
 static size_t count;
-static unsigned shift;        /* 64 - log2(cap) */
-static size_t key_offset;     /* where an owner keeps its address */
+static unsigned shift;    /* 64 - log2(cap) */
+static size_t key_offset; /* where an owner keeps its address */
 
 #define KEY(owner) (*(void *const *)((const char *)(owner) + key_offset))
 
@@ -79,7 +79,7 @@ int nt_registry_add(void *owner)
         return -1;
     void **s = probe(KEY(owner));
     count += *s == NULL;
-    *s = owner;               /* in place of a released owner of the address */
+    *s = owner; /* in place of a released owner of the address */
     return 0;
 }
 
@@ -96,7 +96,7 @@ void nt_registry_remove(const void *owner)
         return;
     void **s = probe(KEY(owner));
     if (*s != owner)
-        return;               /* not entered, or replaced since */
+        return; /* not entered, or replaced since */
     /* backward shift: later members of the run move into the hole unless
        their home lies cyclically in (hole, i] */
     size_t hole = (size_t)(s - table);

@@ -24,18 +24,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_NEST   64     /* nested function pointers and CPointer( ) */
-#define MAX_DEPTH  255    /* '*' levels: nt_type.depth is a uint8_t */
-#define MAX_WORDS  6      /* "unsigned long long int" needs 4 */
-#define MAX_ARGS   65535  /* plans index forwarded arguments with uint16 */
-#define QUOTE_MAX  64     /* longest token quoted in an error message */
+#define MAX_NEST  64    /* nested function pointers and CPointer( ) */
+#define MAX_DEPTH 255   /* '*' levels: nt_type.depth is a uint8_t */
+#define MAX_WORDS 6     /* "unsigned long long int" needs 4 */
+#define MAX_ARGS  65535 /* plans index forwarded arguments with uint16 */
+#define QUOTE_MAX 64    /* longest token quoted in an error message */
 
 /* ------------------------------------------------------------------------ */
 /* Tokens                                                                    */
 
 enum {
-    T_END, T_IDENT, T_LPAREN, T_RPAREN, T_STAR, T_COMMA, T_ELLIPSIS,
-    T_LBRACKET, T_RBRACKET, T_ARROW, T_OTHER
+    T_END,
+    T_IDENT,
+    T_LPAREN,
+    T_RPAREN,
+    T_STAR,
+    T_COMMA,
+    T_ELLIPSIS,
+    T_LBRACKET,
+    T_RBRACKET,
+    T_ARROW,
+    T_OTHER
 };
 
 typedef struct {
@@ -53,27 +62,22 @@ typedef struct {
     int nest;
 } parser;
 
-static int
-is_space(unsigned char c)
+static int is_space(unsigned char c)
 {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' ||
-           c == '\f';
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
 }
 
-static int
-is_ident_start(unsigned char c)
+static int is_ident_start(unsigned char c)
 {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
 }
 
-static int
-is_ident_char(unsigned char c)
+static int is_ident_char(unsigned char c)
 {
     return is_ident_start(c) || (c >= '0' && c <= '9');
 }
 
-static token
-peek(const parser *p)
+static token peek(const parser *p)
 {
     const char *s = p->src;
     size_t i = p->pos;
@@ -84,7 +88,10 @@ peek(const parser *p)
     t.start = i;
     t.len = 1;
     switch (s[i]) {
-    case '\0': t.kind = T_END; t.len = 0; return t;
+    case '\0':
+        t.kind = T_END;
+        t.len = 0;
+        return t;
     case '(': t.kind = T_LPAREN; return t;
     case ')': t.kind = T_RPAREN; return t;
     case '*': t.kind = T_STAR; return t;
@@ -107,8 +114,7 @@ peek(const parser *p)
         }
         t.kind = T_OTHER;
         return t;
-    default:
-        break;
+    default: break;
     }
     if (is_ident_start((unsigned char)s[i])) {
         size_t j = i;
@@ -122,27 +128,23 @@ peek(const parser *p)
     return t;
 }
 
-static void
-advance(parser *p, const token *t)
+static void advance(parser *p, const token *t)
 {
     p->pos = t->start + t->len;
 }
 
-static int
-word_is(const parser *p, size_t start, size_t len, const char *word)
+static int word_is(const parser *p, size_t start, size_t len, const char *word)
 {
     size_t n = strlen(word);
     return len == n && memcmp(p->src + start, word, n) == 0;
 }
 
-static int
-tok_is(const parser *p, const token *t, const char *word)
+static int tok_is(const parser *p, const token *t, const char *word)
 {
     return t->kind == T_IDENT && word_is(p, t->start, t->len, word);
 }
 
-static int
-tok_in(const parser *p, const token *t, const char *const *words, size_t n)
+static int tok_in(const parser *p, const token *t, const char *const *words, size_t n)
 {
     size_t i;
     for (i = 0; i < n; i++)
@@ -153,8 +155,8 @@ tok_in(const parser *p, const token *t, const char *const *words, size_t n)
 
 /* Words that build a builtin type name ("unsigned long long int"). */
 static const char *const type_keywords[] = {
-    "void", "char", "short", "int", "long", "float", "double", "signed",
-    "unsigned", "_Bool", "bool", "_Complex", "complex",
+    "void",   "char",     "short", "int",  "long",     "float",   "double",
+    "signed", "unsigned", "_Bool", "bool", "_Complex", "complex",
 };
 
 /* Qualifiers that would change the meaning and that we do not model. */
@@ -166,21 +168,19 @@ static const char *const aggregates[] = { "struct", "union", "enum" };
 
 /* Other C keywords: never a type, never a name. */
 static const char *const other_keywords[] = {
-    "const", "typedef", "static", "extern", "register", "auto", "inline",
-    "sizeof", "return", "if", "else", "for", "while", "do", "switch",
-    "case", "default", "break", "continue", "goto",
+    "const",  "typedef", "static",  "extern", "register", "auto",  "inline",
+    "sizeof", "return",  "if",      "else",   "for",      "while", "do",
+    "switch", "case",    "default", "break",  "continue", "goto",
 };
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
-static int
-is_reserved(const parser *p, const token *t)
+static int is_reserved(const parser *p, const token *t)
 {
-    return tok_in(p, t, type_keywords, COUNT(type_keywords)) ||
-           tok_in(p, t, unsupported_qualifiers,
-                  COUNT(unsupported_qualifiers)) ||
-           tok_in(p, t, aggregates, COUNT(aggregates)) ||
-           tok_in(p, t, other_keywords, COUNT(other_keywords));
+    return tok_in(p, t, type_keywords, COUNT(type_keywords))
+        || tok_in(p, t, unsupported_qualifiers, COUNT(unsupported_qualifiers))
+        || tok_in(p, t, aggregates, COUNT(aggregates))
+        || tok_in(p, t, other_keywords, COUNT(other_keywords));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -206,8 +206,7 @@ _Static_assert(MAX_TAGS + 512 <= UINT16_MAX, "tag indexes fit in a spelling");
 static _Atomic(const char *) tag_pool[MAX_TAGS];
 static atomic_uint tag_count;
 
-const char *
-nt_tag_name(unsigned spelling)
+const char *nt_tag_name(unsigned spelling)
 {
     unsigned k;
 
@@ -221,16 +220,14 @@ nt_tag_name(unsigned spelling)
 
 /* The spelling index of a struct name, interned; -1 when the pool is full
    or memory ran out. */
-static int
-intern_tag(const char *name, size_t len)
+static int intern_tag(const char *name, size_t len)
 {
     unsigned n = atomic_load_explicit(&tag_count, memory_order_acquire);
     unsigned k;
     char *copy;
 
     for (k = 0; k < n && k < MAX_TAGS; k++) {
-        const char *t = atomic_load_explicit(&tag_pool[k],
-                                             memory_order_acquire);
+        const char *t = atomic_load_explicit(&tag_pool[k], memory_order_acquire);
         if (t != NULL && strlen(t) == len && memcmp(t, name, len) == 0)
             return (int)(nt_nspellings + k);
     }
@@ -240,7 +237,7 @@ intern_tag(const char *name, size_t len)
     } while (!atomic_compare_exchange_weak(&tag_count, &n, n + 1));
     copy = malloc(len + 1);
     if (copy == NULL)
-        return -1;      /* the claimed slot stays empty */
+        return -1; /* the claimed slot stays empty */
     memcpy(copy, name, len);
     copy[len] = '\0';
     atomic_store_explicit(&tag_pool[n], copy, memory_order_release);
@@ -248,8 +245,7 @@ intern_tag(const char *name, size_t len)
 }
 
 /* "struct S" and a typedef "S" of it name the same struct. */
-static const char *
-tag_core(const char *tag)
+static const char *tag_core(const char *tag)
 {
     if (strncmp(tag, "struct ", 7) == 0)
         return tag + 7;
@@ -258,8 +254,7 @@ tag_core(const char *tag)
     return tag;
 }
 
-static int
-is_struct_value(const nt_type *t)
+static int is_struct_value(const nt_type *t)
 {
     return t->kind == NT_VOID && nt_tag_name(t->spelling) != NULL;
 }
@@ -267,64 +262,54 @@ is_struct_value(const nt_type *t)
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                    */
 
-static int
-column(size_t pos)
+static int column(size_t pos)
 {
     return pos > (size_t)INT_MAX ? INT_MAX : (int)pos;
 }
 
-static int
-quote_len(size_t len)
+static int quote_len(size_t len)
 {
     return len > QUOTE_MAX ? QUOTE_MAX : (int)len;
 }
 
-static const char *
-quote_dots(size_t len)
+static const char *quote_dots(size_t len)
 {
     return len > QUOTE_MAX ? "..." : "";
 }
 
-static int
-fail_memory(parser *p)
+static int fail_memory(parser *p)
 {
     nt_fail(p->err, NT_ERR_MEMORY, -1, "out of memory");
     return -1;
 }
 
 /* An unexpected token where `expected` should stand. */
-static int
-fail_token(parser *p, const token *t, const char *expected)
+static int fail_token(parser *p, const token *t, const char *expected)
 {
     const char *s = p->src + t->start;
     int col = column(t->start);
 
     switch (t->kind) {
     case T_ELLIPSIS:
-        nt_fail(p->err, NT_ERR_VALUE, col,
-                "variadic functions ('...') are not supported");
+        nt_fail(p->err, NT_ERR_VALUE, col, "variadic functions ('...') are not supported");
         break;
     case T_LBRACKET:
-        nt_fail(p->err, NT_ERR_VALUE, col,
-                "arrays ('[]') are not supported; use a pointer");
+        nt_fail(p->err, NT_ERR_VALUE, col, "arrays ('[]') are not supported; use a pointer");
         break;
     case T_END:
-        nt_fail(p->err, NT_ERR_VALUE, col,
-                "expected %s, got end of input", expected);
+        nt_fail(p->err, NT_ERR_VALUE, col, "expected %s, got end of input", expected);
         break;
     case T_OTHER:
         if ((unsigned char)*s >= 0x20 && (unsigned char)*s < 0x7f)
-            nt_fail(p->err, NT_ERR_VALUE, col,
-                    "expected %s, got unexpected character '%c'",
+            nt_fail(p->err, NT_ERR_VALUE, col, "expected %s, got unexpected character '%c'",
                     expected, *s);
         else
-            nt_fail(p->err, NT_ERR_VALUE, col,
-                    "expected %s, got unexpected byte 0x%02x",
-                    expected, (unsigned)(unsigned char)*s);
+            nt_fail(p->err, NT_ERR_VALUE, col, "expected %s, got unexpected byte 0x%02x", expected,
+                    (unsigned)(unsigned char)*s);
         break;
     default:
-        nt_fail(p->err, NT_ERR_VALUE, col, "expected %s, got '%.*s%s'",
-                expected, quote_len(t->len), s, quote_dots(t->len));
+        nt_fail(p->err, NT_ERR_VALUE, col, "expected %s, got '%.*s%s'", expected, quote_len(t->len),
+                s, quote_dots(t->len));
         break;
     }
     return -1;
@@ -333,15 +318,13 @@ fail_token(parser *p, const token *t, const char *expected)
 /* ------------------------------------------------------------------------ */
 /* Types                                                                     */
 
-static int
-void_spelling(void)
+static int void_spelling(void)
 {
     return nt_spelling_find("void", 4);
 }
 
 /* `const` applied to what has been read so far. */
-static void
-add_const(nt_type *t)
+static void add_const(nt_type *t)
 {
     if (t->kind == NT_PTR || t->kind == NT_FNPTR)
         t->cflags |= NT_CONST_SELF;
@@ -350,8 +333,7 @@ add_const(nt_type *t)
 }
 
 /* One more '*' around what has been read so far. */
-static int
-push_pointer(parser *p, nt_type *t, size_t pos)
+static int push_pointer(parser *p, nt_type *t, size_t pos)
 {
     if (t->kind == NT_FNPTR) {
         nt_fail(p->err, NT_ERR_VALUE, column(pos),
@@ -365,8 +347,8 @@ push_pointer(parser *p, nt_type *t, size_t pos)
         return 0;
     }
     if (t->depth >= MAX_DEPTH) {
-        nt_fail(p->err, NT_ERR_VALUE, column(pos),
-                "too many levels of pointers (at most %d)", MAX_DEPTH);
+        nt_fail(p->err, NT_ERR_VALUE, column(pos), "too many levels of pointers (at most %d)",
+                MAX_DEPTH);
         return -1;
     }
     if (t->cflags & NT_CONST_SELF) {
@@ -378,16 +360,13 @@ push_pointer(parser *p, nt_type *t, size_t pos)
 }
 
 /* A caller's typedef, checked: its type must make sense on its own. */
-static int
-typedef_type(parser *p, const nt_typedef *td, size_t pos, size_t len,
-             nt_type *out)
+static int typedef_type(parser *p, const nt_typedef *td, size_t pos, size_t len, nt_type *out)
 {
     nt_type t = td->type;
     int ok;
 
     if (t.kind == NT_PTR)
-        ok = t.depth >= 1 && t.base < NT_KIND_COUNT && t.base != NT_PTR &&
-             t.base != NT_FNPTR;
+        ok = t.depth >= 1 && t.base < NT_KIND_COUNT && t.base != NT_PTR && t.base != NT_FNPTR;
     else
         ok = t.kind < NT_KIND_COUNT && t.kind != NT_FNPTR;
     if (ok && is_struct_value(&t)) {
@@ -395,16 +374,16 @@ typedef_type(parser *p, const nt_typedef *td, size_t pos, size_t len,
         int idx = intern_tag(p->src + pos, len <= MAX_TAG_LEN ? len : 0);
         if (idx < 0 || len > MAX_TAG_LEN) {
             nt_fail(p->err, NT_ERR_VALUE, column(pos),
-                    "typedef '%.*s%s': too many struct names, or too long",
-                    quote_len(len), p->src + pos, quote_dots(len));
+                    "typedef '%.*s%s': too many struct names, or too long", quote_len(len),
+                    p->src + pos, quote_dots(len));
             return -1;
         }
         t.spelling = (uint16_t)idx;
     }
     if (!ok || t.fn != NULL) {
         nt_fail(p->err, NT_ERR_VALUE, column(pos),
-                "typedef '%.*s%s' does not name a supported type",
-                quote_len(len), p->src + pos, quote_dots(len));
+                "typedef '%.*s%s' does not name a supported type", quote_len(len), p->src + pos,
+                quote_dots(len));
         return -1;
     }
     if (t.kind != NT_PTR) {
@@ -412,11 +391,10 @@ typedef_type(parser *p, const nt_typedef *td, size_t pos, size_t len,
         t.base = 0;
         t.cflags &= NT_CONST_BASE;
     } else {
-        t.cflags &= NT_CONST_BASE | NT_CONST_SELF |
-                    (t.depth > 1 ? NT_CONST_MID : 0);
+        t.cflags &= NT_CONST_BASE | NT_CONST_SELF | (t.depth > 1 ? NT_CONST_MID : 0);
     }
     if (t.spelling >= nt_nspellings && nt_tag_name(t.spelling) == NULL)
-        t.spelling = 0;     /* the formatter falls back to the kind's name */
+        t.spelling = 0; /* the formatter falls back to the kind's name */
     *out = t;
     return 0;
 }
@@ -427,9 +405,7 @@ typedef struct {
 } span;
 
 /* The type named by the words of a declaration specifier. */
-static int
-resolve_words(parser *p, const span *words, int nwords, int plain,
-              nt_type *out)
+static int resolve_words(parser *p, const span *words, int nwords, int plain, nt_type *out)
 {
     char joined[128];
     size_t n = 0;
@@ -441,8 +417,7 @@ resolve_words(parser *p, const span *words, int nwords, int plain,
         has_double |= word_is(p, words[i].start, words[i].len, "double");
     }
     if (has_long && has_double) {
-        nt_fail(p->err, NT_ERR_VALUE, column(words[0].start),
-                "long double is not supported");
+        nt_fail(p->err, NT_ERR_VALUE, column(words[0].start), "long double is not supported");
         return -1;
     }
     if (nwords == 1) {
@@ -461,7 +436,7 @@ resolve_words(parser *p, const span *words, int nwords, int plain,
     }
 
     if (idx >= 0) {
-        if (nt_spellings[idx].kind == NT_PTR) {         /* voidptr */
+        if (nt_spellings[idx].kind == NT_PTR) { /* voidptr */
             out->kind = NT_PTR;
             out->base = NT_VOID;
             out->depth = 1;
@@ -477,24 +452,20 @@ resolve_words(parser *p, const span *words, int nwords, int plain,
         for (k = 0; k < p->ntypedefs; k++) {
             const char *name = p->typedefs[k].name;
             if (name != NULL && word_is(p, words[0].start, words[0].len, name))
-                return typedef_type(p, &p->typedefs[k], words[0].start,
-                                    words[0].len, out);
+                return typedef_type(p, &p->typedefs[k], words[0].start, words[0].len, out);
         }
     }
-    idx = nwords == 1 && plain ? nt_numba_name_find(p->src + words[0].start,
-                                                     words[0].len) : -1;
+    idx = nwords == 1 && plain ? nt_numba_name_find(p->src + words[0].start, words[0].len) : -1;
     if (idx >= 0) {
         out->kind = nt_spellings[idx].kind;
         out->spelling = (uint16_t)idx;
         return 0;
     }
     if (nwords == 1)
-        nt_fail(p->err, NT_ERR_VALUE, column(words[0].start),
-                "unknown type name '%.*s%s'", quote_len(words[0].len),
-                p->src + words[0].start, quote_dots(words[0].len));
+        nt_fail(p->err, NT_ERR_VALUE, column(words[0].start), "unknown type name '%.*s%s'",
+                quote_len(words[0].len), p->src + words[0].start, quote_dots(words[0].len));
     else
-        nt_fail(p->err, NT_ERR_VALUE, column(words[0].start),
-                "unknown type name '%s'", joined);
+        nt_fail(p->err, NT_ERR_VALUE, column(words[0].start), "unknown type name '%s'", joined);
     return -1;
 }
 
@@ -503,8 +474,7 @@ static int read_type(parser *p, nt_type *out);
 static int parse_function_type(parser *p, nt_type *out);
 
 /* CPointer(T), the name already read: T with one more level of pointer. */
-static int
-parse_cpointer(parser *p, nt_type *out)
+static int parse_cpointer(parser *p, nt_type *out)
 {
     token tok = peek(p);
 
@@ -528,8 +498,7 @@ parse_cpointer(parser *p, nt_type *out)
 
 /* "struct S" / "union U", the keyword in `kw`: an opaque type, usable
    only through a pointer (see the struct name pool). */
-static int
-parse_struct_name(parser *p, const token *kw, nt_type *out)
+static int parse_struct_name(parser *p, const token *kw, nt_type *out)
 {
     token tok;
     int idx;
@@ -539,10 +508,10 @@ parse_struct_name(parser *p, const token *kw, nt_type *out)
     tok = peek(p);
     if (tok.kind != T_IDENT || is_reserved(p, &tok))
         return fail_token(p, &tok, "a struct name");
-    len = kw->len + 1 + tok.len;        /* as kept: "struct S", one space */
+    len = kw->len + 1 + tok.len; /* as kept: "struct S", one space */
     if (len > MAX_TAG_LEN) {
-        nt_fail(p->err, NT_ERR_VALUE, column(tok.start),
-                "struct name longer than %d characters", MAX_TAG_LEN - (int)kw->len - 1);
+        nt_fail(p->err, NT_ERR_VALUE, column(tok.start), "struct name longer than %d characters",
+                MAX_TAG_LEN - (int)kw->len - 1);
         return -1;
     }
     /* one space between the keyword and the name, as written back */
@@ -569,19 +538,18 @@ parse_struct_name(parser *p, const token *kw, nt_type *out)
 typedef struct {
     span words[MAX_WORDS];
     int nwords;
-    int named;      /* the specifier is a non-keyword identifier */
-    int resolved;   /* ...already turned into the type (CPointer, struct) */
+    int named;    /* the specifier is a non-keyword identifier */
+    int resolved; /* ...already turned into the type (CPointer, struct) */
     int is_const;
 } specifier;
 
 /* "struct S" or "union U", the keyword in tok. */
-static int
-spec_aggregate(parser *p, specifier *sp, const token *tok, nt_type *out)
+static int spec_aggregate(parser *p, specifier *sp, const token *tok, nt_type *out)
 {
     if (sp->nwords > 0 || sp->named || tok_is(p, tok, "enum")) {
         nt_fail(p->err, NT_ERR_VALUE, column(tok->start),
-                "'%.*s' types are not supported; pass a pointer as void *",
-                (int)tok->len, p->src + tok->start);
+                "'%.*s' types are not supported; pass a pointer as void *", (int)tok->len,
+                p->src + tok->start);
         return -1;
     }
     sp->words[0].start = tok->start;
@@ -594,20 +562,17 @@ spec_aggregate(parser *p, specifier *sp, const token *tok, nt_type *out)
 }
 
 /* A word of a builtin type name ("unsigned", "long", ...). */
-static int
-spec_keyword(parser *p, specifier *sp, const token *tok)
+static int spec_keyword(parser *p, specifier *sp, const token *tok)
 {
     if (sp->named) {
         nt_fail(p->err, NT_ERR_VALUE, column(tok->start),
-                "'%.*s' cannot follow the type name '%.*s%s'",
-                (int)tok->len, p->src + tok->start,
+                "'%.*s' cannot follow the type name '%.*s%s'", (int)tok->len, p->src + tok->start,
                 quote_len(sp->words[0].len), p->src + sp->words[0].start,
                 quote_dots(sp->words[0].len));
         return -1;
     }
     if (sp->nwords == MAX_WORDS) {
-        nt_fail(p->err, NT_ERR_VALUE, column(sp->words[0].start),
-                "too many words in a type name");
+        nt_fail(p->err, NT_ERR_VALUE, column(sp->words[0].start), "too many words in a type name");
         return -1;
     }
     sp->words[sp->nwords].start = tok->start;
@@ -618,8 +583,7 @@ spec_keyword(parser *p, specifier *sp, const token *tok)
 }
 
 /* A type name that is no keyword: a spelling, CPointer(T), a typedef. */
-static int
-spec_name(parser *p, specifier *sp, const token *tok, nt_type *out)
+static int spec_name(parser *p, specifier *sp, const token *tok, nt_type *out)
 {
     int r;
 
@@ -643,8 +607,7 @@ spec_name(parser *p, specifier *sp, const token *tok, nt_type *out)
 
 /* One identifier of a specifier: 1 taken, 0 not part of it (a name
    follows), -1 on error. */
-static int
-spec_token(parser *p, specifier *sp, const token *tok, nt_type *out)
+static int spec_token(parser *p, specifier *sp, const token *tok, nt_type *out)
 {
     if (tok_is(p, tok, "const")) {
         advance(p, tok);
@@ -652,8 +615,8 @@ spec_token(parser *p, specifier *sp, const token *tok, nt_type *out)
         return 1;
     }
     if (tok_in(p, tok, unsupported_qualifiers, COUNT(unsupported_qualifiers))) {
-        nt_fail(p->err, NT_ERR_VALUE, column(tok->start), "'%.*s' is not supported",
-                (int)tok->len, p->src + tok->start);
+        nt_fail(p->err, NT_ERR_VALUE, column(tok->start), "'%.*s' is not supported", (int)tok->len,
+                p->src + tok->start);
         return -1;
     }
     if (tok_in(p, tok, aggregates, COUNT(aggregates)))
@@ -664,8 +627,8 @@ spec_token(parser *p, specifier *sp, const token *tok, nt_type *out)
         return fail_token(p, tok, "a type");
     if (sp->nwords == 0 && !sp->named)
         return spec_name(p, sp, tok, out);
-    if (sp->nwords == 1 && !sp->named && tok_is(p, tok, "PY_LONG_LONG") &&
-        word_is(p, sp->words[0].start, sp->words[0].len, "unsigned")) {
+    if (sp->nwords == 1 && !sp->named && tok_is(p, tok, "PY_LONG_LONG")
+        && word_is(p, sp->words[0].start, sp->words[0].len, "unsigned")) {
         sp->words[sp->nwords].start = tok->start;
         sp->words[sp->nwords].len = tok->len;
         sp->nwords++;
@@ -673,12 +636,11 @@ spec_token(parser *p, specifier *sp, const token *tok, nt_type *out)
         advance(p, tok);
         return 1;
     }
-    return 0;           /* a name */
+    return 0; /* a name */
 }
 
 /* {'*' | 'const'} after the specifier. */
-static int
-parse_pointers(parser *p, nt_type *out)
+static int parse_pointers(parser *p, nt_type *out)
 {
     token tok;
 
@@ -691,11 +653,9 @@ parse_pointers(parser *p, nt_type *out)
         } else if (tok_is(p, &tok, "const")) {
             add_const(out);
             advance(p, &tok);
-        } else if (tok_in(p, &tok, unsupported_qualifiers,
-                          COUNT(unsupported_qualifiers))) {
-            nt_fail(p->err, NT_ERR_VALUE, column(tok.start),
-                    "'%.*s' is not supported", (int)tok.len,
-                    p->src + tok.start);
+        } else if (tok_in(p, &tok, unsupported_qualifiers, COUNT(unsupported_qualifiers))) {
+            nt_fail(p->err, NT_ERR_VALUE, column(tok.start), "'%.*s' is not supported",
+                    (int)tok.len, p->src + tok.start);
             return -1;
         } else {
             return 0;
@@ -710,18 +670,16 @@ parse_pointers(parser *p, nt_type *out)
  * following identifier that cannot continue the type is left for the caller
  * (a parameter or function name).
  */
-static int
-parse_type(parser *p, nt_type *out)
+static int parse_type(parser *p, nt_type *out)
 {
     if (read_type(p, out) == 0)
         return 0;
-    nt_sig_free(out->fn);       /* a FunctionType[...] read before the error */
+    nt_sig_free(out->fn); /* a FunctionType[...] read before the error */
     memset(out, 0, sizeof(*out));
     return -1;
 }
 
-static int
-read_type(parser *p, nt_type *out)
+static int read_type(parser *p, nt_type *out)
 {
     specifier sp;
     token tok;
@@ -751,8 +709,7 @@ read_type(parser *p, nt_type *out)
 /* Signatures                                                                */
 
 /* A parameter or function name: copied, or NULL when `keep` is 0. */
-static int
-take_name(parser *p, const token *tok, int keep, char **name)
+static int take_name(parser *p, const token *tok, int keep, char **name)
 {
     char *s;
 
@@ -775,8 +732,7 @@ static int parse_params(parser *p, nt_sig *sig);
 
 /* Kernels take DLPack descriptors by pointer: a DLTensor parameter or
    result by value is a different ABI that nothing here builds. */
-static int
-refuse_by_value(parser *p, const nt_type *t, size_t pos)
+static int refuse_by_value(parser *p, const nt_type *t, size_t pos)
 {
     if (t->kind != NT_DLTENSOR)
         return 0;
@@ -787,8 +743,7 @@ refuse_by_value(parser *p, const nt_type *t, size_t pos)
 }
 
 /* A struct by value, where a parameter or return type stands. */
-static int
-fail_struct_value(parser *p, const nt_type *t, const token *after)
+static int fail_struct_value(parser *p, const nt_type *t, const token *after)
 {
     nt_fail(p->err, NT_ERR_VALUE, column(after->start),
             "'%s' passed by value is not supported; pass a pointer to it",
@@ -799,8 +754,7 @@ fail_struct_value(parser *p, const nt_type *t, const token *after)
 /* A function type whose return type ret and '(' are read: its params and
    ')'. A parameter of function type is a function pointer (C adjusts it
    so; Numba writes float64(float64) for one). */
-static int
-function_of(parser *p, const nt_type *ret, nt_type *out)
+static int function_of(parser *p, const nt_type *ret, nt_type *out)
 {
     token tok = peek(p);
     nt_sig *fn;
@@ -829,8 +783,7 @@ function_of(parser *p, const nt_type *ret, nt_type *out)
 }
 
 /* Numba's FunctionType[R(A)], the name already read: a function pointer. */
-static int
-parse_function_type(parser *p, nt_type *out)
+static int parse_function_type(parser *p, nt_type *out)
 {
     token tok = peek(p);
     nt_type ret;
@@ -869,9 +822,7 @@ parse_function_type(parser *p, nt_type *out)
 /* The declarator of a function pointer whose return type ret and '(' are
    read: '*' {'const'} [name] ')' '(' params ')', or a function type
    (function_of). */
-static int
-parse_fnptr(parser *p, const nt_type *ret, nt_type *out, char **name,
-            int allow_name)
+static int parse_fnptr(parser *p, const nt_type *ret, nt_type *out, char **name, int allow_name)
 {
     nt_sig *fn;
     token tok = peek(p);
@@ -937,8 +888,7 @@ fail_free:
  *        | type '(' '*' {'const'} [name] ')' '(' params ')'
  * With allow_name 0 (nt_type_parse) no name is read.
  */
-static int
-parse_param(parser *p, nt_type *out, char **name, int allow_name)
+static int parse_param(parser *p, nt_type *out, char **name, int allow_name)
 {
     nt_type t;
     token tok;
@@ -964,15 +914,13 @@ parse_param(parser *p, nt_type *out, char **name, int allow_name)
     }
     advance(p, &tok);
     if (parse_fnptr(p, &t, out, name, allow_name) < 0) {
-        nt_sig_free(t.fn);      /* FunctionType[...](...): refused */
+        nt_sig_free(t.fn); /* FunctionType[...](...): refused */
         return -1;
     }
     return 0;
 }
 
-static int
-append_arg(parser *p, nt_sig *sig, const nt_type *t, char *name,
-           size_t pos)
+static int append_arg(parser *p, nt_sig *sig, const nt_type *t, char *name, size_t pos)
 {
     int n = sig->nargs, i;
 
@@ -980,12 +928,12 @@ append_arg(parser *p, nt_sig *sig, const nt_type *t, char *name,
         if (sig->names[i] != NULL && strcmp(sig->names[i], name) == 0) {
             nt_fail(p->err, NT_ERR_VALUE, column(pos),
                     "parameter %d is named '%s' as parameter %d is: parameter "
-                    "names must differ", n + 1, name, i + 1);
+                    "names must differ",
+                    n + 1, name, i + 1);
             return -1;
         }
     if (n >= MAX_ARGS) {
-        nt_fail(p->err, NT_ERR_VALUE, column(pos),
-                "too many parameters (at most %d)", MAX_ARGS);
+        nt_fail(p->err, NT_ERR_VALUE, column(pos), "too many parameters (at most %d)", MAX_ARGS);
         return -1;
     }
     /* Capacity is the next power of two: grow when n is one (or 0). */
@@ -1009,8 +957,7 @@ append_arg(parser *p, nt_sig *sig, const nt_type *t, char *name,
 
 /* params := 'void' | <empty> | param {',' param}, then ')'.  The '(' is
    already read. */
-static int
-parse_params(parser *p, nt_sig *sig)
+static int parse_params(parser *p, nt_sig *sig)
 {
     token tok = peek(p);
 
@@ -1043,9 +990,9 @@ parse_params(parser *p, nt_sig *sig)
                 advance(p, &tok);
                 break;
             }
-            nt_fail(p->err, NT_ERR_VALUE, column(first.start), bare
-                    ? "'void' must be the only parameter"
-                    : "a parameter cannot have type void");
+            nt_fail(p->err, NT_ERR_VALUE, column(first.start),
+                    bare ? "'void' must be the only parameter"
+                         : "a parameter cannot have type void");
             return -1;
         }
         if (append_arg(p, sig, &t, name, first.start) < 0) {
@@ -1067,9 +1014,8 @@ parse_params(parser *p, nt_sig *sig)
     return 0;
 }
 
-static void
-parser_init(parser *p, const char *src, const nt_typedef *typedefs,
-            size_t ntypedefs, nt_error *err)
+static void parser_init(parser *p, const char *src, const nt_typedef *typedefs, size_t ntypedefs,
+                        nt_error *err)
 {
     p->src = src;
     p->pos = 0;
@@ -1079,8 +1025,7 @@ parser_init(parser *p, const char *src, const nt_typedef *typedefs,
     p->nest = 0;
 }
 
-static int
-in_words(const char *name, const char *const *words, size_t n)
+static int in_words(const char *name, const char *const *words, size_t n)
 {
     size_t i;
     for (i = 0; i < n; i++)
@@ -1092,8 +1037,7 @@ in_words(const char *name, const char *const *words, size_t n)
 /* A typedef names a new type: a C identifier that is no keyword and no
    name the parser knows already. A typedef of "double" would never be
    looked up (the spelling table comes first): refused, not ignored. */
-static int
-check_typedefs(parser *p)
+static int check_typedefs(parser *p)
 {
     size_t k, j, i, len;
     const char *name;
@@ -1105,23 +1049,22 @@ check_typedefs(parser *p)
         for (i = 1; ident && i < len; i++)
             ident = is_ident_char((unsigned char)name[i]);
         if (!ident) {
-            nt_fail(p->err, NT_ERR_VALUE, -1,
-                    "typedef name '%.*s%s' is not a C identifier",
+            nt_fail(p->err, NT_ERR_VALUE, -1, "typedef name '%.*s%s' is not a C identifier",
                     quote_len(len), name != NULL ? name : "", quote_dots(len));
             return -1;
         }
         if (nt_spelling_find(name, len) >= 0 || strcmp(name, "CPointer") == 0) {
             nt_fail(p->err, NT_ERR_VALUE, -1,
                     "typedef '%s' would redefine a type name numthunk knows; "
-                    "a typedef names a new type (give it another name)", name);
+                    "a typedef names a new type (give it another name)",
+                    name);
             return -1;
         }
-        if (in_words(name, type_keywords, COUNT(type_keywords)) ||
-            in_words(name, unsupported_qualifiers, COUNT(unsupported_qualifiers)) ||
-            in_words(name, aggregates, COUNT(aggregates)) ||
-            in_words(name, other_keywords, COUNT(other_keywords))) {
-            nt_fail(p->err, NT_ERR_VALUE, -1,
-                    "typedef '%s': a C keyword cannot name a type", name);
+        if (in_words(name, type_keywords, COUNT(type_keywords))
+            || in_words(name, unsupported_qualifiers, COUNT(unsupported_qualifiers))
+            || in_words(name, aggregates, COUNT(aggregates))
+            || in_words(name, other_keywords, COUNT(other_keywords))) {
+            nt_fail(p->err, NT_ERR_VALUE, -1, "typedef '%s': a C keyword cannot name a type", name);
             return -1;
         }
         for (j = 0; j < k; j++)
@@ -1133,8 +1076,7 @@ check_typedefs(parser *p)
     return 0;
 }
 
-static int
-expect_end(parser *p, const char *what)
+static int expect_end(parser *p, const char *what)
 {
     token tok = peek(p);
 
@@ -1142,15 +1084,13 @@ expect_end(parser *p, const char *what)
         return 0;
     if (tok.kind == T_ELLIPSIS || tok.kind == T_LBRACKET)
         return fail_token(p, &tok, "");
-    nt_fail(p->err, NT_ERR_VALUE, column(tok.start),
-            "unexpected '%.*s%s' after the %s", quote_len(tok.len),
-            p->src + tok.start, quote_dots(tok.len), what);
+    nt_fail(p->err, NT_ERR_VALUE, column(tok.start), "unexpected '%.*s%s' after the %s",
+            quote_len(tok.len), p->src + tok.start, quote_dots(tok.len), what);
     return -1;
 }
 
 /* A return type: no DLTensor or struct by value. */
-static int
-parse_return(parser *p, nt_type *ret)
+static int parse_return(parser *p, nt_type *ret)
 {
     token first = peek(p), tok;
 
@@ -1159,7 +1099,7 @@ parse_return(parser *p, nt_type *ret)
     tok = peek(p);
     if (is_struct_value(ret))
         return fail_struct_value(p, ret, &tok);
-    if (ret->kind == NT_FNPTR) {        /* FunctionType[...] as the result */
+    if (ret->kind == NT_FNPTR) { /* FunctionType[...] as the result */
         nt_sig_free(ret->fn);
         memset(ret, 0, sizeof(*ret));
         nt_fail(p->err, NT_ERR_VALUE, column(first.start),
@@ -1171,8 +1111,7 @@ parse_return(parser *p, nt_type *ret)
 
 /* Numba's "(params) -> ret" (what str() of a Numba signature gives), the
    '(' not yet read. */
-static int
-parse_arrow(parser *p, nt_sig *sig)
+static int parse_arrow(parser *p, nt_sig *sig)
 {
     token tok = peek(p);
 
@@ -1188,9 +1127,7 @@ parse_arrow(parser *p, nt_sig *sig)
     return expect_end(p, "signature");
 }
 
-nt_sig *
-nt_sig_parse(const char *src, const nt_typedef *typedefs, size_t ntypedefs,
-             nt_error *err)
+nt_sig *nt_sig_parse(const char *src, const nt_typedef *typedefs, size_t ntypedefs, nt_error *err)
 {
     parser p;
     nt_sig *sig;
@@ -1248,9 +1185,8 @@ error:
  * no name. On success a function pointer's out->fn is owned by the caller
  * (nt_sig_free). On failure *out is zeroed.
  */
-int
-nt_type_parse(const char *src, const nt_typedef *typedefs, size_t ntypedefs,
-              nt_type *out, nt_error *err)
+int nt_type_parse(const char *src, const nt_typedef *typedefs, size_t ntypedefs, nt_type *out,
+                  nt_error *err)
 {
     parser p;
     char *name;
@@ -1280,8 +1216,7 @@ nt_type_parse(const char *src, const nt_typedef *typedefs, size_t ntypedefs,
 /* ------------------------------------------------------------------------ */
 /* Ownership                                                                 */
 
-void
-nt_sig_free(nt_sig *sig)
+void nt_sig_free(nt_sig *sig)
 {
     int i;
 
@@ -1299,8 +1234,7 @@ nt_sig_free(nt_sig *sig)
     free(sig);
 }
 
-static char *
-copy_string(const char *s)
+static char *copy_string(const char *s)
 {
     size_t n;
     char *c;
@@ -1314,8 +1248,7 @@ copy_string(const char *s)
     return c;
 }
 
-nt_sig *
-nt_sig_copy(const nt_sig *sig)
+nt_sig *nt_sig_copy(const nt_sig *sig)
 {
     nt_sig *c;
     int i;
@@ -1339,11 +1272,10 @@ nt_sig_copy(const nt_sig *sig)
         c->args[i] = sig->args[i];
         c->args[i].fn = NULL;
         c->nargs = i + 1;
-        if (sig->args[i].fn != NULL &&
-            (c->args[i].fn = nt_sig_copy(sig->args[i].fn)) == NULL)
+        if (sig->args[i].fn != NULL && (c->args[i].fn = nt_sig_copy(sig->args[i].fn)) == NULL)
             goto error;
-        if (sig->names != NULL && sig->names[i] != NULL &&
-            (c->names[i] = copy_string(sig->names[i])) == NULL)
+        if (sig->names != NULL && sig->names[i] != NULL
+            && (c->names[i] = copy_string(sig->names[i])) == NULL)
             goto error;
     }
     return c;
@@ -1358,12 +1290,11 @@ error:
 
 typedef struct {
     char *buf;
-    size_t n;       /* capacity, including the NUL */
-    size_t len;     /* length needed so far */
+    size_t n;   /* capacity, including the NUL */
+    size_t len; /* length needed so far */
 } writer;
 
-static void
-put(writer *w, const char *s)
+static void put(writer *w, const char *s)
 {
     for (; *s != '\0'; s++) {
         if (w->len + 1 < w->n)
@@ -1372,8 +1303,7 @@ put(writer *w, const char *s)
     }
 }
 
-static size_t
-finish(writer *w)
+static size_t finish(writer *w)
 {
     if (w->n > 0)
         w->buf[w->len < w->n ? w->len : w->n - 1] = '\0';
@@ -1383,8 +1313,7 @@ finish(writer *w)
 /* The name printed for a base kind: its spelling if that spelling still
    names this kind (types built by hand may carry 0), else the kind's C
    text. */
-static const char *
-base_name(int kind, unsigned spelling)
+static const char *base_name(int kind, unsigned spelling)
 {
     if (kind == NT_VOID && nt_tag_name(spelling) != NULL)
         return nt_tag_name(spelling);
@@ -1402,16 +1331,14 @@ base_name(int kind, unsigned spelling)
 
 /* Whether the type's text ends in '*', so a declarator follows unspaced:
    Cython writes "double *(int)" but "double (int)". */
-static int
-ends_in_star(const nt_type *t)
+static int ends_in_star(const nt_type *t)
 {
     return t->kind == NT_PTR && !(t->cflags & NT_CONST_SELF);
 }
 
 static void format_params(writer *w, const nt_sig *sig);
 
-static void
-format_type(writer *w, const nt_type *t)
+static void format_type(writer *w, const nt_type *t)
 {
     int i, depth;
 
@@ -1437,8 +1364,8 @@ format_type(writer *w, const nt_type *t)
         depth = t->depth > 0 ? t->depth : 1;
         for (i = 1; i <= depth; i++) {
             put(w, "*");
-            if ((i < depth && (t->cflags & NT_CONST_MID)) ||
-                (i == depth && (t->cflags & NT_CONST_SELF)))
+            if ((i < depth && (t->cflags & NT_CONST_MID))
+                || (i == depth && (t->cflags & NT_CONST_SELF)))
                 put(w, i < depth ? "const " : "const");
         }
         return;
@@ -1450,8 +1377,7 @@ format_type(writer *w, const nt_type *t)
     }
 }
 
-static void
-format_params(writer *w, const nt_sig *sig)
+static void format_params(writer *w, const nt_sig *sig)
 {
     int i;
 
@@ -1466,8 +1392,7 @@ format_params(writer *w, const nt_sig *sig)
     put(w, ")");
 }
 
-size_t
-nt_sig_format(const nt_sig *sig, char *buf, size_t n)
+size_t nt_sig_format(const nt_sig *sig, char *buf, size_t n)
 {
     writer w = { buf, n, 0 };
 
@@ -1482,8 +1407,7 @@ nt_sig_format(const nt_sig *sig, char *buf, size_t n)
     return finish(&w);
 }
 
-size_t
-nt_type_format(const nt_type *t, char *buf, size_t n)
+size_t nt_type_format(const nt_type *t, char *buf, size_t n)
 {
     writer w = { buf, n, 0 };
 
@@ -1494,8 +1418,7 @@ nt_type_format(const nt_type *t, char *buf, size_t n)
 /* ------------------------------------------------------------------------ */
 /* Equality                                                                  */
 
-int
-nt_type_equal(const nt_type *a, const nt_type *b)
+int nt_type_equal(const nt_type *a, const nt_type *b)
 {
     if (a->kind != b->kind || a->cflags != b->cflags)
         return 0;
@@ -1513,8 +1436,7 @@ nt_type_equal(const nt_type *a, const nt_type *b)
     return 1;
 }
 
-int
-nt_sig_equal(const nt_sig *a, const nt_sig *b)
+int nt_sig_equal(const nt_sig *a, const nt_sig *b)
 {
     int i;
 

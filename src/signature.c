@@ -117,8 +117,8 @@ static PyObject *signature_new(PyTypeObject *type, PyObject *args, PyObject *kwd
 nt_plan *nt_signature_plan(nt_SignatureObject *self, const uint8_t *pattern,
                            const nt_backend *wanted, int *owned, nt_error *err)
 {
-    return nt_plan_cache_get(&self->plans, self->sig, pattern, wanted, nt_choose_backend,
-                             owned, err);
+    return nt_plan_cache_get(&self->plans, self->sig, pattern, wanted, nt_choose_backend, owned,
+                             err);
 }
 
 static void signature_dealloc(nt_SignatureObject *self)
@@ -206,8 +206,7 @@ static Py_hash_t signature_hash(nt_SignatureObject *self)
 
 static PyObject *signature_richcompare(PyObject *a, PyObject *b, int op)
 {
-    if ((op != Py_EQ && op != Py_NE)
-        || !PyObject_TypeCheck(b, nt_get_state()->signature_type))
+    if ((op != Py_EQ && op != Py_NE) || !PyObject_TypeCheck(b, nt_get_state()->signature_type))
         Py_RETURN_NOTIMPLEMENTED;
     int eq = nt_sig_equal(((nt_SignatureObject *)a)->sig, ((nt_SignatureObject *)b)->sig);
     return PyBool_FromLong(op == Py_EQ ? eq : !eq);
@@ -277,8 +276,8 @@ static PyObject *describe_type(const nt_type *t)
     }
     const char *spelling = t->spelling < nt_nspellings ? nt_spellings[t->spelling].name : "";
     return Py_BuildValue("(ssiisN)", nt_kind_name(t->kind),
-                         nt_kind_name(t->kind == NT_PTR ? t->base : t->kind),
-                         (int)t->depth, (t->cflags & NT_CONST_BASE) != 0, spelling, fn);
+                         nt_kind_name(t->kind == NT_PTR ? t->base : t->kind), (int)t->depth,
+                         (t->cflags & NT_CONST_BASE) != 0, spelling, fn);
 }
 
 static PyObject *signature_describe(nt_SignatureObject *self, PyObject *unused)
@@ -329,14 +328,14 @@ static PyGetSetDef signature_getset[] = {
     { "argtypes", (getter)signature_argtypes, NULL, "parameter types, as C text", NULL },
     { "names", (getter)signature_names, NULL, "parameter names (None where unnamed)", NULL },
     { "nargs", (getter)signature_nargs, NULL, "number of parameters", NULL },
-    { NULL, NULL, NULL, NULL, NULL }
+    { NULL, NULL, NULL, NULL, NULL },
 };
 
 static PyMethodDef signature_methods[] = {
     { "_describe", (PyCFunction)signature_describe, METH_NOARGS, NULL },
     { "_label", (PyCFunction)signature_label, METH_O, NULL },
     { "__reduce__", (PyCFunction)signature_reduce, METH_NOARGS, NULL },
-    { NULL, NULL, 0, NULL }
+    { NULL, NULL, 0, NULL },
 };
 
 static PyType_Slot signature_slots[] = {
@@ -349,12 +348,15 @@ static PyType_Slot signature_slots[] = {
     { Py_tp_getset, signature_getset },
     { Py_tp_methods, signature_methods },
     { Py_tp_new, signature_new },
-    { 0, NULL }
+    { 0, NULL },
 };
 
 static PyType_Spec signature_spec = {
-    "numthunk._core.Signature", sizeof(nt_SignatureObject), 0,
-    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_IMMUTABLETYPE, signature_slots
+    "numthunk._core.Signature",
+    sizeof(nt_SignatureObject),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_IMMUTABLETYPE,
+    signature_slots,
 };
 
 int nt_signature_add(PyObject *module, nt_state *st)

@@ -58,7 +58,8 @@ static void after_fork_child(void)
 #if defined(__GNUC__)
 __attribute__((noinline, cold))
 #endif
-static void recount(ThunkObject *self)
+static void
+recount(ThunkObject *self)
 {
     int32_t n = 0;
     for (call_frame *f = calls; f != NULL; f = f->up)
@@ -103,7 +104,7 @@ static int exported(nt_held *held, PyObject *obj)
 
 static int thunk_traverse(ThunkObject *self, visitproc visit, void *arg)
 {
-    Py_VISIT(Py_TYPE(self));      /* a heap type: its instances hold it */
+    Py_VISIT(Py_TYPE(self)); /* a heap type: its instances hold it */
     Py_VISIT(self->sig);
     Py_VISIT(self->owner);
     for (Py_ssize_t i = 0; i < Py_SIZE(self); i++)
@@ -172,7 +173,7 @@ static void thunk_dealloc(ThunkObject *self)
     Py_XDECREF(owner);
     Py_XDECREF(sig);
     type->tp_free((PyObject *)self);
-    Py_DECREF(type);              /* subclasses too: the base is a heap type */
+    Py_DECREF(type); /* subclasses too: the base is a heap type */
 }
 
 typedef struct {
@@ -184,7 +185,7 @@ typedef struct {
 static int parse_new_args(PyObject *args, PyObject *kwds, new_args *a)
 {
     static char *kwlist[] = { "signature", "address", "args", "owner", "nogil",
-                              "memviews", "engine", "via", NULL };
+                              "memviews",  "engine",  "via",  NULL };
     *a = (new_args){ NULL, NULL, NULL, Py_None, Py_None, Py_None, Py_None, 1 };
     Py_ssize_t n = PyTuple_GET_SIZE(args);
     if (kwds == NULL && n >= 3 && n <= 8) {
@@ -204,8 +205,7 @@ static int parse_new_args(PyObject *args, PyObject *kwds, new_args *a)
             a->engine = v[6];
         if (n > 7)
             a->via = v[7];
-        if (!PyObject_TypeCheck(v[0], nt_get_state()->signature_type)
-            || !PyTuple_Check(v[2])) {
+        if (!PyObject_TypeCheck(v[0], nt_get_state()->signature_type) || !PyTuple_Check(v[2])) {
             PyErr_SetString(PyExc_TypeError, "Thunk(signature, address, args: tuple, ...)");
             return -1;
         }
@@ -214,7 +214,9 @@ static int parse_new_args(PyObject *args, PyObject *kwds, new_args *a)
     return PyArg_ParseTupleAndKeywords(args, kwds, "O!OO!|OpOOO:Thunk", kwlist,
                                        nt_get_state()->signature_type, &a->sig, &a->address,
                                        &PyTuple_Type, &a->values, &a->owner, &a->nogil,
-                                       &a->memviews, &a->engine, &a->via) ? 0 : -1;
+                                       &a->memviews, &a->engine, &a->via)
+        ? 0
+        : -1;
 }
 
 /* engine=: None or a name nt_engine_parse knows. */
@@ -224,15 +226,17 @@ static int engine_of(PyObject *engine, const nt_backend **wanted)
     if (engine == Py_None)
         return 0;
     if (!PyUnicode_Check(engine)) {
-        PyErr_Format(PyExc_TypeError, "engine= must be a str (" NT_ENGINE_NAMES ") or None, "
-                     "not %.100s", Py_TYPE(engine)->tp_name);
+        PyErr_Format(PyExc_TypeError,
+                     "engine= must be a str (" NT_ENGINE_NAMES ") or None, "
+                     "not %.100s",
+                     Py_TYPE(engine)->tp_name);
         return -1;
     }
     Py_ssize_t len;
     const char *name = PyUnicode_AsUTF8AndSize(engine, &len);
     if (name == NULL)
         return -1;
-    if (strlen(name) != (size_t)len) {   /* "ffi\0..." is not "ffi" */
+    if (strlen(name) != (size_t)len) { /* "ffi\0..." is not "ffi" */
         PyErr_Format(PyExc_ValueError, "engine=%R: expected " NT_ENGINE_NAMES, engine);
         return -1;
     }
@@ -266,14 +270,14 @@ static PyObject *make_thunk(PyTypeObject *type, new_args *a)
     void *target = check_target(a);
     if (target == NULL)
         return NULL;
-    if (PyTuple_GET_SIZE(a->values) != a->sig->sig->nargs)     /* check_values says why */
-        return nt_thunk_create(type, a->sig, target, a->values, a->owner, a->nogil,
-                               a->memviews, wanted, a->via);
+    if (PyTuple_GET_SIZE(a->values) != a->sig->sig->nargs) /* check_values says why */
+        return nt_thunk_create(type, a->sig, target, a->values, a->owner, a->nogil, a->memviews,
+                               wanted, a->via);
     PyObject *values = nt_thunk_resolve(type, a->sig, a->values, a->owner);
     if (values == NULL)
         return NULL;
-    PyObject *self = nt_thunk_create(type, a->sig, target, values, a->owner, a->nogil,
-                                     a->memviews, wanted, a->via);
+    PyObject *self = nt_thunk_create(type, a->sig, target, values, a->owner, a->nogil, a->memviews,
+                                     wanted, a->via);
     Py_DECREF(values);
     return self;
 }
@@ -290,10 +294,10 @@ PyObject *nt_thunk_new_positional(PyObject *module, PyObject *const *v, Py_ssize
 {
     (void)module;
     nt_state *st = nt_get_state();
-    if (n != 9 || !PyType_Check(v[0])
-        || !PyType_IsSubtype((PyTypeObject *)v[0], st->thunk_type)
+    if (n != 9 || !PyType_Check(v[0]) || !PyType_IsSubtype((PyTypeObject *)v[0], st->thunk_type)
         || !PyObject_TypeCheck(v[1], st->signature_type) || !PyTuple_Check(v[3])) {
-        PyErr_SetString(PyExc_TypeError, "_new_thunk(type, signature, address, args: tuple, "
+        PyErr_SetString(PyExc_TypeError,
+                        "_new_thunk(type, signature, address, args: tuple, "
                         "owner, nogil, memviews, engine, via)");
         return NULL;
     }
@@ -477,8 +481,9 @@ static int prepare_call_cif(ThunkObject *self)
         types[k] = nt_ffi_type_of(&sig->args[plan->fwd_index[k]]);
         x->fwd_functions |= sig->args[plan->fwd_index[k]].kind == NT_FNPTR;
     }
-    if (ffi_prep_cif(&x->call_cif, FFI_DEFAULT_ABI, (unsigned)plan->nfwd,
-                     nt_ffi_type_of(&sig->ret), types) != FFI_OK) {
+    if (ffi_prep_cif(&x->call_cif, FFI_DEFAULT_ABI, (unsigned)plan->nfwd, nt_ffi_type_of(&sig->ret),
+                     types)
+        != FFI_OK) {
         PyMem_Free(types);
         PyErr_SetString(PyExc_NotImplementedError, "libffi cannot call this signature");
         return -1;
@@ -509,13 +514,12 @@ static PyObject *resolve_call_args(ThunkObject *self, PyObject *args)
                 hook = Py_NewRef(st->resolve_call);
             NT_LOCK_END
             if (hook == NULL)
-                return Py_NewRef(args);     /* the converter refuses them by name */
+                return Py_NewRef(args); /* the converter refuses them by name */
             PyObject *r = PyObject_CallFunctionObjArgs(hook, (PyObject *)self, args, NULL);
             Py_DECREF(hook);
             if (r != NULL && !PyTuple_Check(r)) {
                 Py_DECREF(r);
-                PyErr_SetString(PyExc_TypeError,
-                                "the package's resolve_call must return a tuple");
+                PyErr_SetString(PyExc_TypeError, "the package's resolve_call must return a tuple");
                 return NULL;
             }
             return r;
@@ -527,8 +531,8 @@ static PyObject *resolve_call_args(ThunkObject *self, PyObject *args)
 /* Functions forwarded to function-pointer parameters, converted: a
    released thunk is refused (its address would trap), and one that needs
    the GIL makes this call keep it. */
-static int forwarded_functions(ThunkObject *self, PyObject *args,
-                               const nt_memviewslice *cells, int *nogil)
+static int forwarded_functions(ThunkObject *self, PyObject *args, const nt_memviewslice *cells,
+                               int *nogil)
 {
     const nt_plan *plan = self->plan;
     for (int k = 0; k < plan->nfwd; k++) {
@@ -582,7 +586,8 @@ static PyObject *call_target(ThunkObject *self, PyObject *args, nt_lock_state *l
     for (int k = 0; k < plan->nfwd && converted; k++) {
         int i = plan->fwd_index[k];
         converted = nt_convert(sig, i, PyTuple_GET_ITEM(args, k), &cells[k], &held,
-                               nt_thunk_mvspec(self, i), NULL) == 0;
+                               nt_thunk_mvspec(self, i), NULL)
+            == 0;
         avalues[k] = &cells[k];
     }
     if (plan->nfwd > 0)
@@ -603,7 +608,11 @@ static PyObject *call_target(ThunkObject *self, PyObject *args, nt_lock_state *l
     int nogil = self->nogil;
     if (self->x->fwd_functions && forwarded_functions(self, args, cells, &nogil) < 0)
         goto done;
-    union { uint64_t w[2]; double d[2]; ffi_arg a; } ret = { { 0, 0 } };
+    union {
+        uint64_t w[2];
+        double d[2];
+        ffi_arg a;
+    } ret = { { 0, 0 } };
     void *fn = self->address;
     ffi_cif *cif = &self->x->call_cif;
     NT_UNLOCK(lk);
@@ -626,8 +635,7 @@ done:
     return result;
 }
 
-static PyObject *call_held(ThunkObject *self, PyObject *args, PyObject *kwds,
-                           nt_lock_state *lk)
+static PyObject *call_held(ThunkObject *self, PyObject *args, PyObject *kwds, nt_lock_state *lk)
 {
     if (kwds != NULL && PyDict_GET_SIZE(kwds) > 0) {
         PyErr_SetString(PyExc_TypeError, "a thunk takes positional arguments only");
@@ -647,8 +655,8 @@ static PyObject *call_held(ThunkObject *self, PyObject *args, PyObject *kwds,
         goto out;
     Py_ssize_t nargs = PyTuple_GET_SIZE(resolved);
     if (nargs != self->plan->nfwd) {
-        PyErr_Format(PyExc_TypeError, "the thunk takes %d argument%s, got %zd",
-                     self->plan->nfwd, self->plan->nfwd == 1 ? "" : "s", nargs);
+        PyErr_Format(PyExc_TypeError, "the thunk takes %d argument%s, got %zd", self->plan->nfwd,
+                     self->plan->nfwd == 1 ? "" : "s", nargs);
         goto out;
     }
     /* In flight from here: release() and reclaim() leave the entry, the
@@ -657,7 +665,7 @@ static PyObject *call_held(ThunkObject *self, PyObject *args, PyObject *kwds,
     call_frame frame = { self, calls };
     calls = &frame;
     result = call_target(self, resolved, lk);
-    inflight(self);              /* a fork() meanwhile: count this call again */
+    inflight(self); /* a fork() meanwhile: count this call again */
     calls = frame.up;
     call_done(self);
 out:
@@ -691,8 +699,10 @@ static int param_index(ThunkObject *self, PyObject *key)
         return -1;
     }
     if (PyBool_Check(key) || !PyIndex_Check(key)) {
-        PyErr_Format(PyExc_TypeError, "a parameter is named by its index (int) or its "
-                     "name (str), not by a %.100s", Py_TYPE(key)->tp_name);
+        PyErr_Format(PyExc_TypeError,
+                     "a parameter is named by its index (int) or its "
+                     "name (str), not by a %.100s",
+                     Py_TYPE(key)->tp_name);
         return -1;
     }
     PyObject *num = PyNumber_Index(key);
@@ -701,9 +711,10 @@ static int param_index(ThunkObject *self, PyObject *key)
     int ovf = 0;
     long long i = PyLong_AsLongLongAndOverflow(num, &ovf);
     if (ovf != 0 || i < 0 || i >= sig->nargs) {
-        PyErr_Format(PyExc_IndexError, "parameter index %S out of range (the target has %d "
-                     "parameter%s: 0 to %d)", num, sig->nargs, sig->nargs == 1 ? "" : "s",
-                     sig->nargs - 1);
+        PyErr_Format(PyExc_IndexError,
+                     "parameter index %S out of range (the target has %d "
+                     "parameter%s: 0 to %d)",
+                     num, sig->nargs, sig->nargs == 1 ? "" : "s", sig->nargs - 1);
         Py_DECREF(num);
         return -1;
     }
@@ -724,7 +735,7 @@ static int rebind_key_held(PyObject *thunk, PyObject *key, PyObject *value)
         return -1;
     nt_state *st = nt_get_state();
     if (!need || !nt_state_hooks_for(st, Py_TYPE(self)))
-        return nt_thunk_rebind(self, i, value);  /* the converter refuses foreign ones */
+        return nt_thunk_rebind(self, i, value); /* the converter refuses foreign ones */
     /* Resolve: a foreign value (a ctypes pointer, a Function) becomes one
        the converter takes, by the package's code. */
     PyObject *resolved = PyObject_CallFunction(st->resolve_rebind, "OiO", thunk, i, value);
@@ -761,7 +772,7 @@ static PyObject *thunk_reclaim_held(ThunkObject *self, PyObject *unused)
     if (nt_thunk_released_error(self) < 0)
         return NULL;
     if (inflight(self) > 0)
-        self->reclaim_pending = 1;    /* the last call out reclaims */
+        self->reclaim_pending = 1; /* the last call out reclaims */
     else
         nt_thunk_reclaim_now(self);
     Py_RETURN_NONE;
@@ -906,6 +917,7 @@ int nt_thunk_release(PyObject *thunk)
    body above; nothing with the GIL. */
 /* Each use ends in a declaration and its semicolon, as a statement at
    file scope reads (and tests/test_structure.py's scan of src/ needs). */
+// clang-format off
 #define LOCKED(type, name, params, args) \
     static type name params \
     { \
@@ -931,6 +943,7 @@ LOCKED(PyObject *, thunk_reclaim, (ThunkObject *self, PyObject *unused), (self, 
 LOCKED(PyObject *, thunk_enter, (ThunkObject *self, PyObject *unused), (self, unused));
 LOCKED(PyObject *, thunk_needs_resolve, (ThunkObject *self, PyObject *args), (self, args));
 LOCKED(PyObject *, thunk_inline_layout, (ThunkObject *self, PyObject *unused), (self, unused));
+// clang-format on
 
 static PyGetSetDef thunk_getset[] = {
     { "address", (getter)thunk_address, NULL,
@@ -939,25 +952,29 @@ static PyGetSetDef thunk_getset[] = {
       "call it. solver(nt.bind(...).address) hands over the address of a temporary, "
       "released when the expression ends: its calls reach the released-thunk trap. "
       "Bound again (an int with signature=, numthunk.address(n), a function-pointer "
-      "value), the address is recognised and the new thunk holds this one", NULL },
+      "value), the address is recognised and the new thunk holds this one",
+      NULL },
     { "csig", (getter)thunk_csig, NULL, "the thunk's own C signature", NULL },
     { "target_signature", (getter)thunk_target_signature, NULL, "the target's signature", NULL },
     { "target", (getter)thunk_target, NULL, "the target object", NULL },
     { "target_address", (getter)thunk_target_address, NULL, "the target's C address", NULL },
     { "nogil", (getter)thunk_nogil, NULL,
       "whether a call may run without the GIL: the target and every thunk and function "
-      "it uses allow it", NULL },
+      "it uses allow it",
+      NULL },
     { "released", (getter)thunk_released, NULL, "whether release() was called", NULL },
     { "backend", (getter)thunk_backend, NULL, "the engine running this thunk", NULL },
     { "bindings", (getter)thunk_bindings, NULL, "bound values, ARG where forwarded", NULL },
     { "chain", (getter)thunk_chain, NULL,
       "the longest path of thunks below this one, each calling the next (as a target, a "
-      "bound function pointer or a declared dependency)", NULL },
+      "bound function pointer or a declared dependency)",
+      NULL },
     { "dependencies", (getter)thunk_dependencies, NULL,
       "the thunks this one uses now (its target, bound function pointers, the target's "
-      "Function.depends); it holds them", NULL },
+      "Function.depends); it holds them",
+      NULL },
     { "_numba_type_", (getter)thunk_numba_type, NULL, "Numba's type of this function value", NULL },
-    { NULL, NULL, NULL, NULL, NULL }
+    { NULL, NULL, NULL, NULL, NULL },
 };
 
 static PyMethodDef thunk_methods[] = {
@@ -975,33 +992,36 @@ static PyMethodDef thunk_methods[] = {
       "where compiled code finds the bound values: (cell, values, slots)" },
     { "__enter__", (PyCFunction)thunk_enter, METH_NOARGS, NULL },
     { "__exit__", (PyCFunction)thunk_exit, METH_VARARGS, NULL },
-    { NULL, NULL, 0, NULL }
+    { NULL, NULL, 0, NULL },
 };
 
 static PyMemberDef thunk_members[] = {
     { "__weaklistoffset__", T_PYSSIZET, offsetof(ThunkObject, weakreflist), READONLY, NULL },
-    { NULL, 0, 0, 0, NULL }
+    { NULL, 0, 0, 0, NULL },
 };
 
 static PyType_Slot thunk_slots[] = {
     { Py_tp_dealloc, thunk_dealloc },
     { Py_tp_call, thunk_call },
-    { Py_tp_doc, "Thunk(signature, address, args, owner=None, nogil=True, memviews=None, "
-                 "engine=None, via=None)" },
+    { Py_tp_doc,
+      "Thunk(signature, address, args, owner=None, nogil=True, memviews=None, "
+      "engine=None, via=None)" },
     { Py_tp_traverse, thunk_traverse },
     { Py_tp_clear, thunk_clear },
     { Py_tp_members, thunk_members },
     { Py_tp_getset, thunk_getset },
     { Py_tp_methods, thunk_methods },
     { Py_tp_new, thunk_new },
-    { 0, NULL }
+    { 0, NULL },
 };
 
 /* Variable-size: one binding per target parameter after the fixed part. */
 static PyType_Spec thunk_spec = {
-    "numthunk._core.Thunk", offsetof(ThunkObject, b), sizeof(binding),
+    "numthunk._core.Thunk",
+    offsetof(ThunkObject, b),
+    sizeof(binding),
     Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE,
-    thunk_slots
+    thunk_slots,
 };
 
 int nt_thunk_add(PyObject *module, nt_state *st)

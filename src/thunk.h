@@ -13,69 +13,69 @@
 
 /* One bound parameter. */
 typedef struct {
-    PyObject *value;     /* what is bound (NULL where forwarded) */
-    nt_held *held;       /* the buffer held for it, if any */
-    uint64_t key;        /* layout key of the buffer it reads, 0 if none */
+    PyObject *value; /* what is bound (NULL where forwarded) */
+    nt_held *held;   /* the buffer held for it, if any */
+    uint64_t key;    /* layout key of the buffer it reads, 0 if none */
 } binding;
 
 typedef struct thunk_object ThunkObject;
 
 /* A thunk this one depends on, and why. */
-#define DEP_TARGET   (-1)      /* its target */
-#define DEP_DECLARED (-2)      /* its target's Function.depends */
+#define DEP_TARGET   (-1) /* its target */
+#define DEP_DECLARED (-2) /* its target's Function.depends */
 typedef struct {
-    ThunkObject *thunk;        /* a strong reference */
-    int param;                 /* DEP_*, or the bound function-pointer parameter */
-    int at;                    /* this thunk's index in thunk's users, -1 if none */
+    ThunkObject *thunk; /* a strong reference */
+    int param;          /* DEP_*, or the bound function-pointer parameter */
+    int at;             /* this thunk's index in thunk's users, -1 if none */
 } dep;
 
 /* A thunk that depends on this one. */
 typedef struct {
-    ThunkObject *thunk;        /* weak: it leaves before it goes */
-    int dep;                   /* the index of this edge in thunk's deps */
+    ThunkObject *thunk; /* weak: it leaves before it goes */
+    int dep;            /* the index of this edge in thunk's deps */
 } user;
 
 /* What most thunks never need, allocated on first use. */
 typedef struct {
-    PyObject *csig;            /* the thunk's own Signature */
-    PyObject *numba_type;      /* Numba's type of this function value */
-    ffi_type **call_types;     /* non-NULL once call_cif is prepared */
-    ffi_cif call_cif;          /* for __call__ */
-    int fwd_functions;         /* a forwarded parameter is a function pointer */
-    nt_mvspec *mvspecs;        /* nargs, for __Pyx_memviewslice parameters */
-    PyObject **retired;        /* values replaced by rebind(), until reclaim() */
+    PyObject *csig;        /* the thunk's own Signature */
+    PyObject *numba_type;  /* Numba's type of this function value */
+    ffi_type **call_types; /* non-NULL once call_cif is prepared */
+    ffi_cif call_cif;      /* for __call__ */
+    int fwd_functions;     /* a forwarded parameter is a function pointer */
+    nt_mvspec *mvspecs;    /* nargs, for __Pyx_memviewslice parameters */
+    PyObject **retired;    /* values replaced by rebind(), until reclaim() */
     Py_ssize_t nretired, capretired;
-    nt_held *retired_held;     /* their buffers */
-    dep *deps;                 /* the thunks this one depends on now */
+    nt_held *retired_held; /* their buffers */
+    dep *deps;             /* the thunks this one depends on now */
     int ndeps, capdeps;
-    user *users;               /* the thunks that depend on this one now */
+    user *users; /* the thunks that depend on this one now */
     int nusers, capusers;
-    uint64_t mark;             /* graph walks: visited in walk number `mark`, */
+    uint64_t mark;              /* graph walks: visited in walk number `mark`, */
     int mark_chain, mark_limit; /*  at this depth, under this chain limit */
 } extra;
 
 struct thunk_object {
-    PyObject_VAR_HEAD          /* ob_size: the target's parameter count */
-    nt_SignatureObject *sig;   /* the target's signature */
-    PyObject *owner;           /* keeps the target's code alive */
-    nt_plan *plan;             /* lives until dealloc (rebind reads it) */
-    nt_entry_ref entry;        /* the entry and the engine that made it */
+    PyObject_VAR_HEAD        /* ob_size: the target's parameter count */
+    nt_SignatureObject *sig; /* the target's signature */
+    PyObject *owner;         /* keeps the target's code alive */
+    nt_plan *plan;           /* lives until dealloc (rebind reads it) */
+    nt_entry_ref entry;      /* the entry and the engine that made it */
     void *address;
     void *target;
-    nt_ctx *ctx;               /* the published context */
+    nt_ctx *ctx; /* the published context */
     extra *x;
     PyObject *weakreflist;
-    int32_t inflight;          /* calls from Python in progress */
-    uint32_t gen;              /* bumped by every published rebind */
-    uint16_t chain;            /* longest path of thunks below this one */
-    uint16_t chain_limit;      /* the least chain_limit of the engines on it */
-    uint16_t fork_gen;         /* the fork generation inflight counts in */
-    uint16_t nogil : 1,        /* calls from Python may release the GIL: */
-             own_nogil : 1,    /*   the target says so, */
-             gil_values : 1,   /*   no bound function needs it, none below */
-             released : 1, torn : 1, reclaim_pending : 1, plan_owned : 1,
-             broken : 1,       /* a thunk below was released */
-             fn_bound : 1;     /* a function-pointer parameter is bound */
+    int32_t inflight;     /* calls from Python in progress */
+    uint32_t gen;         /* bumped by every published rebind */
+    uint16_t chain;       /* longest path of thunks below this one */
+    uint16_t chain_limit; /* the least chain_limit of the engines on it */
+    uint16_t fork_gen;    /* the fork generation inflight counts in */
+    uint16_t nogil : 1,   /* calls from Python may release the GIL: */
+        own_nogil : 1,    /*   the target says so, */
+        gil_values : 1,   /*   no bound function needs it, none below */
+        released : 1, torn : 1, reclaim_pending : 1, plan_owned : 1,
+        broken : 1,   /* a thunk below was released */
+        fn_bound : 1; /* a function-pointer parameter is bound */
     binding b[];
 };
 

@@ -5,8 +5,10 @@
 #   tools/format.sh --fix    # apply: ruff check --fix, clang-format -i
 #
 # Python: ruff, configured in pyproject.toml ([tool.ruff]). C: clang-format,
-# configured in .clang-format, over src/. Exits non-zero when a check
-# fails. .ci/run's lint step runs ruff only, until src/ has been formatted once.
+# configured in .clang-format, over src/ (blocks laid out by hand, such as
+# aligned tables, sit between `// clang-format off` and `// clang-format on`).
+# Exits non-zero when a check fails. .ci/run's lint step runs this script in
+# check mode.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
