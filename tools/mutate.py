@@ -148,11 +148,12 @@ MUTANTS = [
 
     # ---- types.c: the C spelling table
     M("types-ulong", "src/types.c", "unsigned long spelled signed",
-      '{"unsigned long", U(long), NULL},', '{"unsigned long", S(long), NULL},', [T_TABLES, T_SIG]),
+      '{ "unsigned long", U(long), NULL },', '{ "unsigned long", S(long), NULL },',
+      [T_TABLES, T_SIG]),
     M("types-short", "src/types.c", "short spelled unsigned",
-      '{"short", S(short), NULL},', '{"short", U(short), NULL},', [T_TABLES, T_SIG]),
+      '{ "short", S(short), NULL },', '{ "short", U(short), NULL },', [T_TABLES, T_SIG]),
     M("types-ssize_t", "src/types.c", "ssize_t spelled unsigned",
-      '{"ssize_t", S(size_t), NULL},', '{"ssize_t", U(size_t), NULL},', [T_TABLES, T_SIG]),
+      '{ "ssize_t", S(size_t), NULL },', '{ "ssize_t", U(size_t), NULL },', [T_TABLES, T_SIG]),
 
     # ---- sig.c: the parser
     M("sig-const-base", "src/sig.c", "const on a scalar base forgotten",
@@ -190,8 +191,8 @@ MUTANTS = [
       "which is 2^128 */\n                 .fmax = FLT_MAX, .fover = 0x1.ffffffp+127,",
       "which is 2^128 */\n                 .fmax = FLT_MAX, .fover = 0x1.fffffep+127,", [T_CONV]),
     M("conv-numpy-unsigned", "src/convert.c", "unsigned NumPy arrays read as signed",
-      "case 'u': value = NT_VALUE_INT; is_signed = 0; break;",
-      "case 'u': value = NT_VALUE_INT; break;", [T_CONV, T_BIND, T_TABLES]),
+      "case 'u':\n        value = NT_VALUE_INT;\n        is_signed = 0;\n",
+      "case 'u':\n        value = NT_VALUE_INT;\n", [T_CONV, T_BIND, T_TABLES]),
     M("conv-ret-negative", "src/convert.c", "a negative narrow int returned to Python as unsigned",
       "return PyLong_FromLongLong(-(long long)(~u << shift >> shift) - 1);",
       "return PyLong_FromUnsignedLongLong(u);", [T_BIND, T_CONV, T_DIFF]),
@@ -295,7 +296,7 @@ MUTANTS = [
       "(hp->tail ? 0 : abi->frame_record + hp->frame)", "(hp->tail ? 0 : hp->frame)",
       [T_HARNESS]),
     M("plan-fp-in-gpr", "src/handler_plan.c", "floats never overflow into integer registers",
-      "            && abi->fp_in_gpr)", "            && 0)", [T_HARNESS]),
+      "== abi->n_arg_regs[c] && abi->fp_in_gpr)", "== abi->n_arg_regs[c] && 0)", [T_HARNESS]),
 
     # ---- kinds.c: the libffi types backend_ffi.c reads
     M("ffi-i16-type", "src/kinds.c", "int16 given to libffi as uint16",
