@@ -57,55 +57,64 @@ static PyObject *capi_signature(const char *text)
     return nt_signature_wrap(nt_get_state()->signature_type, sig);
 }
 
-static PyObject *capi_create(PyObject *signature, void *target, PyObject *const *values,
-                             Py_ssize_t nvalues, PyObject *owner, unsigned int flags)
+/* numthunk_create's arguments checked, and the engine its flags name into
+   *wanted. 0, or -1 with an exception set. */
+static int check_create(const nt_state *st, PyObject *signature, void *target,
+                        PyObject *const *values, Py_ssize_t nvalues, unsigned int flags,
+                        const nt_backend **wanted)
 {
-    nt_state *st = live_state("numthunk_create");
-    if (st == NULL)
-        return NULL;
     if (signature == NULL || !PyObject_TypeCheck(signature, st->signature_type)) {
         PyErr_SetString(PyExc_TypeError,
                         "numthunk_create: signature must be a numthunk Signature "
                         "(numthunk_signature(text))");
-        return NULL;
+        return -1;
     }
     if (target == NULL) {
         PyErr_SetString(PyExc_ValueError, "numthunk_create: target address is 0 (NULL)");
-        return NULL;
+        return -1;
     }
     if (nvalues < 0) {
         PyErr_Format(PyExc_ValueError,
                      "numthunk_create: nvalues is %zd; it counts the "
                      "values, one per target parameter (0 or more)",
                      nvalues);
-        return NULL;
+        return -1;
     }
     if (nvalues > 0 && values == NULL) {
         PyErr_Format(PyExc_ValueError, "numthunk_create: values is NULL but nvalues is %zd",
                      nvalues);
-        return NULL;
+        return -1;
     }
     if (flags & ~(NUMTHUNK_NEEDS_GIL | NUMTHUNK_ENGINE_FFI | NUMTHUNK_ENGINE_NATIVE)) {
         PyErr_Format(PyExc_ValueError, "numthunk_create: unknown flags 0x%x", flags);
-        return NULL;
+        return -1;
     }
     if ((flags & NUMTHUNK_ENGINE_FFI) && (flags & NUMTHUNK_ENGINE_NATIVE)) {
         PyErr_SetString(PyExc_ValueError,
                         "numthunk_create: NUMTHUNK_ENGINE_FFI and NUMTHUNK_ENGINE_NATIVE "
                         "exclude each other");
-        return NULL;
+        return -1;
     }
     /* the flags name an engine as engine= does, through the same parser */
     const char *engine = flags & NUMTHUNK_ENGINE_FFI ? "ffi"
         : flags & NUMTHUNK_ENGINE_NATIVE             ? "native"
                                                      : "auto";
-    const nt_backend *wanted;
     nt_error err;
     nt_error_init(&err);
-    if (nt_engine_parse(engine, "numthunk_create: engine ", &wanted, &err) != NT_OK) {
+    if (nt_engine_parse(engine, "numthunk_create: engine ", wanted, &err) != NT_OK) {
         nt_raise(&err);
-        return NULL;
+        return -1;
     }
+    return 0;
+}
+
+static PyObject *capi_create(PyObject *signature, void *target, PyObject *const *values,
+                             Py_ssize_t nvalues, PyObject *owner, unsigned int flags)
+{
+    nt_state *st = live_state("numthunk_create");
+    const nt_backend *wanted;
+    if (st == NULL || check_create(st, signature, target, values, nvalues, flags, &wanted) < 0)
+        return NULL;
     PyObject *result = NULL, *resolved = NULL;
     PyObject *tuple = PyTuple_New(nvalues);
     if (tuple == NULL)
