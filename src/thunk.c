@@ -556,6 +556,30 @@ static int forwarded_functions(ThunkObject *self, PyObject *args, const nt_memvi
     return 0;
 }
 
+/* The forwarded arguments of a call, converted into its cells. Conversion
+   reads what creation fixed and this call's own cells: it runs outside
+   the state lock lk, as with a GIL it may let the GIL go. 0, or -1 with an
+   exception set; held keeps the buffers taken either way. */
+static int convert_forwarded(ThunkObject *self, PyObject *args, nt_memviewslice *cells,
+                             void **avalues, nt_held **held, nt_lock_state *lk)
+{
+    const nt_plan *plan = self->plan;
+    const nt_sig *sig = self->sig->sig;
+    int converted = 1;
+    if (plan->nfwd == 0)
+        return 0;
+    NT_UNLOCK(lk);
+    for (int k = 0; k < plan->nfwd && converted; k++) {
+        int i = plan->fwd_index[k];
+        converted = nt_convert(sig, i, PyTuple_GET_ITEM(args, k), &cells[k], held,
+                               nt_thunk_mvspec(self, i), NULL)
+            == 0;
+        avalues[k] = &cells[k];
+    }
+    NT_LOCK(lk);
+    return converted ? 0 : -1;
+}
+
 /* lk: the state lock, left around the target (pyapi.h): other threads
    call, rebind and release meanwhile; the count in flight keeps this
    call's entry, contexts and buffers. */
@@ -578,21 +602,7 @@ static PyObject *call_target(ThunkObject *self, PyObject *args, nt_lock_state *l
             goto done;
         }
     }
-    /* Conversion reads what creation fixed and this call's own cells: it
-       runs outside the state lock, as with a GIL it may let the GIL go. */
-    int converted = 1;
-    if (plan->nfwd > 0)
-        NT_UNLOCK(lk);
-    for (int k = 0; k < plan->nfwd && converted; k++) {
-        int i = plan->fwd_index[k];
-        converted = nt_convert(sig, i, PyTuple_GET_ITEM(args, k), &cells[k], &held,
-                               nt_thunk_mvspec(self, i), NULL)
-            == 0;
-        avalues[k] = &cells[k];
-    }
-    if (plan->nfwd > 0)
-        NT_LOCK(lk);
-    if (!converted)
+    if (convert_forwarded(self, args, cells, avalues, &held, lk) < 0)
         goto done;
     /* Conversion may have run Python code: a release() made meanwhile
        left the thunk standing for this call, which now gives up. */
