@@ -255,10 +255,14 @@ print("survived")
     assert lines[1].endswith(" See docs/lifetime.md."), lines[1]
 
 
-def test_the_trap_names_its_own_target_when_plans_are_shared(fixture_path, engine):
+@pytest.mark.parametrize("release_first", [False, True])
+def test_the_trap_names_its_own_target_when_plans_are_shared(fixture_path, engine, release_first):
     """Two targets of one Signature object share its plans; the trap of a
     released thunk names the target of that thunk (plan.c nt_plan_what
-    keeps one text per target), not the other's."""
+    keeps one text per target), not the other's. The other target's thunk
+    is released first, so the plan already holds a description made for
+    the other target when this thunk's is asked for (with `first` alive,
+    none is made until this thunk goes)."""
     code = f"""
 import ctypes, ctypes.util, numthunk as nt
 lib = ctypes.CDLL({fixture_path!r})
@@ -266,8 +270,10 @@ libm = ctypes.CDLL(ctypes.util.find_library("m"))
 sig = nt.Signature("double (double)")
 mine = nt.Function(ctypes.cast(lib.f_d_d, ctypes.c_void_p).value, sig)
 other = nt.Function(ctypes.cast(libm.cos, ctypes.c_void_p).value, sig)
-kept = nt.bind(other, nt.ARG, engine={engine!r})      # the shared plan's first target
-assert kept(0.0) == 1.0
+first = nt.bind(other, nt.ARG, engine={engine!r})     # the shared plan's first target
+assert first(0.0) == 1.0
+if {release_first!r}:
+    first.release()                                   # the plan's description: other's
 solver = lib.f_d_Fddi
 solver.restype = ctypes.c_double
 solver.argtypes = [ctypes.c_void_p, ctypes.c_double, ctypes.c_double, ctypes.c_int]

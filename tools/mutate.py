@@ -733,7 +733,12 @@ def operator_mode(args):
     if args.sample and args.sample < len(mutants):
         mutants = random.Random(args.seed).sample(mutants, args.sample)
         mutants.sort(key=lambda m: (m["file"], m["start"]))
-    tests_of = (lambda m: ["tests"]) if args.full else (lambda m: op_tests(m["file"]))
+    if args.tests:
+        tests_of = lambda m: list(args.tests)   # noqa: E731
+    elif args.full:
+        tests_of = lambda m: ["tests"]          # noqa: E731
+    else:
+        tests_of = lambda m: op_tests(m["file"])  # noqa: E731
     if args.list:
         for m in mutants:
             print(f"{m['id']:40} {m['func']:28} {m['desc']}\n{'':40} - {m['old_line'][:110]}"
@@ -837,6 +842,10 @@ def main(argv=None):
                     help="run only these mutants (with --operators: ids as --list and --json "
                          "give them, e.g. src/plan.c:61:16:rel:12)")
     ap.add_argument("--full", action="store_true", help="run the whole suite per mutant")
+    ap.add_argument("--tests", nargs="+", metavar="TEST",
+                    help="run these test files or node ids (tests/x.py::name) for every "
+                         "mutant instead of its own selection: to check that a new test "
+                         "kills a mutant (with --only) without its whole selection")
     ap.add_argument("--jobs", type=int, default=None,
                     help="parallel scratch copies (default 1; with --operators, the core count)")
     ap.add_argument("--timeout", type=float, default=None,
@@ -875,12 +884,14 @@ def main(argv=None):
     args.timeout = args.timeout or 300
 
     mutants = MUTANTS
+    if args.tests:
+        mutants = [{**m, "tests": list(args.tests)} for m in MUTANTS]
     if args.only:
         known = {m["id"] for m in MUTANTS}
         unknown = [i for i in args.only if i not in known]
         if unknown:
             ap.error(f"unknown mutant id(s): {', '.join(unknown)}")
-        mutants = [m for m in MUTANTS if m["id"] in args.only]
+        mutants = [m for m in mutants if m["id"] in args.only]
     if args.list:
         for m in mutants:
             print(f"{m['id']:24} {m['file']:26} {m['desc']}\n{'':24} tests: {' '.join(m['tests'])}")
