@@ -1,6 +1,8 @@
 """numthunk.Signature: parsing, canonical form, conversions."""
 
 import ctypes
+import subprocess
+import sys
 
 import cffi
 import pytest
@@ -232,6 +234,41 @@ def test_struct_names_up_to_255_characters_as_kept(kw, longest, space):
     assert str(nt.Signature(f"void ({kw}{space}{name} *p)")) == f"void ({kw} {name} *)"
     with pytest.raises(ValueError, match=rf"^struct name longer than {longest} characters"):
         nt.Signature(f"void ({kw}{space}{name}s *p)")
+
+
+def test_4096_distinct_struct_names_and_no_more():
+    """sig.c intern_tag: the process-wide pool keeps 4096 distinct struct and
+    union names ("struct S" and "union S" are two). The 4096th new name is
+    taken and prints back; the 4097th is refused with MemoryError, as a
+    struct, a union or a typedef'd struct's name, and nothing else changes:
+    names already kept still parse. In a fresh process (the pool never
+    shrinks; importing numthunk keeps none)."""
+    code = r"""
+import numthunk as nt
+sigs = [nt.Signature(f"void (struct S{k} *)") for k in range(4095)]
+last = nt.Signature("void (union S0 *p)")              # the 4096th name
+print(str(sigs[0]), str(sigs[4094]), str(last), sep="|")
+for text in ("void (struct T *)", "void (union T *)", "struct S0 *(union T *)"):
+    try:
+        nt.Signature(text)
+    except MemoryError as e:
+        print(type(e).__name__, e, sep="|")
+try:
+    nt.Signature("void (T *)", typedefs={"T": "struct S1"})
+except ValueError as e:
+    print(type(e).__name__, str(e).splitlines()[0], sep="|")
+again = nt.Signature("union S0 *(struct S4094 *, struct S0 *)")
+print(str(again), again == nt.Signature("union S0 *(struct S4094 *, struct S0 *)"), sep="|")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    full = "MemoryError|too many distinct struct names (at most 4096)"
+    assert out.stdout.splitlines() == [
+        "void (struct S0 *)|void (struct S4094 *)|void (union S0 *)",
+        full, full, full,
+        "ValueError|typedef 'T': too many struct names, or too long",
+        "union S0 *(struct S4094 *, struct S0 *)|True",
+    ], out.stdout
 
 
 @pytest.mark.parametrize("text, message, column", [

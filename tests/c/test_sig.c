@@ -760,6 +760,51 @@ test_sticky_error(void)
     CHECK(nt_fail(NULL, NT_ERR_OS, 0, "no err") == NT_ERR_OS);
 }
 
+/* The struct name pool (sig.c intern_tag, nt_tag_name): 4096 names for
+   the process. Filled here, last (the pool never empties): every slot
+   names its struct, the index one past the pool and those of the spelling
+   table name none, and a new name past the limit fails with a memory
+   error while a kept one still parses. */
+static void
+test_tag_pool(void)
+{
+    enum { POOL = 4096 };
+    char src[64];
+    nt_error err = {NT_OK, -1, ""};
+    nt_sig *sig;
+    int k, added = 0;
+    unsigned last = 0;
+
+    for (k = 0; k <= POOL; k++) {
+        snprintf(src, sizeof(src), "void (struct Pool%d *)", k);
+        sig = nt_sig_parse(src, NULL, 0, &err);
+        if (sig == NULL)
+            break;
+        last = sig->args[0].spelling;
+        nt_sig_free(sig);
+        added++;
+    }
+    CHECK(added >= 1 && added < POOL + 1);
+    CHECK(err.status == NT_ERR_MEMORY && err.column == 13);     /* under the name */
+    CHECK(strcmp(err.msg, "too many distinct struct names (at most 4096)") == 0);
+    CHECK(last == (unsigned)nt_nspellings + POOL - 1);
+    snprintf(src, sizeof(src), "struct Pool%d", added - 1);
+    CHECK(nt_tag_name(last) != NULL && strcmp(nt_tag_name(last), src) == 0);
+    for (k = 0; k < POOL; k++)
+        CHECK(nt_tag_name((unsigned)nt_nspellings + (unsigned)k) != NULL);
+    CHECK(nt_tag_name((unsigned)nt_nspellings + POOL) == NULL);
+    CHECK(nt_tag_name((unsigned)nt_nspellings + POOL + 1) == NULL);
+    CHECK(nt_tag_name(UINT16_MAX) == NULL);
+    CHECK(nt_tag_name((unsigned)nt_nspellings - 1) == NULL);
+    CHECK(nt_tag_name(0) == NULL);
+    err.status = NT_OK;
+    sig = nt_sig_parse("void (struct Pool0 *, union Pool0 *)", NULL, 0, &err);
+    CHECK(sig == NULL && err.status == NT_ERR_MEMORY);        /* union Pool0 is new */
+    sig = parse("void (struct Pool0 *)");
+    CHECK(sig != NULL && sig->args[0].spelling == last - (unsigned)(added - 1));
+    nt_sig_free(sig);
+}
+
 int
 main(void)
 {
@@ -773,6 +818,7 @@ main(void)
     test_types();
     test_format();
     test_sticky_error();
+    test_tag_pool();         /* last: it fills the pool */
     printf("test_sig: %d checks, %d failed\n", checks, failures);
     return failures != 0;
 }
