@@ -1102,6 +1102,27 @@ def test_inline_type_per_target_and_layout(f_sum):
     assert slots == (("bound", "float64", 0), ("bound", "float64", 8), ("arg", "float64", 0))
 
 
+def test_a_cfunc_behind_another_function_is_not_inlined(engine):
+    """_api._numba_target: a thunk inlines its @cfunc only when the Function
+    it binds is the @cfunc as it is. A Function at the @cfunc's address
+    with fixed= (or memoryviews=) changes what the address is called with,
+    so its thunks keep the uniform type and are called through their
+    address, with the fixed value in place; the same address and signature
+    without them inlines."""
+    from numthunk._numba_ext import InlineThunkType
+
+    sig = "double (double, double, double)"
+    fixed = nt.Function(c_affine.address, sig, fixed={0: 2.0}, owner=c_affine)
+    assert str(fixed.csig) == "double (double, double)"
+    t = nt.bind(fixed, 1.0, nt.ARG, engine=engine)           # 2 * x + 1
+    assert numba.typeof(t) is _uniform()
+    assert call1(t, 3.0) == t(3.0) == 7.0
+    plain = nt.Function(c_affine.address, sig, owner=c_affine)
+    u = nt.bind(plain, 2.0, 1.0, nt.ARG, engine=engine)
+    assert type(numba.typeof(u)) is InlineThunkType
+    assert call1(u, 3.0) == 7.0
+
+
 def test_inline_call_is_inlined(engine):
     t = nt.bind(c_affine, 2.0, 1.0, nt.ARG, engine=engine)
     opaque = t.opaque()
