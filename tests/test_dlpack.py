@@ -805,6 +805,25 @@ def test_byte_offset_is_folded_into_data(kern, ntexport, byte_offset, refused):
         + raw[first + 3]
 
 
+@pytest.mark.parametrize("shape", [(), (1,), (1, 1), (2,)])
+@pytest.mark.parametrize("byte_offset, refused", [(0, False), (1, True), (7, True), (8, False)])
+def test_one_element_is_enough_to_check_alignment(kern, ntexport, shape, byte_offset, refused):
+    """dlpack.c fill_from_dltensor: alignment is checked when the tensor has
+    any element: a 0-d tensor and one of a single element, as one of two."""
+    raw = np.arange(4.0)
+    exporter = ntexport.Tensor(raw, 2, 64, shape, None, byte_offset=byte_offset)
+    fn = kern("dl_sum_f64", "double (const DLTensor *t)")
+    if refused:
+        with pytest.raises(ValueError, match=r"^argument 1 \(t: const DLTensor \*\): the "
+                                             r"array's data is not aligned to 8 bytes"):
+            nt.bind(fn, exporter)
+        assert exporter.deleted == exporter.exported == 1
+        return
+    first = byte_offset // 8
+    want = raw[first] + (raw[first + 1] if shape == (2,) else 0.0)
+    assert nt.bind(fn, exporter)() == want
+
+
 @pytest.mark.parametrize("shape", [(0,), (3, 0), (0, 5), (2, 0, 3)])
 def test_empty_axes_are_bound_whatever_the_data(kern, ntexport, shape):
     """No element is read: an empty tensor binds even with NULL data or a
