@@ -688,6 +688,28 @@ def test_function_fields_travel(lib):
     assert u() == 6.0 and u.fixed[0] is u.fixed[1].obj and u.fixed[0] is not a
 
 
+def test_a_function_pickle_names_one_global_and_carries_c_text(lib):
+    """The signature travels as C text, with its parameter names when it
+    has them: the one class or function a Function's pickle names is the
+    rebuilding function (no numthunk class the other side must import)."""
+    import pickletools
+
+    for text in ("double (const double *, int)", SUM):
+        fn = nt.Function(ctypes.cast(lib.f_d_pi, ctypes.c_void_p).value, text, owner=lib,
+                         name="f_d_pi")
+        data = pickle.dumps(fn)
+        ops = list(pickletools.genops(data))
+        strings = [arg for op, arg, _ in ops if op.name.endswith("UNICODE")]
+        globals_ = [op for op, _, _ in ops if "GLOBAL" in op.name]
+        assert len(globals_) == 1 and strings[:2] == ["numthunk._recipe", "_function_from_recipe"]
+        carried = fn.__reduce__()[1][1]
+        assert type(carried) is str and carried in strings
+        again = nt.Signature(carried)
+        assert again == fn.signature and again.names == fn.signature.names
+        u = pickle.loads(data)
+        assert u.signature == fn.signature and u.signature.names == fn.signature.names
+
+
 def test_arg_is_one_object_everywhere():
     assert pickle.loads(pickle.dumps(nt.ARG)) is nt.ARG
     assert copy.copy(nt.ARG) is nt.ARG and copy.deepcopy(nt.ARG) is nt.ARG
