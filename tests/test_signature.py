@@ -225,6 +225,21 @@ def test_65535_parameters_and_no_more():
         nt.Signature("void (" + ", ".join(["int"] * 65536) + ")")
 
 
+@pytest.mark.parametrize("space", [" ", "\t", "\n", "\r", "\v", "\f"])
+def test_every_c_space_separates_tokens(space):
+    """sig.c is_space: the six characters C's isspace() takes, alone or
+    repeated, wherever a space may stand; characters Python alone counts as
+    space (\x1c-\x1f, \x85, \xa0) are refused, naming the byte."""
+    text = space.join(["", "unsigned", "long", "*", "(", "const", "double", "*", "x", ",",
+                       "struct", "S", "*", ")", ""])
+    sig = nt.Signature(text)
+    assert str(sig) == "unsigned long *(const double *, struct S *)"
+    assert sig == nt.Signature(text.replace(space, space * 3))
+    for other in ("\x1c", "\x1f", "\x85", "\xa0"):
+        with pytest.raises(ValueError, match=r"unexpected (byte 0x|character)"):
+            nt.Signature(f"double{other}(double)")
+
+
 @pytest.mark.parametrize("kw, longest", [("struct", 248), ("union", 249)])
 @pytest.mark.parametrize("space", [" ", "   ", "\t"])
 def test_struct_names_up_to_255_characters_as_kept(kw, longest, space):
