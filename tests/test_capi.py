@@ -213,6 +213,27 @@ def test_bad_calls_raise(ext):
         ext.call0(t)
 
 
+def test_create_takes_only_a_numthunk_signature(ext):
+    """capi.c capi_create: the signature is a numthunk Signature (from
+    numthunk_signature or numthunk.Signature); NULL, its text, a ctypes
+    prototype, a cffi type or any other object is a TypeError before
+    anything is read."""
+    import cffi
+
+    arr = np.arange(4.0)
+    text = "double (const DLTensor *)"
+    t = ext.create_sig(ext.signature(text), arr)
+    assert ext.call0(t) == 6.0
+    t = ext.create_sig(nt.Signature(text), arr)
+    assert ext.call0(t) == 6.0 and str(t.target_signature) == text
+    proto = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_void_p)
+    for bad in (None, text, text.encode(), proto, cffi.FFI().typeof("double(*)(void *)"),
+                nt.Signature(text).numba_type(), arr, 0):
+        with pytest.raises(TypeError, match=r"^numthunk_create: signature must be a numthunk "
+                                            r"Signature \(numthunk_signature\(text\)\)$"):
+            ext.create_sig(bad, arr)
+
+
 def test_value_counts_at_their_edges_through_c(ext):
     """capi.c capi_create: nvalues -1, and values NULL with nvalues 1 or
     more, are refused before anything is read; 0 with NULL values gets as

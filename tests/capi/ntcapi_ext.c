@@ -101,6 +101,17 @@ static PyObject *create_flags(PyObject *self, PyObject *args)
     return numthunk_create(sum_sig, (void *)sum_kernel, values, 1, self, flags);
 }
 
+/* create_sig(signature, arr) -> numthunk_create for sum_kernel with the
+   caller's signature object (None: NULL) */
+static PyObject *create_sig(PyObject *self, PyObject *args)
+{
+    PyObject *sig, *arr;
+    if (!PyArg_ParseTuple(args, "OO", &sig, &arr))
+        return NULL;
+    PyObject *values[1] = { arr };
+    return numthunk_create(sig == Py_None ? NULL : sig, (void *)sum_kernel, values, 1, self, 0);
+}
+
 /* create_count(n) -> numthunk_create for sum_kernel with n values */
 static PyObject *create_count(PyObject *self, PyObject *args)
 {
@@ -302,6 +313,7 @@ static PyMethodDef methods[] = {
     { "make_psum", make_psum, METH_VARARGS, NULL },
     { "signature", signature, METH_VARARGS, NULL },
     { "create_flags", create_flags, METH_VARARGS, NULL },
+    { "create_sig", create_sig, METH_VARARGS, NULL },
     { "create_count", create_count, METH_VARARGS, NULL },
     { "create_null", create_null, METH_VARARGS, NULL },
     { "call0", call0, METH_O, NULL },
