@@ -181,6 +181,31 @@ def test_native_chains_of_any_spelling_are_bounded(fns, how):
     assert chain[-1](3.0) == 3.0
 
 
+def test_rebind_from_a_c_function_pointer_to_thunks_and_back(fns, engine):
+    """commit.c prepare_dep: a thunk whose function pointer is a plain C
+    function uses no thunk; rebound to one it holds and uses it (room made
+    for its first dependency), and is broken by its release; back to a C
+    function, then to thunks again, each rebind keeping the address."""
+    c_d = nt.address(fns.d.address)                              # f_d_d(x) = x
+    t = nt.bind(fns.apply, c_d, 3.0, engine=engine)
+    address = t.address
+    assert t() == 3.0
+    half = nt.bind(fns.apply, c_d, nt.ARG, engine=engine)         # a thunk of double (double)
+    t.rebind(0, half)
+    ref = weakref.ref(half)
+    del half
+    gc.collect()
+    assert ref() is not None and t() == 3.0 and t.address == address
+    ref().release()
+    with pytest.raises(ValueError, match="^this thunk uses a released thunk"):
+        t()
+    t.rebind(0, c_d)
+    assert t() == 3.0
+    for _ in range(3):
+        t.rebind(0, nt.bind(fns.d, nt.ARG, engine=engine))         # a thunk replaced by a thunk
+        assert t() == 3.0 and t.address == address
+
+
 def test_rebind_that_deepens_a_chain_is_refused(fns):
     leaf = nt.bind(fns.d, nt.ARG, engine="ffi")
     bottom = nt.bind(fns.apply, leaf, nt.ARG, engine="ffi")
