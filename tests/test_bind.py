@@ -4,6 +4,7 @@ Each result is compared with a direct call of the same fixture function, so
 the C compiler is the oracle."""
 
 import ctypes
+import math
 import platform
 import re
 import struct
@@ -29,6 +30,32 @@ SCALARS = [
     ("f_f_f", "float", [1.5, -0.25, 3.4028234663852886e38]),
     ("f_d_d", "double", [1e308, -2.5, float("inf")]),
 ]
+
+
+def test_long_double_scalars_bind_as_double_up_to_its_range(cfn, engine):
+    """convert.c as_double: a NumPy long double binds and forwards as the
+    double it rounds to, infinities and NaN included; a finite one beyond
+    DBL_MAX (x87's 80-bit long double holds them) is refused, not sent as
+    inf. A float parameter takes the ones a float holds."""
+    f = cfn("f_d_d", "double (double)")
+    g = cfn("f_f_f", "float (float)")
+    big = np.finfo(np.float64).max
+    for v in (1.5, -0.25, big, -big, 5e-324, float("inf"), float("-inf")):
+        ld = np.longdouble(v)
+        assert nt.bind(f, ld, engine=engine)() == v
+        assert nt.bind(f, nt.ARG, engine=engine)(ld) == v
+    assert math.isnan(nt.bind(f, np.longdouble("nan"), engine=engine)())
+    for v in (1.5, -0.25, 3.4028234663852886e38):
+        assert nt.bind(g, np.longdouble(v), engine=engine)() == v
+        assert nt.bind(g, nt.ARG, engine=engine)(np.longdouble(v)) == v
+    assert np.finfo(np.longdouble).max > big, "x86-64's long double is wider than double"
+    for beyond in (np.longdouble(big) * 2, -np.longdouble(big) * 2):
+        assert np.isfinite(beyond)
+        with pytest.raises(OverflowError, match=r"^argument 1 \(double\): .* is too large "
+                                                r"for a C double"):
+            nt.bind(f, beyond, engine=engine)
+        with pytest.raises(OverflowError, match=r"is too large for a C double"):
+            nt.bind(f, nt.ARG, engine=engine)(beyond)
 
 
 @pytest.mark.parametrize("name, ctype, values", SCALARS)
