@@ -7,6 +7,7 @@ libraries only when an object of theirs shows up.
 """
 
 import ctypes
+import functools
 import operator
 import weakref
 
@@ -677,6 +678,8 @@ def bind(target, *args, **options):
     # The common case first, with nothing else before the core: a Function
     # and no keywords (keyword-only defaults alone would cost a tenth of a
     # bind). _new_thunk is Thunk(...) by position without the argument tuple.
+    # numthunk.bind makes this case in C (the _Binder at the end of this
+    # module) and calls this function for the others.
     if not options and type(target) is Function and not target.fixed:
         return _new_thunk(Thunk, target._signature, target.address, args, target,
                           target.nogil, target.memoryviews, None, target.depends)
@@ -1017,6 +1020,12 @@ def _resolve_rebind(thunk, i, value):
     return _resolve(thunk.target_signature, (value,), (0,), index=i,
                     structs=_structs_of(thunk.target))[0]
 
+
+# bind()'s common case (a Function without fixed parameters, no keywords)
+# made in C: numthunk.bind is a core _Binder that makes that thunk itself,
+# as bind() above would, and hands every other call to bind() unchanged.
+# It carries bind()'s name, docstring and signature (__wrapped__).
+bind = functools.update_wrapper(_core._Binder(bind, Function, Thunk), bind)
 
 # What the core calls, handed over once: C never looks the package's classes
 # or hooks up by name (docs/architecture.md, "The C/Python boundary").

@@ -313,6 +313,198 @@ PyObject *nt_thunk_new_positional(PyObject *module, PyObject *const *v, Py_ssize
     return r;
 }
 
+/* ---- bind(): its common case in C ----
+   numthunk.bind is a Binder over the package's bind(): a call with no
+   keywords whose target is exactly numthunk.Function, with no fixed
+   parameters, is _new_thunk(Thunk, f._signature, f.address, args, f,
+   f.nogil, f.memoryviews, None, f.depends) made here, without the Python
+   frame, the argument tuple and dict of the package's function, which
+   would be a third of the cost of a bind; every other call, and any
+   Function whose slots are not what its __init__ leaves, goes to that
+   function unchanged. The slots are read where their member descriptors
+   say, as CPython's own attribute cache does. */
+
+enum { F_SIGNATURE, F_ADDRESS, F_NOGIL, F_MEMORYVIEWS, F_DEPENDS, F_FIXED, NFIELDS };
+static const char *const field_names[NFIELDS] = { "_signature",  "address", "nogil",
+                                                  "memoryviews", "depends", "fixed" };
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *dict;         /* __doc__, __wrapped__, __name__: the package's */
+    PyObject *fallback;     /* the package's bind() */
+    PyTypeObject *function; /* numthunk.Function */
+    PyTypeObject *thunk;    /* numthunk.Thunk */
+    Py_ssize_t offset[NFIELDS];
+} BinderObject;
+
+/* Function's slots, new references (0), or 0 with f[0] NULL if one is
+   unset or fixed is not an empty dict: the package's bind() then. */
+static void binder_fields(BinderObject *self, PyObject *target, PyObject **f)
+{
+    int ok = 1;
+#ifdef Py_GIL_DISABLED
+    Py_BEGIN_CRITICAL_SECTION(target); /* as the member descriptors read them */
+#endif
+    for (int k = 0; k < NFIELDS; k++) {
+        f[k] = *(PyObject **)((char *)target + self->offset[k]);
+        ok &= f[k] != NULL;
+    }
+    ok = ok && PyDict_CheckExact(f[F_FIXED]) && PyDict_GET_SIZE(f[F_FIXED]) == 0
+        && PyObject_TypeCheck(f[F_SIGNATURE], nt_get_state()->signature_type);
+    for (int k = 0; k < NFIELDS && ok; k++)
+        Py_INCREF(f[k]);
+#ifdef Py_GIL_DISABLED
+    Py_END_CRITICAL_SECTION();
+#endif
+    if (!ok)
+        f[0] = NULL;
+}
+
+static PyObject *binder_fast(BinderObject *self, PyObject *const *args, Py_ssize_t n, PyObject **f)
+{
+    PyObject *r = NULL, *values = PyTuple_New(n - 1);
+    if (values == NULL)
+        return NULL;
+    for (Py_ssize_t i = 1; i < n; i++)
+        PyTuple_SET_ITEM(values, i - 1, Py_NewRef(args[i]));
+    new_args a = { (nt_SignatureObject *)f[F_SIGNATURE],
+                   f[F_ADDRESS],
+                   values,
+                   args[0],
+                   f[F_MEMORYVIEWS],
+                   Py_None,
+                   f[F_DEPENDS],
+                   1 };
+    if (f[F_NOGIL] == Py_True || f[F_NOGIL] == Py_False)
+        a.nogil = f[F_NOGIL] == Py_True;
+    else if ((a.nogil = PyObject_IsTrue(f[F_NOGIL])) < 0)
+        goto done;
+    NT_LOCK_BEGIN
+    r = make_thunk(self->thunk, &a);
+    NT_LOCK_END
+done:
+    Py_DECREF(values);
+    return r;
+}
+
+static PyObject *binder_vectorcall(BinderObject *self, PyObject *const *args, size_t nargsf,
+                                   PyObject *kwnames)
+{
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    PyObject *f[NFIELDS] = { NULL };
+    if (kwnames == NULL && n >= 1 && Py_IS_TYPE(args[0], self->function))
+        binder_fields(self, args[0], f);
+    if (f[0] == NULL)
+        return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+    PyObject *r = binder_fast(self, args, n, f);
+    for (int k = 0; k < NFIELDS; k++)
+        Py_DECREF(f[k]);
+    return r;
+}
+
+/* Where Function keeps the slot name: its member descriptor's offset. */
+static int slot_offset(PyTypeObject *function, const char *name, Py_ssize_t *out)
+{
+    PyObject *d = PyDict_GetItemString(function->tp_dict, name); /* borrowed */
+    if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type)
+        || ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX) {
+        PyErr_Format(PyExc_TypeError, "_Binder(): %.100s.%s is not a slot", function->tp_name,
+                     name);
+        return -1;
+    }
+    *out = ((PyMemberDescrObject *)d)->d_member->offset;
+    return 0;
+}
+
+/* _Binder(fallback, function_class, thunk_class) */
+static PyObject *binder_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *fallback;
+    PyTypeObject *function, *thunk;
+    if (!PyArg_ParseTupleAndKeywords(
+            args, kwds, "OO!O!:_Binder",
+            (char *[]){ "fallback", "function_class", "thunk_class", NULL }, &fallback,
+            &PyType_Type, &function, &PyType_Type, &thunk))
+        return NULL;
+    if (!PyCallable_Check(fallback) || !PyType_IsSubtype(thunk, nt_get_state()->thunk_type)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_Binder(fallback: callable, function_class, "
+                        "thunk_class: a subclass of numthunk._core.Thunk)");
+        return NULL;
+    }
+    Py_ssize_t offset[NFIELDS];
+    for (int k = 0; k < NFIELDS; k++)
+        if (slot_offset(function, field_names[k], &offset[k]) < 0)
+            return NULL;
+    BinderObject *self = (BinderObject *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->vectorcall = (vectorcallfunc)binder_vectorcall;
+    self->fallback = Py_NewRef(fallback);
+    self->function = (PyTypeObject *)Py_NewRef(function);
+    self->thunk = (PyTypeObject *)Py_NewRef(thunk);
+    memcpy(self->offset, offset, sizeof(offset));
+    return (PyObject *)self;
+}
+
+static int binder_traverse(BinderObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->dict);
+    Py_VISIT(self->fallback);
+    Py_VISIT(self->function);
+    Py_VISIT(self->thunk);
+    return 0;
+}
+
+static int binder_clear(BinderObject *self)
+{
+    Py_CLEAR(self->dict);
+    Py_CLEAR(self->fallback);
+    Py_CLEAR(self->function);
+    Py_CLEAR(self->thunk);
+    return 0;
+}
+
+static void binder_dealloc(BinderObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    binder_clear(self);
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type);
+}
+
+static PyMemberDef binder_members[] = {
+    { "__vectorcalloffset__", T_PYSSIZET, offsetof(BinderObject, vectorcall), READONLY, NULL },
+    { "__dictoffset__", T_PYSSIZET, offsetof(BinderObject, dict), READONLY, NULL },
+    { NULL, 0, 0, 0, NULL }
+};
+
+static PyGetSetDef binder_getset[] = { { "__dict__", PyObject_GenericGetDict,
+                                         PyObject_GenericSetDict, NULL, NULL },
+                                       { NULL, NULL, NULL, NULL, NULL } };
+
+static PyType_Slot binder_slots[] = {
+    { Py_tp_new, binder_new },
+    { Py_tp_call, PyVectorcall_Call },
+    { Py_tp_dealloc, binder_dealloc },
+    { Py_tp_traverse, binder_traverse },
+    { Py_tp_clear, binder_clear },
+    { Py_tp_members, binder_members },
+    { Py_tp_getset, binder_getset },
+    { Py_tp_doc,
+      "_Binder(fallback, function_class, thunk_class): bind() with its common "
+      "case in C" },
+    { 0, NULL }
+};
+
+static PyType_Spec binder_spec = { "numthunk._core._Binder", sizeof(BinderObject), 0,
+                                   Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC
+                                       | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_IMMUTABLETYPE,
+                                   binder_slots };
+
 /* ---- attributes ---- */
 
 static PyObject *thunk_address_held(ThunkObject *self, void *closure)
@@ -1046,5 +1238,12 @@ int nt_thunk_add(PyObject *module, nt_state *st)
     if (type == NULL)
         return -1;
     st->thunk_type = (PyTypeObject *)type;
-    return PyModule_AddObjectRef(module, "Thunk", type);
+    if (PyModule_AddObjectRef(module, "Thunk", type) < 0)
+        return -1;
+    PyObject *binder = PyType_FromModuleAndSpec(module, &binder_spec, NULL);
+    if (binder == NULL)
+        return -1;
+    int r = PyModule_AddObjectRef(module, "_Binder", binder);
+    Py_DECREF(binder);
+    return r;
 }
