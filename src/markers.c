@@ -339,7 +339,8 @@ static void address_dealloc(nt_AddressObject *self)
 
 int nt_pointer_value(PyObject *value, const char *what, uintptr_t *out)
 {
-    PyObject *num = index_arg(value, what);
+    /* an exact int (a Function's address) is its own index */
+    PyObject *num = PyLong_CheckExact(value) ? Py_NewRef(value) : index_arg(value, what);
     if (num == NULL)
         return -1;
     /* Negative or wider than a pointer: OverflowError either way (an exact
