@@ -65,8 +65,9 @@ int nt_thunk_released_error(ThunkObject *self)
 /* "double (void) over double (const double *, int), target at 0x..." */
 static void describe(ThunkObject *t, char *buf, size_t n)
 {
-    nt_what *what = nt_plan_what(t->plan, t->target);
-    PyOS_snprintf(buf, n, "%s, target at %p", what != NULL ? what->text : "a thunk", t->target);
+    nt_what *what = nt_plan_what(t->plan, nt_thunk_target(t));
+    PyOS_snprintf(buf, n, "%s, target at %p", what != NULL ? what->text : "a thunk",
+                  nt_thunk_target(t));
 }
 
 /* Where a dependency comes from, for messages. */
@@ -353,7 +354,7 @@ void nt_thunk_reclaim_now(ThunkObject *self)
         self->x->nretired = self->x->capretired = 0;
         self->x->retired_held = NULL;
     }
-    nt_ctx_free_chain(older);
+    nt_ctx_free_chain(older, nt_thunk_first_ctx(self));
     nt_held_release(held);
     for (Py_ssize_t k = 0; k < n; k++)
         Py_DECREF(objs[k]);
@@ -382,14 +383,14 @@ void nt_thunk_teardown(ThunkObject *self)
     nt_thunk_mark_released(self);
     self->torn = 1;
     if (self->entry.entry != NULL) /* none yet: creation failed before */
-        nt_entry_free(&self->entry, nt_plan_what(self->plan, self->target));
+        nt_entry_free(&self->entry, nt_plan_what(self->plan, nt_thunk_target(self)));
     nt_thunk_reclaim_now(self);
     /* NULL is published (release) before the context goes: a Numba
        inlined call that loads the cell from now on traps instead of
        reading freed cells (docs/architecture.md, memory ordering). */
     nt_ctx *ctx = self->ctx;
     __atomic_store_n(&self->ctx, NULL, __ATOMIC_RELEASE);
-    nt_ctx_free_chain(ctx);
+    nt_ctx_free_chain(ctx, nt_thunk_first_ctx(self));
     /* what it used: detached from the graph first, then let go */
     dep *deps = NULL;
     int ndeps = 0;
@@ -544,9 +545,13 @@ static int check_values(const nt_sig *sig, PyObject *values)
     return 0;
 }
 
-static int take_plan(ThunkObject *self, PyObject *values, const nt_backend *wanted)
+/* The plan for the binding pattern of values: *plan, NULL with *err set
+   if there is none (reported once the memoryview declarations are
+   checked, as the thunk object is made before). -1: MemoryError. */
+static int take_plan(nt_SignatureObject *sigobj, PyObject *values, const nt_backend *wanted,
+                     nt_plan **plan, int *owned, nt_error *err)
 {
-    const nt_sig *sig = self->sig->sig;
+    const nt_sig *sig = sigobj->sig;
     uint8_t small[64];
     uint8_t *pattern = sig->nargs <= 64 ? small : PyMem_Malloc((size_t)sig->nargs);
     if (pattern == NULL) {
@@ -555,18 +560,43 @@ static int take_plan(ThunkObject *self, PyObject *values, const nt_backend *want
     }
     for (int i = 0; i < sig->nargs; i++)
         pattern[i] = PyTuple_GET_ITEM(values, i) == NT_ARG;
-    nt_error err;
-    nt_error_init(&err);
-    int owned = 0;
-    self->plan = nt_signature_plan(self->sig, pattern, wanted, &owned, &err);
-    self->plan_owned = owned != 0;
+    *owned = 0;
+    *plan = nt_signature_plan(sigobj, pattern, wanted, owned, err);
     if (pattern != small)
         PyMem_Free(pattern);
-    if (self->plan == NULL) {
-        nt_raise(&err);
-        return -1;
-    }
     return 0;
+}
+
+/* The thunk object, all zero but its header, with room after it for the
+   plan's first context (none without a plan). Not tracked by the
+   collector until complete: nothing can reach it while its values are
+   converted. */
+static ThunkObject *new_object(PyTypeObject *type, Py_ssize_t nargs, const nt_plan *plan)
+{
+    size_t at = nt_thunk_ctx_offset(type, nargs);
+    size_t room = plan != NULL ? nt_ctx_size(plan) : sizeof(nt_ctx *);
+    size_t item = (size_t)type->tp_itemsize, base = (size_t)type->tp_basicsize;
+    Py_ssize_t items = (Py_ssize_t)((at + room - base + item - 1) / item);
+    ThunkObject *self = PyObject_GC_NewVar(ThunkObject, type, items);
+    if (self == NULL)
+        return NULL;
+    NT_TSAN_SYNC();           /* the memory may be a freed thunk's */
+    Py_SET_SIZE(self, nargs); /* the bindings; the rest is the room */
+    memset((char *)self + sizeof(PyVarObject), 0, at + room - sizeof(PyVarObject));
+    self->ctx_inline = plan != NULL && ((uintptr_t)self + at) % 16 == 0;
+    return self;
+}
+
+/* The first context, in the object's room or allocated (its pointer in
+   the room); NULL with err set. */
+static nt_ctx *first_ctx(ThunkObject *self, void *target, nt_error *err)
+{
+    char *room = (char *)self + nt_thunk_ctx_offset(Py_TYPE(self), Py_SIZE(self));
+    if (self->ctx_inline) {
+        nt_ctx_init((nt_ctx *)room, self->plan, target);
+        return (nt_ctx *)room;
+    }
+    return *(nt_ctx **)room = nt_ctx_new(self->plan, target, err);
 }
 
 /* The declared dependencies (via): None, a thunk, or a tuple of thunks
@@ -642,7 +672,7 @@ static void push_dep(ThunkObject *self, ThunkObject *d, int param)
 static int gather_deps(ThunkObject *self, PyObject *values, PyObject *via)
 {
     const nt_sig *sig = self->sig->sig;
-    ThunkObject *target = nt_thunk_at(self->target);
+    ThunkObject *target = nt_thunk_at(nt_thunk_target(self));
     int n = target != NULL;
     for (int i = 0; i < sig->nargs; i++) {
         PyObject *v = PyTuple_GET_ITEM(values, i);
@@ -689,8 +719,8 @@ static int link_deps(ThunkObject *self)
     int ndeps = x != NULL ? x->ndeps : 0;
     char what[300];
     /* its own address among its values: a reused address, bound before */
-    if (self->target == self->address)
-        return check_dep(self, self->target, NULL, "the target", "bind");
+    if (nt_thunk_target(self) == self->address)
+        return check_dep(self, self->address, NULL, "the target", "bind");
     int gil = 0;
     for (int i = 0; i < sig->nargs && self->fn_bound; i++) {
         int needs_gil;
@@ -792,28 +822,28 @@ PyObject *nt_thunk_create(PyTypeObject *type, nt_SignatureObject *sig, void *tar
 {
     if (check_values(sig->sig, values) < 0 || check_via(via) < 0)
         return NULL;
-    Py_ssize_t nargs = sig->sig->nargs;
-    /* Not tracked by the collector until complete: nothing can reach it
-       while its values are converted. */
-    ThunkObject *self = PyObject_GC_NewVar(ThunkObject, type, nargs);
-    if (self == NULL)
-        return NULL;
-    NT_TSAN_SYNC(); /* the memory may be a freed thunk's */
-    /* All of it: a subclass without __slots__ keeps its __dict__ pointer
-       after the bindings, which must start out NULL. */
-    size_t size = (size_t)type->tp_basicsize + (size_t)nargs * (size_t)type->tp_itemsize;
-    size = (size + sizeof(void *) - 1) & ~(sizeof(void *) - 1);
-    memset((char *)self + sizeof(PyVarObject), 0, size - sizeof(PyVarObject));
-    self->sig = (nt_SignatureObject *)Py_NewRef(sig);
-    self->owner = Py_NewRef(owner != NULL ? owner : Py_None);
-    self->target = target;
-    self->own_nogil = nogil != 0;
     nt_error err;
     nt_error_init(&err);
-    if (collect_mvspecs(self, memviews != NULL ? memviews : Py_None) < 0
-        || take_plan(self, values, wanted) < 0)
+    nt_plan *plan;
+    int owned;
+    if (take_plan(sig, values, wanted, &plan, &owned, &err) < 0)
+        return NULL;
+    ThunkObject *self = new_object(type, sig->sig->nargs, plan);
+    if (self == NULL) {
+        if (owned)
+            nt_plan_free(plan);
+        return NULL;
+    }
+    self->plan = plan;
+    self->plan_owned = owned != 0;
+    self->sig = (nt_SignatureObject *)Py_NewRef(sig);
+    self->owner = Py_NewRef(owner != NULL ? owner : Py_None);
+    self->own_nogil = nogil != 0;
+    if (collect_mvspecs(self, memviews != NULL ? memviews : Py_None) < 0)
         goto error;
-    self->ctx = nt_ctx_new(self->plan, target, &err);
+    if (plan == NULL)
+        goto error_nt;
+    self->ctx = first_ctx(self, target, &err);
     if (self->ctx == NULL)
         goto error_nt;
     if (gather_deps(self, values, via) < 0 || convert_bound(self, values) < 0)
@@ -1169,7 +1199,7 @@ int nt_thunk_rebind(ThunkObject *self, int i, PyObject *value)
     }
     nt_error err;
     nt_error_init(&err);
-    p.fresh = nt_ctx_new(self->plan, self->target, &err);
+    p.fresh = nt_ctx_new(self->plan, nt_thunk_target(self), &err);
     if (p.fresh == NULL) {
         nt_raise(&err);
         goto error;

@@ -435,9 +435,15 @@ nt_status nt_engine_parse(const char *name, const char *where, const struct nt_b
 const struct nt_backend *nt_choose_backend(const nt_plan *plan, const struct nt_backend *wanted,
                                            nt_error *err);
 
-/* A zeroed context with room for the plan's values. */
+/* The bytes of a context with room for the plan's values (a multiple of
+   16), and one zeroed in place there (16-aligned memory) for target. */
+size_t nt_ctx_size(const nt_plan *plan);
+void nt_ctx_init(nt_ctx *ctx, const nt_plan *plan, void *target);
+/* A zeroed context with room for the plan's values, allocated. */
 nt_ctx *nt_ctx_new(const nt_plan *plan, void *target, nt_error *err);
-void nt_ctx_free_chain(nt_ctx *ctx);
+/* Frees ctx and the contexts older than it, all but keep (memory that is
+   not the chain's own: a thunk's first context, NULL if none). */
+void nt_ctx_free_chain(nt_ctx *ctx, const nt_ctx *keep);
 
 /* ------------------------------------------------------------------------ */
 /* Backends                                                                  */

@@ -144,27 +144,37 @@ nt_what *nt_plan_what(nt_plan *plan, const void *target)
     return what;
 }
 
+size_t nt_ctx_size(const nt_plan *plan)
+{
+    size_t size = NT_CTX_VALUES_OFFSET + plan->values_size;
+    return (size + 15) & ~(size_t)15;
+}
+
+void nt_ctx_init(nt_ctx *ctx, const nt_plan *plan, void *target)
+{
+    memset(ctx, 0, nt_ctx_size(plan));
+    ctx->handler = plan->handler;
+    ctx->target = target;
+}
+
 nt_ctx *nt_ctx_new(const nt_plan *plan, void *target, nt_error *err)
 {
     /* 16-byte alignment so complex cells and SSE loads never straddle. */
-    size_t size = NT_CTX_VALUES_OFFSET + plan->values_size;
-    size = (size + 15) & ~(size_t)15;
-    nt_ctx *ctx = aligned_alloc(16, size);
+    nt_ctx *ctx = aligned_alloc(16, nt_ctx_size(plan));
     if (ctx == NULL) {
         nt_fail(err, NT_ERR_MEMORY, -1, "out of memory allocating a context");
         return NULL;
     }
-    memset(ctx, 0, size);
-    ctx->handler = plan->handler;
-    ctx->target = target;
+    nt_ctx_init(ctx, plan, target);
     return ctx;
 }
 
-void nt_ctx_free_chain(nt_ctx *ctx)
+void nt_ctx_free_chain(nt_ctx *ctx, const nt_ctx *keep)
 {
     while (ctx != NULL) {
         nt_ctx *older = ctx->older;
-        free(ctx);
+        if (ctx != keep)
+            free(ctx);
         ctx = older;
     }
 }

@@ -153,6 +153,8 @@ static void thunk_dealloc(ThunkObject *self)
     nt_registry_remove(self);
     if (self->plan_owned)
         nt_plan_free(self->plan);
+    if (!self->ctx_inline) /* teardown leaves the first context */
+        free(nt_thunk_first_ctx(self));
     x = self->x;
     self->x = NULL;
     owner = self->owner;
@@ -595,7 +597,7 @@ static PyObject *thunk_target_held(ThunkObject *self, void *closure)
 static PyObject *thunk_target_address(ThunkObject *self, void *closure)
 {
     (void)closure;
-    return PyLong_FromVoidPtr(self->target);
+    return PyLong_FromVoidPtr(nt_thunk_target(self));
 }
 
 static PyObject *thunk_nogil_held(ThunkObject *self, void *closure)

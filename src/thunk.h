@@ -61,7 +61,6 @@ struct thunk_object {
     nt_plan *plan;           /* lives until dealloc (rebind reads it) */
     nt_entry_ref entry;      /* the entry and the engine that made it */
     void *address;
-    void *target;
     nt_ctx *ctx; /* the published context */
     extra *x;
     PyObject *weakreflist;
@@ -74,10 +73,38 @@ struct thunk_object {
         own_nogil : 1,    /*   the target says so, */
         gil_values : 1,   /*   no bound function needs it, none below */
         released : 1, torn : 1, reclaim_pending : 1, plan_owned : 1,
-        broken : 1,   /* a thunk below was released */
-        fn_bound : 1; /* a function-pointer parameter is bound */
+        broken : 1,     /* a thunk below was released */
+        fn_bound : 1,   /* a function-pointer parameter is bound */
+        ctx_inline : 1; /* the first context is in the object */
     binding b[];
+    /* then, at nt_thunk_ctx_offset: the first context, whose target word
+       is the thunk's target for the object's life; or, where that room is
+       not 16-aligned, a pointer to the first context, allocated */
 };
+
+/* Where the first context's room starts: after all of the object (a
+   subclass without __slots__ keeps its __dict__ pointer after the
+   bindings), rounded to 16. A type assigned to __class__ has the same
+   sizes, so the offset holds for the object's life. */
+static inline size_t nt_thunk_ctx_offset(PyTypeObject *type, Py_ssize_t nargs)
+{
+    size_t size = (size_t)type->tp_basicsize + (size_t)nargs * (size_t)type->tp_itemsize;
+    return (size + 15) & ~(size_t)15;
+}
+
+/* The first context (kept until the object goes: rebind retires it, but
+   teardown and reclaim leave its memory), NULL before creation made it. */
+static inline nt_ctx *nt_thunk_first_ctx(const ThunkObject *t)
+{
+    char *room = (char *)t + nt_thunk_ctx_offset(Py_TYPE(t), Py_SIZE(t));
+    return t->ctx_inline ? (nt_ctx *)room : *(nt_ctx **)room;
+}
+
+/* The target's address (its first context's target word). */
+static inline void *nt_thunk_target(const ThunkObject *t)
+{
+    return nt_thunk_first_ctx(t)->target;
+}
 
 /* Where refusals about released thunks send the reader. */
 #define SEE_LIFETIME " (see docs/lifetime.md)"
