@@ -793,7 +793,12 @@ PyObject *nt_thunk_resolve(PyTypeObject *type, nt_SignatureObject *sigobj, PyObj
     Py_ssize_t n = PyTuple_GET_SIZE(values);
     for (Py_ssize_t i = 0; i < n && i < sig->nargs; i++) {
         PyObject *v = PyTuple_GET_ITEM(values, i);
-        int need = v != NT_ARG ? nt_needs_resolve(&sig->args[i], v) : 0;
+        nt_kind kind = sig->args[i].kind;
+        /* only pointers, function pointers and memoryviews take foreign
+           objects (nt_needs_resolve) */
+        if (v == NT_ARG || (kind != NT_PTR && kind != NT_FNPTR && kind != NT_MEMVIEW))
+            continue;
+        int need = nt_needs_resolve(&sig->args[i], v);
         if (need < 0)
             return NULL;
         if (need) {

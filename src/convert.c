@@ -968,6 +968,8 @@ int nt_needs_resolve(const nt_type *t, PyObject *value)
     /* which foreign objects stand for a value differs per kind */
     switch (t->kind) {
     case NT_PTR:
+        if (PyArray_CheckExact(value) && !is_struct_pointer(t))
+            return 0; /* the common case, first: an array it reads */
         if (is_struct_pointer(t)) {
             /* the struct's declared layout is the package's to check */
             PyObject *inner = nt_is_strided(value) ? ((nt_StridedObject *)value)->obj : value;
