@@ -156,3 +156,9 @@ def _register(
 def _new_thunk(type: type[Thunk], signature: Signature, address: int, args: tuple[Any, ...],
                owner: Any, nogil: bool, memviews: Any, engine: str | None,
                via: Any) -> Thunk: ...
+
+@final
+class _Binder:
+    def __new__(cls, fallback: Any, function_class: type[Any],
+                thunk_class: type[Thunk]) -> _Binder: ...
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...

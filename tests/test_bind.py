@@ -502,6 +502,47 @@ def test_bind_fast_path_and_keyword_path_make_the_same_thunk():
     assert nt.bind(fixed, vec)() == 3.0
 
 
+def test_bind_is_the_package_function_by_name_doc_and_signature():
+    import inspect
+    assert nt.bind.__name__ == "bind" and nt.bind.__module__ == "numthunk._api"
+    assert nt.bind.__doc__.startswith("Bind ``args``") and ">>> " in nt.bind.__doc__
+    assert inspect.signature(nt.bind) == inspect.signature(nt.bind.__wrapped__)
+    assert inspect.isfunction(nt.bind.__wrapped__)
+
+
+def test_bind_fast_path_reads_the_function_as_it_is_now():
+    fn = nt.Function(nt._core._kernels()["sum"], "double (const double *, int)")
+    vec = np.arange(5.0)
+    assert nt.bind(fn, vec, 5).nogil is True
+    fn.nogil = False                       # slots are read at each bind
+    assert nt.bind(fn, vec, 5).nogil is False
+    fn.depends = (nt.bind(fn, vec, 2),)    # read at each bind too
+    assert nt.bind(fn, vec, 3).dependencies == fn.depends
+    del fn.memoryviews                     # an unset slot: the Python path's error
+    with pytest.raises(AttributeError, match="memoryviews"):
+        nt.bind(fn, vec, 3)
+
+    class Sub(nt.Function):                # not exactly Function: the Python path
+        pass
+    sub = Sub(fn.address, fn.csig)
+    assert nt.bind(sub, vec, 4)() == 6.0
+
+
+def test_binder_takes_a_class_with_the_function_slots():
+    with pytest.raises(TypeError, match=r"_Binder\(\): int._signature is not a slot"):
+        nt._core._Binder(lambda *a: None, int, nt.Thunk)
+    with pytest.raises(TypeError, match="thunk_class"):
+        nt._core._Binder(lambda *a: None, nt.Function, int)
+    calls = []
+    binder = nt._core._Binder(lambda *a, **k: calls.append((a, k)) or "fallback",
+                              nt.Function, nt.Thunk)
+    fn = nt.Function(nt._core._kernels()["sum"], "double (const double *, int)")
+    assert binder(fn, np.arange(3.0), 3)() == 3.0 and calls == []
+    assert binder(fn, np.arange(3.0), 3, engine="ffi") == "fallback"
+    assert binder(1, 2) == "fallback"
+    assert calls == [((fn, calls[0][0][1], 3), {"engine": "ffi"}), ((1, 2), {})]
+
+
 def test_new_thunk_checks_its_arguments():
     fn = nt.Function(nt._core._kernels()["sum"], "double (const double *, int)")
     good = (nt.Thunk, fn._signature, fn.address, (np.arange(2.0), 2), fn, True, {}, None, ())
