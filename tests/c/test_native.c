@@ -168,7 +168,7 @@ drop_thunk(thunk *t)
     nt_entry_free(&t->entry, NULL);
     if (t->plan != NULL)
         be->plan_release(t->plan);
-    nt_ctx_free_chain(t->ctx);
+    nt_ctx_free_chain(t->ctx, NULL);
     nt_plan_free(t->plan);
     t->ctx = NULL;
     t->plan = NULL;
@@ -1548,7 +1548,7 @@ run_loop(const char *kind, long n, bench_thunks *bt)
         acc = (now_ns() - t0) / (double)n;
         for (long i = 0; i < n; i++) {
             nt_entry_free(&es[i], NULL);
-            nt_ctx_free_chain(cs[i]);
+            nt_ctx_free_chain(cs[i], NULL);
         }
         free(es);
         free(cs);
@@ -1632,7 +1632,7 @@ bench(void)
     long rss1 = rss_kb();
     for (int i = 0; i < NCREATE; i++) {
         nt_entry_free(&ts[i].entry, NULL);
-        nt_ctx_free_chain(ts[i].ctx);
+        nt_ctx_free_chain(ts[i].ctx, NULL);
     }
     int all[2] = { 1, 1 };
     uint64_t vals[2] = { (uint64_t)(uintptr_t)bench_arr, 4 };
