@@ -478,6 +478,40 @@ static void binder_dealloc(BinderObject *self)
     Py_DECREF(type);
 }
 
+/* pickle and copy take bind() by its name, as they take a function: the
+   __qualname__ that functools.update_wrapper gave it (numthunk/_api.py),
+   in the module its __module__ names. */
+static PyObject *binder_reduce(BinderObject *self, PyObject *unused)
+{
+    (void)unused;
+    PyObject *name = PyObject_GetAttrString((PyObject *)self, "__qualname__");
+    if (name != NULL && !PyUnicode_Check(name)) {
+        Py_DECREF(name);
+        PyErr_SetString(PyExc_TypeError, "a _Binder's __qualname__ must be a str");
+        return NULL;
+    }
+    return name;
+}
+
+static PyObject *binder_repr(BinderObject *self)
+{
+    PyObject *name = PyObject_GetAttrString((PyObject *)self, "__qualname__");
+    if (name == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return NULL;
+        PyErr_Clear();
+        return PyUnicode_FromFormat("<numthunk._core._Binder at %p>", (void *)self);
+    }
+    PyObject *r = PyUnicode_FromFormat("<function %S at %p>", name, (void *)self);
+    Py_DECREF(name);
+    return r;
+}
+
+static PyMethodDef binder_methods[] = {
+    { "__reduce__", (PyCFunction)binder_reduce, METH_NOARGS, NULL },
+    { NULL, NULL, 0, NULL },
+};
+
 static PyMemberDef binder_members[] = {
     { "__vectorcalloffset__", T_PYSSIZET, offsetof(BinderObject, vectorcall), READONLY, NULL },
     { "__dictoffset__", T_PYSSIZET, offsetof(BinderObject, dict), READONLY, NULL },
@@ -496,6 +530,8 @@ static PyType_Slot binder_slots[] = {
     { Py_tp_clear, binder_clear },
     { Py_tp_members, binder_members },
     { Py_tp_getset, binder_getset },
+    { Py_tp_methods, binder_methods },
+    { Py_tp_repr, binder_repr },
     { Py_tp_doc,
       "_Binder(fallback, function_class, thunk_class): bind() with its common "
       "case in C" },

@@ -510,6 +510,31 @@ def test_bind_is_the_package_function_by_name_doc_and_signature():
     assert inspect.isfunction(nt.bind.__wrapped__)
 
 
+def test_bind_travels_by_name_as_a_function_does():
+    """pickle (every protocol, and cloudpickle, which Dask uses), copy and
+    deepcopy take numthunk.bind by its name: the same object comes back. A
+    task that calls nt.bind is pickled with it."""
+    import copy
+    import pickle
+
+    import cloudpickle
+    for proto in range(pickle.HIGHEST_PROTOCOL + 1):
+        data = pickle.dumps(nt.bind, proto)
+        assert b"_Binder" not in data
+        assert pickle.loads(data) is nt.bind
+    assert cloudpickle.loads(cloudpickle.dumps(nt.bind)) is nt.bind
+    assert pickle.loads(pickle.dumps([nt.bind, nt.bind]))[1] is nt.bind
+    assert copy.copy(nt.bind) is nt.bind and copy.deepcopy(nt.bind) is nt.bind
+    assert repr(nt.bind).startswith("<function bind at 0x")
+    fresh = nt._core._Binder(nt.bind.__wrapped__, nt.Function, nt.Thunk)
+    assert repr(fresh).startswith("<numthunk._core._Binder at 0x")
+    with pytest.raises((AttributeError, pickle.PicklingError)):
+        pickle.dumps(fresh)                # no name to be found by
+    fresh.__qualname__ = 7
+    with pytest.raises(TypeError, match="__qualname__ must be a str"):
+        pickle.dumps(fresh)
+
+
 def test_bind_fast_path_reads_the_function_as_it_is_now():
     fn = nt.Function(nt._core._kernels()["sum"], "double (const double *, int)")
     vec = np.arange(5.0)
