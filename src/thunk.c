@@ -405,18 +405,25 @@ static PyObject *binder_vectorcall(BinderObject *self, PyObject *const *args, si
     return r;
 }
 
-/* Where Function keeps the slot name: its member descriptor's offset. */
+/* Where Function keeps the slot name: its member descriptor's offset.
+   Looked up as a class attribute (a slot's descriptor is what the class
+   gives back): a static type's tp_dict may be NULL from CPython 3.12 on. */
 static int slot_offset(PyTypeObject *function, const char *name, Py_ssize_t *out)
 {
-    PyObject *d = PyDict_GetItemString(function->tp_dict, name); /* borrowed */
-    if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type)
-        || ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX) {
+    PyObject *d = PyObject_GetAttrString((PyObject *)function, name);
+    if (d == NULL && !PyErr_ExceptionMatches(PyExc_AttributeError))
+        return -1;
+    PyErr_Clear();
+    int ok = d != NULL && Py_IS_TYPE(d, &PyMemberDescr_Type)
+        && ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX
+        && PyType_IsSubtype(function, PyDescr_TYPE(d)); /* a slot of its own layout */
+    if (ok)
+        *out = ((PyMemberDescrObject *)d)->d_member->offset;
+    else
         PyErr_Format(PyExc_TypeError, "_Binder(): %.100s.%s is not a slot", function->tp_name,
                      name);
-        return -1;
-    }
-    *out = ((PyMemberDescrObject *)d)->d_member->offset;
-    return 0;
+    Py_XDECREF(d);
+    return ok ? 0 : -1;
 }
 
 /* _Binder(fallback, function_class, thunk_class) */

@@ -554,8 +554,20 @@ def test_bind_fast_path_reads_the_function_as_it_is_now():
 
 
 def test_binder_takes_a_class_with_the_function_slots():
+    # int: a static type, whose tp_dict CPython 3.12 and later leave NULL
     with pytest.raises(TypeError, match=r"_Binder\(\): int._signature is not a slot"):
         nt._core._Binder(lambda *a: None, int, nt.Thunk)
+
+    class Borrowed(nt.Function):           # another class's slot under the name
+        pass
+
+    class Other:
+        __slots__ = ("x",)
+    Borrowed._signature = Other.__dict__["x"]
+    with pytest.raises(TypeError, match=r"Borrowed._signature is not a slot"):
+        nt._core._Binder(lambda *a: None, Borrowed, nt.Thunk)
+    with pytest.raises(TypeError, match=r"_Binder\(\): object._signature is not a slot"):
+        nt._core._Binder(lambda *a: None, object, nt.Thunk)
     with pytest.raises(TypeError, match="thunk_class"):
         nt._core._Binder(lambda *a: None, nt.Function, int)
     calls = []
