@@ -213,3 +213,55 @@ print(t())
     assert "AddressSanitizer" not in out.stderr, out.stderr[-3000:]
     assert out.returncode == 0, out.stderr[-3000:]
     assert float(out.stdout) == sum(range(100)) + 6.0
+
+
+def _rebind_x_while_a_finalizer_rebinds_n(cfn, engine, k):
+    # the outer rebind of x with a collection at every allocation, whose
+    # k-th runs a finalizer that rebinds n; whether it ran inside the outer
+    import gc
+    a, b = np.arange(4.0), np.arange(10.0)
+    t = bind(engine, cfn("f_d_pi", SUM), a, nt.size(a))
+    state = {"left": k, "armed": True, "fired": False}
+
+    class Rebinder:
+        def __init__(self):
+            self.me = self                          # a cycle: the collector frees it
+
+        def __del__(self):
+            if not state["armed"]:
+                return
+            state["left"] -= 1
+            if state["left"] == 0:
+                state["armed"], state["fired"] = False, True
+                t.rebind("n", 2)
+            else:
+                Rebinder()                          # found by the next collection
+
+    old = gc.get_threshold()
+    Rebinder()
+    gc.set_threshold(1)
+    try:
+        t.rebind("x", b)
+    finally:
+        gc.set_threshold(*old)
+        inside, state["armed"] = state["fired"], False
+    gc.collect()
+    assert t.bindings[0] is b
+    if inside:
+        assert t.bindings[1] == 2, k                 # the inner rebind is not lost
+        assert t() == b[:2].sum()
+    else:
+        assert type(t.bindings[1]) is type(nt.size(b))  # n follows x: all of b
+        assert t() == b.sum()
+    t.release()
+    return inside
+
+
+def test_rebind_from_a_finalizer_while_followers_are_prepared(cfn, engine):
+    """A rebind that completes while another one prepares the values that
+    follow its array is kept: the outer rebind prepares them again. Here a
+    finalizer rebinds n; a collection at every allocation (CPython 3.11
+    collects inside the allocation; 3.12 and later at the next bytecode)
+    runs it at the k-th collection, somewhere in the outer rebind for some k."""
+    inside = [_rebind_x_while_a_finalizer_rebinds_n(cfn, engine, k) for k in range(1, 16)]
+    assert any(inside) or sys.version_info >= (3, 12)
