@@ -116,25 +116,30 @@ static PyObject *capi_create(PyObject *signature, void *target, PyObject *const 
     if (st == NULL || check_create(st, signature, target, values, nvalues, flags, &wanted) < 0)
         return NULL;
     PyObject *result = NULL, *resolved = NULL;
-    PyObject *tuple = PyTuple_New(nvalues);
-    if (tuple == NULL)
-        return NULL;
+    /* the values as the core takes them (NULL is numthunk.ARG), held here:
+       a caller's borrowed reference may go while one is converted */
+    PyObject *small[16], **items = nvalues <= 16 ? small : PyMem_New(PyObject *, (size_t)nvalues);
+    if (items == NULL)
+        return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < nvalues; i++)
+        items[i] = Py_NewRef(values[i] != NULL ? values[i] : NT_ARG);
     NT_LOCK_BEGIN
     PyTypeObject *cls = thunk_class(st);
-    for (Py_ssize_t i = 0; i < nvalues; i++)
-        PyTuple_SET_ITEM(tuple, i, Py_NewRef(values[i] != NULL ? values[i] : NT_ARG));
     const nt_sig *sig = ((nt_SignatureObject *)signature)->sig;
     if (nvalues == sig->nargs
-        && (resolved = nt_thunk_resolve(cls, (nt_SignatureObject *)signature, tuple, owner))
-            == NULL)
+        && nt_thunk_resolve(cls, (nt_SignatureObject *)signature, items, nvalues, owner, &resolved)
+            < 0)
         goto done;
     /* The commit Thunk() and numthunk.bind end in; it checks the count. */
     result = nt_thunk_create(cls, (nt_SignatureObject *)signature, target,
-                             resolved != NULL ? resolved : tuple, owner,
-                             !(flags & NUMTHUNK_NEEDS_GIL), NULL, wanted, NULL);
+                             resolved != NULL ? PySequence_Fast_ITEMS(resolved) : items, nvalues,
+                             owner, !(flags & NUMTHUNK_NEEDS_GIL), NULL, wanted, NULL);
 done:
     NT_LOCK_END
-    Py_DECREF(tuple);
+    for (Py_ssize_t i = 0; i < nvalues; i++)
+        Py_DECREF(items[i]);
+    if (items != small)
+        PyMem_Free(items);
     Py_XDECREF(resolved);
     return result;
 }

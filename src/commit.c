@@ -526,9 +526,8 @@ static int collect_mvspecs(ThunkObject *self, PyObject *memviews)
 }
 
 /* The argument count against the signature. */
-static int check_values(const nt_sig *sig, PyObject *values)
+static int check_values(const nt_sig *sig, Py_ssize_t nvalues)
 {
-    Py_ssize_t nvalues = PyTuple_GET_SIZE(values);
     if (nvalues != sig->nargs) {
         char text[512];
         nt_sig_format(sig, text, sizeof(text));
@@ -548,7 +547,7 @@ static int check_values(const nt_sig *sig, PyObject *values)
 /* The plan for the binding pattern of values: *plan, NULL with *err set
    if there is none (reported once the memoryview declarations are
    checked, as the thunk object is made before). -1: MemoryError. */
-static int take_plan(nt_SignatureObject *sigobj, PyObject *values, const nt_backend *wanted,
+static int take_plan(nt_SignatureObject *sigobj, PyObject *const *values, const nt_backend *wanted,
                      nt_plan **plan, int *owned, nt_error *err)
 {
     const nt_sig *sig = sigobj->sig;
@@ -559,7 +558,7 @@ static int take_plan(nt_SignatureObject *sigobj, PyObject *values, const nt_back
         return -1;
     }
     for (int i = 0; i < sig->nargs; i++)
-        pattern[i] = PyTuple_GET_ITEM(values, i) == NT_ARG;
+        pattern[i] = values[i] == NT_ARG;
     *owned = 0;
     *plan = nt_signature_plan(sigobj, pattern, wanted, owned, err);
     if (pattern != small)
@@ -669,13 +668,13 @@ static void push_dep(ThunkObject *self, ThunkObject *d, int param)
    reference to one): its target if that is a thunk's address, each bound
    function-pointer value that is one, and the declared ones (via). Each is
    held from here; link_deps checks them once nothing can change. */
-static int gather_deps(ThunkObject *self, PyObject *values, PyObject *via)
+static int gather_deps(ThunkObject *self, PyObject *const *values, PyObject *via)
 {
     const nt_sig *sig = self->sig->sig;
     ThunkObject *target = nt_thunk_at(nt_thunk_target(self));
     int n = target != NULL;
     for (int i = 0; i < sig->nargs; i++) {
-        PyObject *v = PyTuple_GET_ITEM(values, i);
+        PyObject *v = values[i];
         if (sig->args[i].kind != NT_FNPTR || v == NT_ARG)
             continue;
         self->fn_bound = 1;
@@ -692,7 +691,7 @@ static int gather_deps(ThunkObject *self, PyObject *values, PyObject *via)
     if (target != NULL)
         push_dep(self, target, DEP_TARGET);
     for (int i = 0; i < sig->nargs; i++) {
-        PyObject *v = PyTuple_GET_ITEM(values, i);
+        PyObject *v = values[i];
         ThunkObject *d = sig->args[i].kind == NT_FNPTR && nt_is_address(v)
             ? nt_thunk_at((void *)((nt_AddressObject *)v)->value)
             : NULL;
@@ -764,14 +763,14 @@ static int link_deps(ThunkObject *self)
     return 0;
 }
 
-static int convert_bound(ThunkObject *self, PyObject *values)
+static int convert_bound(ThunkObject *self, PyObject *const *values)
 {
     const nt_sig *sig = self->sig->sig;
     for (int i = 0; i < sig->nargs; i++) {
         const nt_slot *s = &self->plan->slots[i];
         if (s->src != NT_SRC_BOUND)
             continue;
-        PyObject *v = PyTuple_GET_ITEM(values, i);
+        PyObject *v = values[i];
         binding *b = &self->b[i];
         if (nt_convert(sig, i, v, self->ctx->values + s->offset, &b->held, nt_thunk_mvspec(self, i),
                        &b->key)
@@ -786,13 +785,13 @@ static int convert_bound(ThunkObject *self, PyObject *values)
    registered resolve_values first, before anything is made (for the
    package's thunk class and its subclasses). NULL: error; else a new
    reference to the values to bind. */
-PyObject *nt_thunk_resolve(PyTypeObject *type, nt_SignatureObject *sigobj, PyObject *values,
-                           PyObject *owner)
+int nt_thunk_resolve(PyTypeObject *type, nt_SignatureObject *sigobj, PyObject *const *values,
+                     Py_ssize_t n, PyObject *owner, PyObject **resolved)
 {
     const nt_sig *sig = sigobj->sig;
-    Py_ssize_t n = PyTuple_GET_SIZE(values);
+    *resolved = NULL;
     for (Py_ssize_t i = 0; i < n && i < sig->nargs; i++) {
-        PyObject *v = PyTuple_GET_ITEM(values, i);
+        PyObject *v = values[i];
         nt_kind kind = sig->args[i].kind;
         /* only pointers, function pointers and memoryviews take foreign
            objects (nt_needs_resolve) */
@@ -800,32 +799,37 @@ PyObject *nt_thunk_resolve(PyTypeObject *type, nt_SignatureObject *sigobj, PyObj
             continue;
         int need = nt_needs_resolve(&sig->args[i], v);
         if (need < 0)
-            return NULL;
+            return -1;
         if (need) {
             nt_state *st = nt_get_state();
             if (!nt_state_hooks_for(st, type))
-                return Py_NewRef(values); /* the converter refuses them by name */
+                return 0; /* the converter refuses them by name */
+            PyObject *tuple = nt_tuple_of(values, n);
+            if (tuple == NULL)
+                return -1;
             PyObject *r =
-                PyObject_CallFunctionObjArgs(st->resolve_values, (PyObject *)sigobj, values,
+                PyObject_CallFunctionObjArgs(st->resolve_values, (PyObject *)sigobj, tuple,
                                              owner != NULL ? owner : Py_None, NULL);
+            Py_DECREF(tuple);
             if (r != NULL && (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != n)) {
                 Py_DECREF(r);
                 PyErr_SetString(
                     PyExc_TypeError,
                     "the package's resolve_values must return a tuple of the same length");
-                return NULL;
+                return -1;
             }
-            return r;
+            *resolved = r;
+            return r != NULL ? 0 : -1;
         }
     }
-    return Py_NewRef(values);
+    return 0;
 }
 
 PyObject *nt_thunk_create(PyTypeObject *type, nt_SignatureObject *sig, void *target,
-                          PyObject *values, PyObject *owner, int nogil, PyObject *memviews,
-                          const nt_backend *wanted, PyObject *via)
+                          PyObject *const *values, Py_ssize_t nvalues, PyObject *owner, int nogil,
+                          PyObject *memviews, const nt_backend *wanted, PyObject *via)
 {
-    if (check_values(sig->sig, values) < 0 || check_via(via) < 0)
+    if (check_values(sig->sig, nvalues) < 0 || check_via(via) < 0)
         return NULL;
     nt_error err;
     nt_error_init(&err);

@@ -54,6 +54,16 @@ static inline nt_state *nt_get_state(void)
     return nt_core_state;
 }
 
+/* A new tuple of n borrowed references (new references in it); NULL on
+   error. */
+static inline PyObject *nt_tuple_of(PyObject *const *items, Py_ssize_t n)
+{
+    PyObject *t = PyTuple_New(n);
+    for (Py_ssize_t i = 0; t != NULL && i < n; i++)
+        PyTuple_SET_ITEM(t, i, Py_NewRef(items[i]));
+    return t;
+}
+
 /* Whether the registered hooks apply to objects of type tp: tp is the
    registered thunk class or a subclass of it. */
 int nt_state_hooks_for(const nt_state *st, PyTypeObject *tp);
@@ -276,7 +286,8 @@ int nt_thunk_add(PyObject *module, nt_state *st);
 
 /*
  * The commit of a new thunk, where Thunk() and the C API (capi.c) end:
- * values (a tuple, one per target parameter, NT_ARG where forwarded) are
+ * values (nvalues borrowed references, one per target parameter, NT_ARG
+ * where forwarded; the caller holds them for the call) are
  * resolved already (no foreign objects: see nt_needs_resolve), so what
  * runs here is the C converter and the publication. owner (NULL: None) is
  * kept alive with the thunk; memviews as Thunk() takes them (NULL: none);
@@ -284,8 +295,8 @@ int nt_thunk_add(PyObject *module, nt_state *st);
  * thunk that is the target, if it is one (NULL otherwise).
  */
 PyObject *nt_thunk_create(PyTypeObject *type, nt_SignatureObject *sig, void *target,
-                          PyObject *values, PyObject *owner, int nogil, PyObject *memviews,
-                          const nt_backend *wanted, PyObject *via);
+                          PyObject *const *values, Py_ssize_t nvalues, PyObject *owner, int nogil,
+                          PyObject *memviews, const nt_backend *wanted, PyObject *via);
 /* numthunk._core._new_thunk(type, signature, address, args, owner, nogil,
    memviews, engine, via): type(signature, ...) as Thunk() takes its
    arguments by position, without the argument tuple and the type call
@@ -297,10 +308,11 @@ PyObject *nt_thunk_new_positional(PyObject *module, PyObject *const *args, Py_ss
    resolve_values(sig, values, owner) when type is the package's thunk
    class or a subclass (nt_state), Python code of the package
    (owner, the target's owner or NULL, carries the target's declarations:
-   the layouts of the structs it takes); a new reference to the values to
-   bind, NULL on error. */
-PyObject *nt_thunk_resolve(PyTypeObject *type, nt_SignatureObject *sig, PyObject *values,
-                           PyObject *owner);
+   the layouts of the structs it takes). 0 with *resolved NULL when the
+   values bind as they are, or a new reference to the tuple of values to
+   bind instead; -1 on error. */
+int nt_thunk_resolve(PyTypeObject *type, nt_SignatureObject *sig, PyObject *const *values,
+                     Py_ssize_t nvalues, PyObject *owner, PyObject **resolved);
 /* rebind(key, value) of a thunk (an instance of the Thunk type), the one the
    method and the C API share: key an index or a name; a foreign value is
    resolved by the registered resolve_rebind first. 0, or -1 with an

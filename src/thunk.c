@@ -180,15 +180,26 @@ static void thunk_dealloc(ThunkObject *self)
 
 typedef struct {
     nt_SignatureObject *sig;
-    PyObject *address, *values, *owner, *memviews, *engine, *via;
+    PyObject *address, *owner, *memviews, *engine, *via;
     int nogil;
+    PyObject *const *values; /* borrowed, held by the caller */
+    Py_ssize_t nvalues;
 } new_args;
+
+/* The values of args, a tuple. */
+static void values_of(new_args *a, PyObject *args)
+{
+    a->values = PySequence_Fast_ITEMS(args);
+    a->nvalues = PyTuple_GET_SIZE(args);
+}
 
 static int parse_new_args(PyObject *args, PyObject *kwds, new_args *a)
 {
     static char *kwlist[] = { "signature", "address", "args", "owner", "nogil",
                               "memviews",  "engine",  "via",  NULL };
-    *a = (new_args){ NULL, NULL, NULL, Py_None, Py_None, Py_None, Py_None, 1 };
+    *a = (new_args){
+        .owner = Py_None, .memviews = Py_None, .engine = Py_None, .via = Py_None, .nogil = 1
+    };
     Py_ssize_t n = PyTuple_GET_SIZE(args);
     if (kwds == NULL && n >= 3 && n <= 8) {
         /* bind() passes everything by position: keyword parsing would be a
@@ -196,7 +207,6 @@ static int parse_new_args(PyObject *args, PyObject *kwds, new_args *a)
         PyObject *const *v = &PyTuple_GET_ITEM(args, 0);
         a->sig = (nt_SignatureObject *)v[0];
         a->address = v[1];
-        a->values = v[2];
         if (n > 3)
             a->owner = v[3];
         if (n > 4 && (a->nogil = PyObject_IsTrue(v[4])) < 0)
@@ -211,14 +221,17 @@ static int parse_new_args(PyObject *args, PyObject *kwds, new_args *a)
             PyErr_SetString(PyExc_TypeError, "Thunk(signature, address, args: tuple, ...)");
             return -1;
         }
+        values_of(a, v[2]);
         return 0;
     }
-    return PyArg_ParseTupleAndKeywords(args, kwds, "O!OO!|OpOOO:Thunk", kwlist,
-                                       nt_get_state()->signature_type, &a->sig, &a->address,
-                                       &PyTuple_Type, &a->values, &a->owner, &a->nogil,
-                                       &a->memviews, &a->engine, &a->via)
-        ? 0
-        : -1;
+    PyObject *values;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!OO!|OpOOO:Thunk", kwlist,
+                                     nt_get_state()->signature_type, &a->sig, &a->address,
+                                     &PyTuple_Type, &values, &a->owner, &a->nogil, &a->memviews,
+                                     &a->engine, &a->via))
+        return -1;
+    values_of(a, values);
+    return 0;
 }
 
 /* engine=: None or a name nt_engine_parse knows. */
@@ -272,15 +285,14 @@ static PyObject *make_thunk(PyTypeObject *type, new_args *a)
     void *target = check_target(a);
     if (target == NULL)
         return NULL;
-    if (PyTuple_GET_SIZE(a->values) != a->sig->sig->nargs) /* check_values says why */
-        return nt_thunk_create(type, a->sig, target, a->values, a->owner, a->nogil, a->memviews,
-                               wanted, a->via);
-    PyObject *values = nt_thunk_resolve(type, a->sig, a->values, a->owner);
-    if (values == NULL)
+    PyObject *resolved = NULL;
+    if (a->nvalues == a->sig->sig->nargs /* else check_values says why */
+        && nt_thunk_resolve(type, a->sig, a->values, a->nvalues, a->owner, &resolved) < 0)
         return NULL;
-    PyObject *self = nt_thunk_create(type, a->sig, target, values, a->owner, a->nogil, a->memviews,
-                                     wanted, a->via);
-    Py_DECREF(values);
+    PyObject *const *values = resolved != NULL ? PySequence_Fast_ITEMS(resolved) : a->values;
+    PyObject *self = nt_thunk_create(type, a->sig, target, values, a->nvalues, a->owner, a->nogil,
+                                     a->memviews, wanted, a->via);
+    Py_XDECREF(resolved);
     return self;
 }
 
@@ -303,7 +315,13 @@ PyObject *nt_thunk_new_positional(PyObject *module, PyObject *const *v, Py_ssize
                         "owner, nogil, memviews, engine, via)");
         return NULL;
     }
-    new_args a = { (nt_SignatureObject *)v[1], v[2], v[3], v[4], v[6], v[7], v[8], 1 };
+    new_args a = { .sig = (nt_SignatureObject *)v[1],
+                   .address = v[2],
+                   .owner = v[4],
+                   .memviews = v[6],
+                   .engine = v[7],
+                   .via = v[8] };
+    values_of(&a, v[3]);
     if (v[5] == Py_True || v[5] == Py_False)
         a.nogil = v[5] == Py_True;
     else if ((a.nogil = PyObject_IsTrue(v[5])) < 0)
@@ -365,28 +383,23 @@ static void binder_fields(BinderObject *self, PyObject *target, PyObject **f)
 
 static PyObject *binder_fast(BinderObject *self, PyObject *const *args, Py_ssize_t n, PyObject **f)
 {
-    PyObject *r = NULL, *values = PyTuple_New(n - 1);
-    if (values == NULL)
-        return NULL;
-    for (Py_ssize_t i = 1; i < n; i++)
-        PyTuple_SET_ITEM(values, i - 1, Py_NewRef(args[i]));
-    new_args a = { (nt_SignatureObject *)f[F_SIGNATURE],
-                   f[F_ADDRESS],
-                   values,
-                   args[0],
-                   f[F_MEMORYVIEWS],
-                   Py_None,
-                   f[F_DEPENDS],
-                   1 };
+    /* the values are the call's own arguments, held by the caller */
+    new_args a = { .sig = (nt_SignatureObject *)f[F_SIGNATURE],
+                   .address = f[F_ADDRESS],
+                   .owner = args[0],
+                   .memviews = f[F_MEMORYVIEWS],
+                   .engine = Py_None,
+                   .via = f[F_DEPENDS],
+                   .values = args + 1,
+                   .nvalues = n - 1 };
     if (f[F_NOGIL] == Py_True || f[F_NOGIL] == Py_False)
         a.nogil = f[F_NOGIL] == Py_True;
     else if ((a.nogil = PyObject_IsTrue(f[F_NOGIL])) < 0)
-        goto done;
+        return NULL;
+    PyObject *r;
     NT_LOCK_BEGIN
     r = make_thunk(self->thunk, &a);
     NT_LOCK_END
-done:
-    Py_DECREF(values);
     return r;
 }
 
