@@ -354,6 +354,8 @@ void nt_thunk_reclaim_now(ThunkObject *self)
         self->x->nretired = self->x->capretired = 0;
         self->x->retired_held = NULL;
     }
+    if (older == NULL && objs == NULL && held == NULL)
+        return; /* nothing retired: the common teardown */
     nt_ctx_free_chain(older, nt_thunk_first_ctx(self));
     nt_held_release(held);
     for (Py_ssize_t k = 0; k < n; k++)

@@ -565,11 +565,29 @@ static size_t pointee_align(const nt_type *t)
 
 /* The element kind of a native-order NumPy array of a number dtype,
    NT_VOID otherwise: NumPy's kind letter and itemsize name the row. */
+static int array_kind_of(PyArrayObject *a);
+
+/* array_kind by NumPy's built-in type number, found once per number (its
+   letter and itemsize are the type's own); 0: not yet, else the kind + 1 */
+static uint8_t kind_of_type[32];
+
 static int array_kind(PyArrayObject *a)
 {
     int type = PyArray_TYPE(a);
     if (!PyArray_ISNOTSWAPPED(a) || !(PyTypeNum_ISBOOL(type) || PyTypeNum_ISNUMBER(type)))
         return NT_VOID;
+    if (type < 0 || type >= (int)sizeof(kind_of_type))
+        return array_kind_of(a); /* a user-defined number type */
+    int known = __atomic_load_n(&kind_of_type[type], __ATOMIC_RELAXED);
+    if (known == 0) {
+        known = array_kind_of(a) + 1;
+        __atomic_store_n(&kind_of_type[type], (uint8_t)known, __ATOMIC_RELAXED);
+    }
+    return known - 1;
+}
+
+static int array_kind_of(PyArrayObject *a)
+{
     int value, is_signed = 1;
     switch (PyArray_DESCR(a)->kind) { /* NumPy's letters, not our kinds */
     case 'b':
