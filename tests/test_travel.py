@@ -269,7 +269,9 @@ def test_round_trip_values_are_the_originals(fresh, fixture_path):
         return p[0] + p[1] * x + p[2] * x * x
 
     assert got["from_library path"] == poly(1.5) == made["from_library path"][0](1.5)
-    assert got["from_library 'm' (a Function)"] == np.cos(0.5)
+    # libm's cos is the oracle: NumPy may compute cos with its own SIMD code,
+    # which differs in the last bit on some CPUs.
+    assert got["from_library 'm' (a Function)"] == math.cos(0.5)
     assert got["ctypes CDLL function"] == poly(2.0)
     assert got["ctypes prototype((name, CDLL))"] == -4.5
     assert got["cffi ABI lib.f"] == poly(-1.0)
