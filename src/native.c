@@ -46,7 +46,7 @@ typedef struct {
 
 /* The engine lock guards everything below. The quarantine (quarantine.c)
    has its own; lock order: quarantine, then engine. */
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static nt_spin lock;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 static const nt_arch *arch;
@@ -130,11 +130,11 @@ static void *place_code(const void *code, size_t n, size_t data_after, nt_error 
 
 int nt_native_fallbacks(char (*out)[NT_REASON_MAX], int max)
 {
-    pthread_mutex_lock(&lock);
+    nt_spin_lock(&lock);
     int n = nfallbacks < max ? nfallbacks : max;
     for (int i = 0; i < n; i++)
         memcpy(out[i], fallbacks[i], NT_REASON_MAX);
-    pthread_mutex_unlock(&lock);
+    nt_spin_unlock(&lock);
     return n;
 }
 
@@ -196,9 +196,9 @@ const char *nt_native_memory_policy(void)
 {
     if (!ready())
         return "none";
-    pthread_mutex_lock(&lock);
+    nt_spin_lock(&lock);
     const char *name = policy != NULL ? policy->name : "none";
-    pthread_mutex_unlock(&lock);
+    nt_spin_unlock(&lock);
     return name;
 }
 
@@ -346,10 +346,10 @@ static void make_trap_handler(void)
         uint8_t key[NT_SHAPE_KEY_MAX];
         if (nt_plan_finish(plan, &err) == NT_OK && nt_handler_supports(&arch->abi, plan) == NT_OK) {
             size_t keylen = nt_handler_key(&arch->abi, plan, key);
-            pthread_mutex_lock(&lock);
+            nt_spin_lock(&lock);
             /* its reference is never dropped: the code is never evicted */
             handler *hd = handler_for(plan, key, keylen, &err);
-            pthread_mutex_unlock(&lock);
+            nt_spin_unlock(&lock);
             if (hd != NULL)
                 __atomic_store_n(&trap_code, hd->code, __ATOMIC_RELEASE);
         }
@@ -363,23 +363,23 @@ static void make_trap_handler(void)
 static void handler_leave(void *item)
 {
     handler *hd = item;
-    pthread_mutex_lock(&lock);
+    nt_spin_lock(&lock);
     if (hd->refs > 0) {
         hd->queued = hd->requeue = 0;
-        pthread_mutex_unlock(&lock);
+        nt_spin_unlock(&lock);
         return;
     }
     if (hd->requeue) {
         /* its last plan went while it waited: a full quarantine from then */
         hd->requeue = 0;
-        pthread_mutex_unlock(&lock);
+        nt_spin_unlock(&lock);
         nt_code_quarantine_push(hd, handler_leave);
         return;
     }
     hremove(hfind(hd->key, hd->keylen, hd->hash));
     hcount--;
     hd->policy->release(hd->code, hd->len);
-    pthread_mutex_unlock(&lock);
+    nt_spin_unlock(&lock);
     free(hd->key);
     free(hd);
 }
@@ -389,7 +389,7 @@ static void handler_unref(const nt_plan *plan)
 {
     uint8_t key[NT_SHAPE_KEY_MAX];
     size_t keylen = nt_handler_key(&arch->abi, plan, key);
-    pthread_mutex_lock(&lock);
+    nt_spin_lock(&lock);
     handler **cell = hfind(key, keylen, fnv1a(key, keylen));
     handler *hd = cell != NULL ? *cell : NULL;
     int push = 0;
@@ -401,7 +401,7 @@ static void handler_unref(const nt_plan *plan)
             push = 1;
         }
     }
-    pthread_mutex_unlock(&lock);
+    nt_spin_unlock(&lock);
     /* outside the engine lock: the quarantine's lock comes first */
     if (push)
         nt_code_quarantine_push(hd, handler_leave);
@@ -438,19 +438,19 @@ static void slot_leave(void *item)
     xslot *slot = item;
     if (slot->ctx != &released_ctx)
         nt_what_unref((nt_what *)slot->ctx);
-    pthread_mutex_lock(&lock);
+    nt_spin_lock(&lock);
     if (nfree == free_cap) {
         size_t ncap = free_cap ? 2 * free_cap : 1024;
         xslot **nf = realloc(free_slots, ncap * sizeof(*nf));
         if (nf == NULL) {
-            pthread_mutex_unlock(&lock);
+            nt_spin_unlock(&lock);
             return; /* never reused */
         }
         free_slots = nf;
         free_cap = ncap;
     }
     free_slots[nfree++] = item;
-    pthread_mutex_unlock(&lock);
+    nt_spin_unlock(&lock);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -465,11 +465,11 @@ static void slot_leave(void *item)
 static nt_status fallback_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry_ref *out, void **address,
                                     nt_error *err)
 {
-    pthread_mutex_lock(&lock);
+    nt_spin_lock(&lock);
     nt_status st = NT_OK;
     if (plan->backend_data == NULL)
         st = nt_backend_ffi.prepare(plan, err);
-    pthread_mutex_unlock(&lock);
+    nt_spin_unlock(&lock);
     if (st != NT_OK)
         return st;
     return nt_backend_ffi.entry_new(plan, ctx, out, address, err);
@@ -496,9 +496,9 @@ nt_status nt_native_prepare(nt_plan *plan, nt_error *err)
     size_t keylen = nt_handler_key(&arch->abi, plan, key);
     nt_error herr;
     nt_error_init(&herr);
-    pthread_mutex_lock(&lock);
+    nt_spin_lock(&lock);
     handler *hd = handler_for(plan, key, keylen, &herr);
-    pthread_mutex_unlock(&lock);
+    nt_spin_unlock(&lock);
     void *code = hd != NULL ? hd->code : NULL;
     plan->backend_data = NULL;
     plan->handler = code;
@@ -532,9 +532,9 @@ nt_status nt_native_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry_ref *out, voi
         ctx->handler = plan->handler;
     nt_error serr;
     nt_error_init(&serr);
-    pthread_mutex_lock(&lock);
+    nt_spin_lock(&lock);
     xslot *slot = take_slot(&serr);
-    pthread_mutex_unlock(&lock);
+    nt_spin_unlock(&lock);
     if (slot == NULL)
         return serr.status == NT_ERR_MEMORY ? fallback_entry_new(plan, ctx, out, address, err)
                                             : nt_fail(err, serr.status, -1, "%s", serr.msg);

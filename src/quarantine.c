@@ -18,29 +18,29 @@
 /* ------------------------------------------------------------------------ */
 /* Fork hooks, registered once for both the engine and the quarantine        */
 
-static pthread_mutex_t q_lock = PTHREAD_MUTEX_INITIALIZER;
+static nt_spin q_lock;
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
 /* The native engine's lock and its work in a child (nt_fork_hooks); read
    once per fork into held, so that a registration during a fork does not
    unlock a lock that fork_prepare did not take. */
-static pthread_mutex_t *engine_lock;
+static nt_spin *engine_lock;
 static void (*engine_in_child)(void);
-static pthread_mutex_t *held;
+static nt_spin *held;
 
 static void fork_prepare(void)
 {
-    pthread_mutex_lock(&q_lock);
+    nt_spin_lock(&q_lock);
     held = __atomic_load_n(&engine_lock, __ATOMIC_ACQUIRE);
     if (held != NULL)
-        pthread_mutex_lock(held);
+        nt_spin_lock(held);
 }
 
 static void fork_parent(void)
 {
     if (held != NULL)
-        pthread_mutex_unlock(held);
-    pthread_mutex_unlock(&q_lock);
+        nt_spin_unlock(held);
+    nt_spin_unlock(&q_lock);
 }
 
 static void fork_child(void)
@@ -49,9 +49,9 @@ static void fork_child(void)
        in fork_prepare): nobody is half way through an allocation. */
     if (held != NULL) {
         engine_in_child();
-        pthread_mutex_unlock(held);
+        nt_spin_unlock(held);
     }
-    pthread_mutex_unlock(&q_lock);
+    nt_spin_unlock(&q_lock);
 }
 
 static void register_fork_hooks(void)
@@ -59,7 +59,7 @@ static void register_fork_hooks(void)
     pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
-void nt_fork_hooks(pthread_mutex_t *lock, void (*in_child)(void))
+void nt_fork_hooks(nt_spin *lock, void (*in_child)(void))
 {
     if (lock != NULL) {
         engine_in_child = in_child;
@@ -125,9 +125,9 @@ void nt_code_quarantine_push(void *item, void (*leave)(void *item))
     if (nt_config_get()->no_reuse)
         return; /* kept for ever, with every address */
     pthread_once(&fork_once, register_fork_hooks);
-    pthread_mutex_lock(&q_lock);
+    nt_spin_lock(&q_lock);
     (void)ring_push(&q_code, (q_entry){ item, leave, q_released }); /* or kept */
-    pthread_mutex_unlock(&q_lock);
+    nt_spin_unlock(&q_lock);
 }
 
 void nt_quarantine_push(void *item, void (*leave)(void *item))
@@ -138,7 +138,7 @@ void nt_quarantine_push(void *item, void (*leave)(void *item))
     pthread_once(&fork_once, register_fork_hooks);
     q_entry out[3];
     int nout = 0;
-    pthread_mutex_lock(&q_lock);
+    nt_spin_lock(&q_lock);
     q_released++;
     if (ring_push(&q_entries, (q_entry){ item, leave, q_released }) == 0
         && q_entries.len > cfg->quarantine)
@@ -148,7 +148,7 @@ void nt_quarantine_push(void *item, void (*leave)(void *item))
     while (nout < 3 && q_code.len > 0
            && q_released - q_code.at[q_code.head].stamp > cfg->quarantine)
         out[nout++] = ring_pop(&q_code);
-    pthread_mutex_unlock(&q_lock);
+    nt_spin_unlock(&q_lock);
     for (int k = 0; k < nout; k++)
         out[k].leave(out[k].item);
 }
