@@ -1170,9 +1170,10 @@ static int prepare_current(ThunkObject *self, int i, PyObject *value, uint64_t n
             return 0;
         prep_discard(p);
         if (attempt == REBIND_RETRIES) {
-            PyErr_SetString(PyExc_RuntimeError,
-                            "rebind() was overtaken by other rebinds of this thunk "
-                            "100 times in a row");
+            PyErr_Format(PyExc_RuntimeError,
+                         "rebind() was overtaken by other rebinds of this thunk %d times "
+                         "in a row (it prepares again at most %d times)",
+                         REBIND_RETRIES + 1, REBIND_RETRIES);
             return -1;
         }
     }
