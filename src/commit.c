@@ -446,7 +446,8 @@ static int parse_mvspec(const nt_sig *sig, PyObject *key, PyObject *value, nt_mv
                      i);
         return -1;
     }
-    const char *text, *contig = NULL;
+    const char *text;
+    PyObject *contig;
     int ndim, is_const;
     if (!PyTuple_Check(value)) {
         PyErr_Format(PyExc_TypeError,
@@ -456,8 +457,23 @@ static int parse_mvspec(const nt_sig *sig, PyObject *key, PyObject *value, nt_mv
                      i, Py_TYPE(value)->tp_name, value);
         return -1;
     }
-    if (!PyArg_ParseTuple(value, "sizp", &text, &ndim, &contig, &is_const))
+    if (!PyArg_ParseTuple(value, "siOp", &text, &ndim, &contig, &is_const))
         return -1;
+    /* exactly "C", "F" or None: "CF" is no order, "" none that was meant */
+    char c = 0;
+    if (contig != Py_None) {
+        Py_ssize_t len = 0;
+        const char *s = PyUnicode_Check(contig) ? PyUnicode_AsUTF8AndSize(contig, &len) : NULL;
+        if (s == NULL)
+            PyErr_Clear();
+        if (s == NULL || len != 1 || (s[0] != 'C' && s[0] != 'F')) {
+            PyErr_Format(PyExc_ValueError,
+                         "memoryview %lld: contig must be 'C', 'F' or None, got %.100s %R", i,
+                         Py_TYPE(contig)->tp_name, contig);
+            return -1;
+        }
+        c = s[0];
+    }
     nt_type t;
     nt_error err = { NT_OK, -1, "" };
     if (nt_type_parse(text, NULL, 0, &t, &err) != 0) {
@@ -473,11 +489,6 @@ static int parse_mvspec(const nt_sig *sig, PyObject *key, PyObject *value, nt_mv
     if (ndim < 1 || ndim > NT_MEMVIEW_MAX_DIMS) {
         PyErr_Format(PyExc_ValueError, "memoryview %lld: ndim must be 1..%d", i,
                      NT_MEMVIEW_MAX_DIMS);
-        return -1;
-    }
-    char c = contig != NULL ? contig[0] : 0;
-    if (c != 0 && c != 'C' && c != 'F') {
-        PyErr_Format(PyExc_ValueError, "memoryview %lld: contig must be 'C', 'F' or None", i);
         return -1;
     }
     *out = (nt_mvspec){ t.kind, ndim, c, is_const };
