@@ -23,14 +23,23 @@
 #include <math.h>
 #include <string.h>
 
+/* The longest parameter name a label shows whole: past it, its first
+   LABEL_NAME_MAX bytes and "...", so that a label (at most some 250 bytes)
+   fits the 256 its callers give it with the closing parenthesis. */
+#define LABEL_NAME_MAX 64
+
 void nt_param_label(const nt_sig *sig, int i, char *buf, size_t n)
 {
     char type[160];
-    nt_type_format(&sig->args[i], type, sizeof(type));
-    if (sig->names != NULL && sig->names[i] != NULL)
-        PyOS_snprintf(buf, n, "argument %d (%s: %s)", i + 1, sig->names[i], type);
-    else
-        PyOS_snprintf(buf, n, "argument %d (%s)", i + 1, type);
+    nt_mark_cut(type, sizeof(type), nt_type_format(&sig->args[i], type, sizeof(type)));
+    if (sig->names != NULL && sig->names[i] != NULL) {
+        const char *name = sig->names[i];
+        int cut = strlen(name) > LABEL_NAME_MAX;
+        nt_format_cut(buf, n, "argument %d (%.*s%s: %s)", i + 1, LABEL_NAME_MAX, name,
+                      cut ? "..." : "", type);
+    } else {
+        nt_format_cut(buf, n, "argument %d (%s)", i + 1, type);
+    }
 }
 
 /* The parameter's label ("argument 2 (n: int)"), formatted only when a

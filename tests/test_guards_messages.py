@@ -1,0 +1,72 @@
+"""Text cut to fit a fixed buffer says that it was cut: parameter labels
+(convert.c nt_param_label: names past 64 bytes, types past 159), each at
+its edge and one byte either side. On both engines."""
+
+import numpy as np
+import pytest
+
+from thunks import bind
+
+NAME_MAX = 64          # convert.c LABEL_NAME_MAX
+TYPE_MAX = 159         # convert.c nt_param_label: char type[160]
+
+
+# ---- parameter names ----
+
+@pytest.mark.parametrize("length", [1, NAME_MAX - 1, NAME_MAX, NAME_MAX + 1, NAME_MAX + 2, 300,
+                                    5000])
+def test_a_parameter_name_is_shown_whole_up_to_64_bytes_then_cut_with_dots(cfn, engine,
+                                                                           length):
+    name = ("n" + "_abcdefghij" * 500)[:length]
+    f = cfn("f_d_pi", f"double (const double *x, int {name})")
+    shown = name if length <= NAME_MAX else name[:NAME_MAX] + "..."
+    for bad, tail in [(2 ** 31, "2147483648 does not fit in a 32-bit C int"),
+                      (-2 ** 31 - 1, "-2147483649 does not fit in a 32-bit C int")]:
+        with pytest.raises(OverflowError) as info:
+            bind(engine, f, np.zeros(2), bad)
+        assert str(info.value).startswith(f"argument 2 ({shown}: int): {tail}"), str(info.value)
+    t = bind(engine, f, np.zeros(2), 2 ** 31 - 1)    # the edge itself binds
+    with pytest.raises(OverflowError) as info:
+        t.rebind(1, 2 ** 31)
+    assert str(info.value).startswith(f"argument 2 ({shown}: int): 2147483648 does not fit")
+    t.release()
+
+
+# ---- parameter types ----
+
+def _fp_of_length(length):
+    """'double (*)(double, ..., int, ...)' of exactly `length` characters:
+    10 + 8 a + 5 b for a doubles and b ints."""
+    for b in range(8):
+        a, rest = divmod(length - 10 - 5 * b, 8)
+        if rest == 0 and a >= 0 and a + b > 0:
+            text = "double (*)(" + ", ".join(["double"] * a + ["int"] * b) + ")"
+            assert len(text) == length
+            return text
+    raise AssertionError(length)
+
+
+@pytest.mark.parametrize("length", [TYPE_MAX - 1, TYPE_MAX, TYPE_MAX + 1, TYPE_MAX + 2, 400])
+def test_a_parameter_type_is_shown_whole_up_to_159_bytes_then_cut_with_dots(cfn, engine,
+                                                                           length):
+    fp = _fp_of_length(length)
+    declared = fp.replace("(*)", "(*f)")
+    f = cfn("f_d_Fddi", f"double ({declared}, double a, double b, int n)")
+    assert f.signature.argtypes[0] == fp
+    shown = fp if length <= TYPE_MAX else fp[:TYPE_MAX - 3] + "..."
+    with pytest.raises(TypeError) as info:
+        bind(engine, f, 5, 0.0, 1.0, 3)               # a bare int for a function pointer
+    assert str(info.value).startswith(f"argument 1 (f: {shown}): a bare int is not accepted"), \
+        str(info.value)
+    assert len(f"argument 1 (f: {shown})") < 256
+
+
+def test_a_label_with_the_longest_name_and_type_is_whole_to_its_parenthesis(cfn, engine):
+    name = "p" * 5000
+    fp = _fp_of_length(400)
+    f = cfn("f_d_Fddi", f"double ({fp.replace('(*)', f'(*{name})')}, double a, double b, "
+                        "int n)")
+    with pytest.raises(TypeError) as info:
+        bind(engine, f, 5, 0.0, 1.0, 3)
+    label = f"argument 1 ({name[:NAME_MAX]}...: {fp[:TYPE_MAX - 3]}...): "
+    assert str(info.value).startswith(label), str(info.value)
