@@ -1,14 +1,19 @@
 """Text cut to fit a fixed buffer says that it was cut: parameter labels
-(convert.c nt_param_label: names past 64 bytes, types past 159), each at
-its edge and one byte either side. On both engines."""
+(convert.c nt_param_label: names past 64 bytes, types past 159) and a
+marker's description of an array with more axes than its repr shows
+(markers.c short_repr), each at its edge and one byte either side. On
+both engines where a thunk is made."""
 
 import numpy as np
 import pytest
+
+import numthunk as nt
 
 from thunks import bind
 
 NAME_MAX = 64          # convert.c LABEL_NAME_MAX
 TYPE_MAX = 159         # convert.c nt_param_label: char type[160]
+DIMS_SHOWN = 53        # markers.c short_repr: axes of length 1 that fit dims[128]
 
 
 # ---- parameter names ----
@@ -70,3 +75,34 @@ def test_a_label_with_the_longest_name_and_type_is_whole_to_its_parenthesis(cfn,
         bind(engine, f, 5, 0.0, 1.0, 3)
     label = f"argument 1 ({name[:NAME_MAX]}...: {fp[:TYPE_MAX - 3]}...): "
     assert str(info.value).startswith(label), str(info.value)
+
+
+# ---- a marker's array ----
+
+@pytest.mark.parametrize("axes", [1, DIMS_SHOWN - 1, DIMS_SHOWN, DIMS_SHOWN + 1,
+                                  DIMS_SHOWN + 2, 64])
+def test_a_marker_repr_shows_its_array_s_axes_and_says_when_some_are_left_out(axes):
+    if axes > 32 and np.lib.NumpyVersion(np.__version__) < "2.0.0":
+        pytest.skip("NumPy 1.x arrays have at most 32 axes")
+    a = np.zeros((1,) * axes)
+    shown = "x".join(["1"] * min(axes, DIMS_SHOWN)) + ("x..." if axes > DIMS_SHOWN else "")
+    assert repr(nt.size(a)) == f"size(array[float64, {shown}])"
+    assert repr(nt.shape(a, axes - 1)).startswith(f"shape(array[float64, {shown}], ")
+    assert repr(nt.stride(a, 0)).startswith(f"stride(array[float64, {shown}], ")
+
+
+def test_a_marker_repr_of_long_axes_is_cut_after_the_axis_that_crosses_the_edge():
+    big = 10 ** 17                                    # 18 digits
+    for ones in (40, 41, 42, 43, 44, 45):
+        a = np.broadcast_to(np.zeros(()), (big,) + (1,) * ones)
+        shown_ones = []
+        text = str(big)
+        for _ in range(ones):
+            if len(text) >= 104:                      # markers.c: used < sizeof(dims) - 24
+                break
+            text += "x1"
+            shown_ones.append(1)
+        cut = len(shown_ones) < ones
+        want = text + ("x..." if cut else "")
+        assert repr(nt.size(a)) == f"size(array[float64, {want}])", ones
+    assert repr(nt.size(np.zeros(()))) == "size(array[float64, scalar])"
