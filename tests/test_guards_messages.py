@@ -1,8 +1,9 @@
 """Text cut to fit a fixed buffer says that it was cut: parameter labels
-(convert.c nt_param_label: names past 64 bytes, types past 159) and a
+(convert.c nt_param_label: names past 64 bytes, types past 159), a
 marker's description of an array with more axes than its repr shows
-(markers.c short_repr), each at its edge and one byte either side. On
-both engines where a thunk is made."""
+(markers.c short_repr), and the description of a released thunk (plan.c
+plan_text, NT_WHAT_MAX = 224 bytes with its NUL), each at its edge and one
+byte either side. On both engines where a thunk is made."""
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from thunks import bind
 
 NAME_MAX = 64          # convert.c LABEL_NAME_MAX
 TYPE_MAX = 159         # convert.c nt_param_label: char type[160]
+WHAT_MAX = 223         # numthunk.h NT_WHAT_MAX - 1: the text of a released thunk
 DIMS_SHOWN = 53        # markers.c short_repr: axes of length 1 that fit dims[128]
 
 
@@ -106,3 +108,67 @@ def test_a_marker_repr_of_long_axes_is_cut_after_the_axis_that_crosses_the_edge(
         want = text + ("x..." if cut else "")
         assert repr(nt.size(a)) == f"size(array[float64, {want}])", ones
     assert repr(nt.size(np.zeros(()))) == "size(array[float64, scalar])"
+
+
+# ---- a released thunk's description ----
+
+def _sig_of_length(length):
+    """'double (double, ..., int, ...)' of exactly `length` characters:
+    7 + 8 a + 5 b, a + b > 0."""
+    for b in range(8):
+        a, rest = divmod(length - 7 - 5 * b, 8)
+        if rest == 0 and a >= 0 and a + b > 0:
+            text = "double (" + ", ".join(["double"] * a + ["int"] * b) + ")"
+            assert len(text) == length
+            return text
+    raise AssertionError(length)
+
+
+def _released_description(cfn, engine, sig, extra=0):
+    """The description a released thunk over sig is refused with when its
+    address is bound to a function pointer. Its first parameters are
+    forwarded; `extra` ints appended to sig are bound (to 0)."""
+    target_sig = sig[:-1] + ", int" * extra + ")"
+    target = cfn("f_d_d", target_sig)                 # never called
+    nargs = len(target.signature.argtypes)
+    t = bind(engine, target, *[nt.ARG] * (nargs - extra), *[0] * extra)
+    assert str(t.csig) == sig and str(target.signature) == target_sig
+    address = t.address
+    fp = sig.replace(" (", " (*f)(", 1)
+    outer = cfn("f_d_Fddi", f"double ({fp}, int n)")
+    t.release()
+    with pytest.raises(ValueError) as info:
+        bind(engine, outer, nt.address(address), 1)
+    text = str(info.value)
+    head = "is a released thunk ("
+    start = text.index(head) + len(head)
+    end = text.index(f", target at 0x{target.address:x})")
+    return text[start:end], f"{sig} over {target_sig}"
+
+
+@pytest.mark.parametrize("total", [WHAT_MAX - 2, WHAT_MAX - 1, WHAT_MAX, WHAT_MAX + 1,
+                                   WHAT_MAX + 2, WHAT_MAX + 3, 2 * WHAT_MAX])
+def test_a_released_thunk_is_described_whole_up_to_223_bytes_then_cut_with_dots(cfn, engine,
+                                                                               total):
+    """The text is "OWN over TARGET": 2 L + 6 bytes when all is forwarded
+    (the even totals), 2 L + 11 with one int bound (the odd ones)."""
+    extra = total % 2
+    own, _ = divmod(total - 6 - 5 * extra, 2)
+    got, full = _released_description(cfn, engine, _sig_of_length(own), extra)
+    assert len(full) == total
+    assert got == (full if total <= WHAT_MAX else full[:WHAT_MAX - 3] + "...")
+
+
+@pytest.mark.parametrize("own", [216, 217, 218, 220, 221, 223, 224, 225, 300])
+def test_a_released_thunk_whose_own_signature_leaves_no_room_for_its_target(cfn, engine, own):
+    """When " over " does not fit after the thunk's own signature, the
+    target is left out and the text ends in dots all the same."""
+    sig = _sig_of_length(own)
+    got, full = _released_description(cfn, engine, sig)
+    if own + 6 <= WHAT_MAX:                           # plan.c: room for " over "
+        assert got == full[:WHAT_MAX - 3] + "..."
+    elif own + 3 <= WHAT_MAX:
+        assert got == sig + "..."
+    else:
+        assert got == sig[:WHAT_MAX - 3] + "..."
+    assert len(got) <= WHAT_MAX
