@@ -1,0 +1,110 @@
+"""Buffer exporters at the edges of the checks that stop numthunk reading
+memory an exporter does not have (descr.c nt_view_check: itemsize x the
+extents, computed without overflow, must be the length given; at most
+PY_SSIZE_T_MAX bytes), and of a typed memoryview's dimensions (convert.c
+check_memview, NT_MEMVIEW_MAX_DIMS = 8). No memory past the real buffer is
+read: sizes are bound, and pointers only taken."""
+
+import sys
+
+import numpy as np
+import pytest
+
+import numthunk as nt
+
+MAX = sys.maxsize                     # PY_SSIZE_T_MAX
+
+
+def _buffer(ntexport, itemsize, shape, length):
+    raw = np.zeros(64, dtype=np.uint8)
+    fmt = {1: "B", 2: "H", 4: "I", 8: "Q"}[itemsize]
+    strides = []
+    step = itemsize
+    for n in reversed(shape):
+        strides.insert(0, step)
+        step = step * n if n else step
+    return ntexport.Buffer(raw, fmt, itemsize, tuple(shape), tuple(strides), len=length,
+                           honour=False)
+
+
+@pytest.mark.parametrize("itemsize, shape", [
+    (1, (MAX,)),                                  # exactly PY_SSIZE_T_MAX bytes
+    (1, (MAX // 2, 2)),                           # MAX - 1
+    (1, (MAX // 2 + 1, 2)),                       # MAX + 1
+    (8, (MAX // 8 - 1,)),
+    (8, (MAX // 8,)),                             # MAX - 7
+    (8, (MAX // 8 + 1,)),                         # MAX + 1
+    (2, (3, MAX // 6)),
+    (2, (3, MAX // 6 + 1)),                       # the product crosses on the last axis
+    (4, (2 ** 30, 2 ** 31 - 1)),
+    (4, (2 ** 30, 2 ** 31)),                      # 2**63
+])
+def test_a_length_at_the_top_of_ssize_t_is_taken_and_one_past_refused(ntexport, cfn, itemsize,
+                                                                      shape):
+    elements = 1
+    for n in shape:
+        elements *= n
+    nbytes = elements * itemsize
+    fits = nbytes <= MAX
+    buf = _buffer(ntexport, itemsize, shape, nbytes if fits else 0)
+    ident = cfn("f_l_l", "int64_t (int64_t v)")
+    kern = nt.Function(ntexport.kernels["nt_x_addr"], "uintptr_t (const void *p)")
+    if fits:
+        assert nt.bind(ident, nt.size(buf))() == elements
+        assert nt.bind(kern, nt.strided(buf))() == buf.address
+    else:
+        for make in (lambda: nt.bind(ident, nt.size(buf)),
+                     lambda: nt.bind(kern, nt.strided(buf))):
+            with pytest.raises(ValueError, match=rf"^argument 1 \(.*\): the ntexport.Buffer "
+                                                 rf"buffer says it is 0 bytes long, but its "
+                                                 rf"shape and itemsize \({itemsize} bytes\) "
+                                                 rf"make more than {MAX}$"):
+                make()
+    assert buf.exports == 0
+
+
+@pytest.mark.parametrize("delta", [-1, 1])
+def test_a_length_at_the_top_of_ssize_t_must_still_match(ntexport, cfn, delta):
+    buf = _buffer(ntexport, 1, (MAX - 1,), MAX - 1 + delta)
+    ident = cfn("f_l_l", "int64_t (int64_t v)")
+    with pytest.raises(ValueError, match=rf"says it is {MAX - 1 + delta} bytes long, but its "
+                                         rf"shape and itemsize \(1 bytes\) make {MAX - 1}$"):
+        nt.bind(ident, nt.size(buf))
+    assert buf.exports == 0
+
+
+@pytest.mark.parametrize("ctype, bits", [("int32_t", 32), ("uint32_t", 32), ("int64_t", 64)])
+def test_a_size_at_the_top_of_the_parameter_s_range(ntexport, cfn, ctype, bits):
+    """size() of a buffer of 2**31 - 1, 2**31, 2**32 elements into
+    int32_t, uint32_t and int64_t parameters: the count fits or is refused
+    by the parameter's own range."""
+    fn = {"int32_t": ("f_i_i", "int32_t (int32_t v)"),
+          "uint32_t": ("f_I_I", "uint32_t (uint32_t v)"),
+          "int64_t": ("f_l_l", "int64_t (int64_t v)")}[ctype]
+    f = cfn(*fn)
+    top = (1 << (bits - 1)) - 1 if ctype.startswith("int") else (1 << bits) - 1
+    for n in (top - 1, top, top + 1):
+        if n >= MAX:
+            continue
+        buf = _buffer(ntexport, 1, (n,), n)
+        if n <= top:
+            assert nt.bind(f, nt.size(buf))() == n
+        else:
+            with pytest.raises(OverflowError, match=rf"^argument 1 \(v: {ctype}\): .*{n}.* does "
+                                                    rf"not fit"):
+                nt.bind(f, nt.size(buf))
+        assert buf.exports == 0
+
+
+@pytest.mark.parametrize("ndim", [1, 7, 8])
+def test_a_memoryview_of_up_to_8_dimensions_and_a_buffer_of_one_more(cfn, ndim):
+    addr = cfn("f_d_pi", "double (const double *x, int n)").address
+    sig = nt.Signature("double (__Pyx_memviewslice, int)")
+    spec = {0: ("double", ndim, None, False)}
+    arr = np.zeros((2,) + (1,) * (ndim - 1))
+    t = nt.Thunk(sig, addr, (arr, 0), None, True, spec)
+    assert t.bindings[0] is arr
+    more = np.zeros((2,) + (1,) * ndim)
+    with pytest.raises(ValueError, match=rf"the memoryview is declared {ndim}-dimensional, got "
+                                         rf"a buffer with {ndim + 1} dimensions"):
+        nt.Thunk(sig, addr, (more, 0), None, True, spec)
