@@ -40,3 +40,28 @@ def test_a_quoted_token_is_whole_up_to_64_bytes_then_cut_with_dots(length):
     assert _refusal(f"void ({name})") == f"unknown type name '{quoted}'"
     assert _refusal(f"void (int a {name})") == f"expected ',' or ')', got '{quoted}'"
     assert _refusal(f"void ({name} int)") == f"'int' cannot follow the type name '{quoted}'"
+
+
+def _of_length(head, length):
+    """head + '(double, ..., int, ...)' of exactly `length` characters."""
+    for b in range(8):
+        a, rest = divmod(length - len(head) - 5 * b, 8)
+        if rest == 0 and a >= 0 and a + b > 0:
+            text = head + "(" + ", ".join(["double"] * a + ["int"] * b) + ")"
+            assert len(text) == length
+            return text
+    raise AssertionError(length)
+
+
+@pytest.mark.parametrize("length", [510, 511, 512, 513, 2000])
+def test_signature_text_around_its_512_byte_buffer_is_whole(length):
+    """signature.c signature_str and format_type write into 512 bytes and
+    take a buffer of their own when the text needs more."""
+    text = _of_length("double ", length)
+    sig = nt.Signature(text)
+    assert str(sig) == text
+    assert repr(sig) == f"Signature({text!r})"
+    fp = _of_length("double (*)", length)
+    param = nt.Signature(f"void ({fp.replace('(*)', '(*f)')})")
+    assert param.argtypes[0] == fp
+    assert str(param) == f"void ({fp})"
