@@ -543,7 +543,7 @@ static int check_values(const nt_sig *sig, Py_ssize_t nvalues)
 {
     if (nvalues != sig->nargs) {
         char text[512];
-        nt_sig_format(sig, text, sizeof(text));
+        nt_mark_cut(text, sizeof(text), nt_sig_format(sig, text, sizeof(text)));
         PyErr_Format(PyExc_TypeError,
                      "the target '%s' takes %d argument%s, got %zd "
                      "(pass numthunk.ARG for each parameter the thunk forwards)",

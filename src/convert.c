@@ -119,7 +119,7 @@ static int is_boollike(PyObject *v)
 static int overflow(nt_label *what, const nt_type *t, PyObject *num)
 {
     char type[64];
-    nt_type_format(t, type, sizeof(type));
+    nt_mark_cut(type, sizeof(type), nt_type_format(t, type, sizeof(type)));
     const nt_kind_info *r = &nt_kinds[t->kind];
     int bits = 8 * r->size;
     if (t->kind == NT_BOOL)
@@ -138,7 +138,7 @@ static int overflow(nt_label *what, const nt_type *t, PyObject *num)
 static int refuse_negative(nt_label *what, const nt_type *t, PyObject *num)
 {
     char type[64];
-    nt_type_format(t, type, sizeof(type));
+    nt_mark_cut(type, sizeof(type), nt_type_format(t, type, sizeof(type)));
     PyErr_Format(PyExc_OverflowError, "%s: %S is negative but C %s is unsigned", W(what), num,
                  type);
     return -1;
@@ -761,8 +761,8 @@ static int refuse_target(const nt_type *t, const Py_buffer *v, int strided, nt_l
         return -1;
     }
     if (t->depth != 1) {
-        char type[64];
-        nt_type_format(t, type, sizeof(type));
+        char type[160];
+        nt_mark_cut(type, sizeof(type), nt_type_format(t, type, sizeof(type)));
         PyErr_Format(PyExc_TypeError,
                      "%s: a buffer can be bound to a single-level pointer (T *) only, "
                      "not to %s; pass numthunk.address(...) for other pointers",
@@ -781,8 +781,8 @@ static int check_elements(const nt_type *t, const Py_buffer *v, int strided, nt_
     if (nt_elem_decode(v, &e, W(what)) < 0)
         return -1;
     if (!element_matches(t, e.kind)) {
-        char type[64];
-        nt_type_format(t, type, sizeof(type));
+        char type[160];
+        nt_mark_cut(type, sizeof(type), nt_type_format(t, type, sizeof(type)));
         if (e.kind == NT_VOID)
             PyErr_Format(PyExc_TypeError,
                          "%s: expected a buffer of %s for %s, got format '%s', "
@@ -954,7 +954,7 @@ static int convert_pointer(const nt_type *t, PyObject *value, void *cell, nt_hel
     if (PyObject_CheckBuffer(value))
         return convert_buffer(t, value, 0, cell, held, key, what);
     char type[160];
-    nt_type_format(t, type, sizeof(type));
+    nt_mark_cut(type, sizeof(type), nt_type_format(t, type, sizeof(type)));
     PyErr_Format(PyExc_TypeError,
                  "%s: cannot bind a %.100s object to %s (expected a buffer such as a "
                  "NumPy array, None, numthunk.address(n), a ctypes or cffi pointer%s)",

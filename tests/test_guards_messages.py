@@ -1,9 +1,10 @@
 """Text cut to fit a fixed buffer says that it was cut: parameter labels
 (convert.c nt_param_label: names past 64 bytes, types past 159), a
 marker's description of an array with more axes than its repr shows
-(markers.c short_repr), and the description of a released thunk (plan.c
-plan_text, NT_WHAT_MAX = 224 bytes with its NUL), each at its edge and one
-byte either side. On both engines where a thunk is made."""
+(markers.c short_repr), the description of a released thunk (plan.c
+plan_text, NT_WHAT_MAX = 224 bytes with its NUL), and the types and
+signatures refusals name (convert.c, commit.c check_values), each at its
+edge and one byte either side. On both engines where a thunk is made."""
 
 import numpy as np
 import pytest
@@ -172,3 +173,37 @@ def test_a_released_thunk_whose_own_signature_leaves_no_room_for_its_target(cfn,
     else:
         assert got == sig[:WHAT_MAX - 3] + "..."
     assert len(got) <= WHAT_MAX
+
+
+# ---- types and signatures named in refusals ----
+
+@pytest.mark.parametrize("length", [1, 140, 149, 150, 151, 200, 248])
+def test_a_pointer_type_named_in_a_refusal_is_whole_up_to_159_bytes_then_cut_with_dots(cfn,
+                                                                                    engine,
+                                                                                    length):
+    """convert.c refuse_target and convert_pointer name the declared type
+    in 160 bytes: 'struct NAME **' with a struct name of `length`."""
+    name = ("S" + "abcdefghij" * 30)[:length]
+    for depth, value, head in [(2, np.zeros(2), "a buffer can be bound to a single-level "
+                                                 "pointer (T *) only, not to "),
+                               (1, [1.0], "cannot bind a list object to ")]:
+        ctype = f"struct {name} {'*' * depth}"
+        f = cfn("f_d_pi", f"double ({ctype}p, int n)")
+        assert f.signature.argtypes[0] == ctype
+        shown = ctype if len(ctype) <= TYPE_MAX else ctype[:TYPE_MAX - 3] + "..."
+        with pytest.raises(TypeError) as info:
+            bind(engine, f, value, 1)
+        assert head + shown + (";" if depth == 2 else " (expected") in str(info.value), \
+            str(info.value)
+
+
+@pytest.mark.parametrize("length", [509, 510, 511, 512, 513, 2000])
+def test_a_target_named_for_a_wrong_count_is_whole_up_to_511_bytes_then_cut_with_dots(cfn,
+                                                                                      length):
+    """commit.c check_values names the target's signature in 512 bytes."""
+    sig = _sig_of_length(length)
+    f = cfn("f_d_d", sig)                             # never called
+    shown = sig if length <= 511 else sig[:508] + "..."
+    with pytest.raises(TypeError) as info:
+        nt.bind(f, 1.0)
+    assert str(info.value).startswith(f"the target '{shown}' takes "), str(info.value)[:80]
