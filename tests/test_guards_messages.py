@@ -207,3 +207,30 @@ def test_a_target_named_for_a_wrong_count_is_whole_up_to_511_bytes_then_cut_with
     with pytest.raises(TypeError) as info:
         nt.bind(f, 1.0)
     assert str(info.value).startswith(f"the target '{shown}' takes "), str(info.value)[:80]
+
+
+def test_signature_label_takes_indexes_0_to_nargs_minus_1_in_every_form():
+    """signature.c signature_label: 0 <= i < nargs."""
+
+    class Index:
+        def __init__(self, v):
+            self.v = v
+
+        def __index__(self):
+            return self.v
+
+    sig = nt.Signature("double (const double *x, int n)")
+    for i, want in ((0, "argument 1 (x: const double *)"), (1, "argument 2 (n: int)")):
+        for form in (i, np.int8(i), np.uint64(i), Index(i)):
+            assert sig._label(form) == want
+    for i in (-1, 2, -2 ** 31 - 1, 2 ** 31):
+        for form in (i, np.int64(i), Index(i)):
+            with pytest.raises(IndexError, match=rf"^parameter index {i} out of range$"):
+                sig._label(form)
+    for i in (2 ** 63, -2 ** 63 - 1):
+        with pytest.raises(OverflowError):
+            sig._label(i)
+    with pytest.raises(TypeError):
+        sig._label(1.0)
+    with pytest.raises(IndexError, match=r"^parameter index 0 out of range$"):
+        nt.Signature("void (void)")._label(0)
