@@ -108,3 +108,36 @@ def test_a_memoryview_of_up_to_8_dimensions_and_a_buffer_of_one_more(cfn, ndim):
     with pytest.raises(ValueError, match=rf"the memoryview is declared {ndim}-dimensional, got "
                                          rf"a buffer with {ndim + 1} dimensions"):
         nt.Thunk(sig, addr, (more, 0), None, True, spec)
+
+
+def _rational():
+    try:
+        from numpy._core._rational_tests import rational
+    except ImportError:                           # NumPy 1.x
+        from numpy.core._rational_tests import rational
+    return rational
+
+
+def test_array_kinds_by_type_number_at_the_edges_of_the_table(cfn):
+    """convert.c array_kind keeps the kind of each built-in type number
+    below 32 (kind_of_type[32]); float16 (number 23, a number type with no
+    C kind) and a user-defined dtype (number 256, past the table) are
+    refused naming the parameter; the built-in number arrays bind to void *."""
+    f = cfn("f_d_pi", "double (const double *x, int n)")
+    assert nt.bind(f, np.arange(3.0), 3)() == 3.0
+    half = np.ones(2, dtype=np.float16)
+    assert half.dtype.num == 23
+    g = cfn("f_p_p", "void *(uint16_t *p)")
+    with pytest.raises(TypeError, match=r"^argument 1 \(p: uint16_t \*\): expected a buffer of "
+                                         r"uint16 for uint16_t \*, got format 'e'"):
+        nt.bind(g, half)
+    user = np.array([1, 2], dtype=_rational())
+    assert user.dtype.num >= 256
+    for sig in ("void *(int64_t *p)", "void *(void *p)"):
+        with pytest.raises(TypeError, match=r"^argument 1 \(p: .*\): numpy.ndarray object does "
+                                             r"not support the buffer protocol"):
+            nt.bind(cfn("f_p_p", sig), user)
+    for code in np.typecodes["AllInteger"] + "fd?":
+        a = np.zeros(2, dtype=code)
+        if a.dtype.num < 32:
+            assert nt.bind(cfn("f_p_p", "void *(void *p)"), a)() == a.ctypes.data
