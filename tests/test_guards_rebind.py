@@ -121,3 +121,28 @@ def test_an_export_that_releases_the_thunk_refuses_the_rebind(cfn, ntexport, eng
     buf.on_get = None
     assert t.released
     assert buf.exports == 0
+
+
+def test_values_replaced_by_many_rebinds_are_all_kept_until_reclaim(cfn, engine):
+    """commit.c prepare_followers makes room for what a rebind retires
+    (the array, its size, a dependency) before it commits; the retired
+    list grows past each capacity it had. Every replaced array stays
+    alive until reclaim(), and no longer."""
+    import weakref
+    first = np.arange(1.0)
+    t = bind(engine, cfn("f_d_pi", "double (const double *x, int n)"), first, nt.size(first))
+    del first
+    t.rebind("x", np.arange(2.0))
+    old = []
+    for k in range(3, 300):
+        a = np.arange(float(k))
+        old.append(weakref.ref(t.bindings[0]))
+        t.rebind("x", a)
+        del a
+        assert t() == k * (k - 1) / 2
+        if k in (3, 4, 5, 8, 9, 16, 17, 64, 65, 128, 129, 299):
+            assert all(r() is not None for r in old), k
+    t.reclaim()
+    assert all(r() is None for r in old)
+    assert t() == 299 * 298 / 2
+    t.release()
