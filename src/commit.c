@@ -418,6 +418,27 @@ void nt_thunk_teardown(ThunkObject *self)
 
 /* ---- creation ---- */
 
+/* A memoryview's contiguity, exactly "C", "F" or None (0): "CF" is no
+   order, and "" no absence of one that was meant. */
+static int parse_contig(PyObject *contig, long long i, char *out)
+{
+    *out = 0;
+    if (contig == Py_None)
+        return 0;
+    Py_ssize_t len = 0;
+    const char *s = PyUnicode_Check(contig) ? PyUnicode_AsUTF8AndSize(contig, &len) : NULL;
+    if (s == NULL)
+        PyErr_Clear();
+    if (s == NULL || len != 1 || (s[0] != 'C' && s[0] != 'F')) {
+        PyErr_Format(PyExc_ValueError,
+                     "memoryview %lld: contig must be 'C', 'F' or None, got %.100s %R", i,
+                     Py_TYPE(contig)->tp_name, contig);
+        return -1;
+    }
+    *out = s[0];
+    return 0;
+}
+
 /* One memoryview declaration, {index: (dtype, ndim, contig, const)}, of
    a signature's __Pyx_memviewslice parameter: checked into *out. */
 static int parse_mvspec(const nt_sig *sig, PyObject *key, PyObject *value, nt_mvspec *out,
@@ -459,21 +480,9 @@ static int parse_mvspec(const nt_sig *sig, PyObject *key, PyObject *value, nt_mv
     }
     if (!PyArg_ParseTuple(value, "siOp", &text, &ndim, &contig, &is_const))
         return -1;
-    /* exactly "C", "F" or None: "CF" is no order, "" none that was meant */
-    char c = 0;
-    if (contig != Py_None) {
-        Py_ssize_t len = 0;
-        const char *s = PyUnicode_Check(contig) ? PyUnicode_AsUTF8AndSize(contig, &len) : NULL;
-        if (s == NULL)
-            PyErr_Clear();
-        if (s == NULL || len != 1 || (s[0] != 'C' && s[0] != 'F')) {
-            PyErr_Format(PyExc_ValueError,
-                         "memoryview %lld: contig must be 'C', 'F' or None, got %.100s %R", i,
-                         Py_TYPE(contig)->tp_name, contig);
-            return -1;
-        }
-        c = s[0];
-    }
+    char c;
+    if (parse_contig(contig, i, &c) < 0)
+        return -1;
     nt_type t;
     nt_error err = { NT_OK, -1, "" };
     if (nt_type_parse(text, NULL, 0, &t, &err) != 0) {
