@@ -459,9 +459,22 @@ static int derived_value(const nt_DerivedObject *d, const layout *l, Py_ssize_t 
                          nt_label *what)
 {
     if (d->kind == NT_DERIVED_SIZE) {
+        /* the shape's product: bounded by the bytes (descr.c, NumPy) unless
+           the elements are 0 bytes long, where it may pass PY_SSIZE_T_MAX */
         Py_ssize_t n = 1;
         for (int k = 0; k < l->ndim; k++)
+            if (l->shape[k] == 0)
+                n = 0;
+        for (int k = 0; k < l->ndim && n != 0; k++) {
+            if (n > PY_SSIZE_T_MAX / l->shape[k]) {
+                PyErr_Format(PyExc_OverflowError,
+                             "%s: size(arr) of an array of more than %zd elements (its "
+                             "elements are %zd bytes long)",
+                             W(what), PY_SSIZE_T_MAX, l->itemsize);
+                return -1;
+            }
             n *= l->shape[k];
+        }
         *out = n;
         return 0;
     }

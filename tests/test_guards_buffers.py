@@ -141,3 +141,33 @@ def test_array_kinds_by_type_number_at_the_edges_of_the_table(cfn):
         a = np.zeros(2, dtype=code)
         if a.dtype.num < 32:
             assert nt.bind(cfn("f_p_p", "void *(void *p)"), a)() == a.ctypes.data
+
+
+@pytest.mark.parametrize("shape", [(MAX,), (3, MAX // 3), (MAX // 2, 2), (MAX // 2 + 1, 2),
+                                   (2 ** 62, 4), (2 ** 32, 2 ** 31), (3, MAX // 3 + 1),
+                                   (0, 2 ** 62, 4), (2 ** 62, 4, 0)])
+def test_size_of_zero_byte_elements_past_ssize_t_max_is_refused(ntexport, cfn, shape):
+    """convert.c derived_value: the shape's product is bounded by the bytes
+    for elements of one byte or more (nt_view_check, NumPy); elements of 0
+    bytes bound nothing, and size() of more than PY_SSIZE_T_MAX of them
+    wrapped (2**32 x 2**31 gave -2**63). An exporter and NumPy's own
+    zero-byte dtype alike."""
+    elements = 1
+    for n in shape:
+        elements *= n
+    ident = cfn("f_l_l", "int64_t (int64_t v)")
+    buf = ntexport.Buffer(np.zeros(8), "V0", 0, shape, (0,) * len(shape), len=0, honour=False)
+    arrays = [buf]
+    try:
+        arrays.append(np.empty(shape, dtype=np.dtype([])))
+    except ValueError:                            # a NumPy that refuses the shape
+        pass
+    for arr in arrays:
+        if elements <= MAX:
+            assert nt.bind(ident, nt.size(arr))() == elements
+        else:
+            with pytest.raises(OverflowError, match=rf"^argument 1 \(v: int64_t\): size\(arr\) "
+                                                    rf"of an array of more than {MAX} elements"):
+                nt.bind(ident, nt.size(arr))
+        assert nt.bind(ident, nt.shape(arr, 0))() == shape[0]
+    assert buf.exports == 0
