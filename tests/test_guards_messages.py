@@ -234,3 +234,32 @@ def test_signature_label_takes_indexes_0_to_nargs_minus_1_in_every_form():
         sig._label(1.0)
     with pytest.raises(IndexError, match=r"^parameter index 0 out of range$"):
         nt.Signature("void (void)")._label(0)
+
+
+@pytest.mark.parametrize("engine", ["native", "ffi"])
+@pytest.mark.parametrize("extra", [22, 23, 24, 40])
+def test_the_trap_of_a_long_thunk_prints_its_cut_description(fixture_path, engine, extra):
+    """The trap itself (backend.c nt_trap_released_at) writes the text
+    test_a_released_thunk_... reads from the refusals: a thunk double
+    (double) over a target of 1 + `extra` doubles (the text passes 223
+    bytes from 24 on) called after it is gone."""
+    from thunks import run_py
+    target = "double (" + ", ".join(["double"] * (1 + extra)) + ")"
+    full = f"double (double) over {target}"
+    shown = full if len(full) <= WHAT_MAX else full[:WHAT_MAX - 3] + "..."
+    code = f"""
+import ctypes, numthunk as nt
+lib = ctypes.CDLL({fixture_path!r})
+fn = nt.Function(ctypes.cast(lib.f_d_d, ctypes.c_void_p).value, {target!r})
+solver = lib.f_d_Fddi
+solver.restype = ctypes.c_double
+solver.argtypes = [ctypes.c_void_p, ctypes.c_double, ctypes.c_double, ctypes.c_int]
+print(hex(fn.address), flush=True)
+solver(nt.bind(fn, nt.ARG, *[1.0] * {extra}, engine={engine!r}).address, 0.0, 1.0, 10)
+print("survived")
+"""
+    out = run_py(code)
+    assert out.returncode == -6, (out.returncode, out.stderr)    # SIGABRT
+    address = out.stdout.split()[0]
+    assert out.stderr.splitlines()[0] == (f"numthunk: called a released thunk: {shown}, "
+                                          f"target at {address}"), out.stderr
