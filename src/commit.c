@@ -418,6 +418,27 @@ void nt_thunk_teardown(ThunkObject *self)
 
 /* ---- creation ---- */
 
+/* A memoryview's contiguity, exactly "C", "F" or None (0): "CF" is no
+   order, and "" no absence of one that was meant. */
+static int parse_contig(PyObject *contig, long long i, char *out)
+{
+    *out = 0;
+    if (contig == Py_None)
+        return 0;
+    Py_ssize_t len = 0;
+    const char *s = PyUnicode_Check(contig) ? PyUnicode_AsUTF8AndSize(contig, &len) : NULL;
+    if (s == NULL)
+        PyErr_Clear();
+    if (s == NULL || len != 1 || (s[0] != 'C' && s[0] != 'F')) {
+        PyErr_Format(PyExc_ValueError,
+                     "memoryview %lld: contig must be 'C', 'F' or None, got %.100s %R", i,
+                     Py_TYPE(contig)->tp_name, contig);
+        return -1;
+    }
+    *out = s[0];
+    return 0;
+}
+
 /* One memoryview declaration, {index: (dtype, ndim, contig, const)}, of
    a signature's __Pyx_memviewslice parameter: checked into *out. */
 static int parse_mvspec(const nt_sig *sig, PyObject *key, PyObject *value, nt_mvspec *out,
@@ -446,7 +467,8 @@ static int parse_mvspec(const nt_sig *sig, PyObject *key, PyObject *value, nt_mv
                      i);
         return -1;
     }
-    const char *text, *contig = NULL;
+    const char *text;
+    PyObject *contig;
     int ndim, is_const;
     if (!PyTuple_Check(value)) {
         PyErr_Format(PyExc_TypeError,
@@ -456,7 +478,10 @@ static int parse_mvspec(const nt_sig *sig, PyObject *key, PyObject *value, nt_mv
                      i, Py_TYPE(value)->tp_name, value);
         return -1;
     }
-    if (!PyArg_ParseTuple(value, "sizp", &text, &ndim, &contig, &is_const))
+    if (!PyArg_ParseTuple(value, "siOp", &text, &ndim, &contig, &is_const))
+        return -1;
+    char c;
+    if (parse_contig(contig, i, &c) < 0)
         return -1;
     nt_type t;
     nt_error err = { NT_OK, -1, "" };
@@ -473,11 +498,6 @@ static int parse_mvspec(const nt_sig *sig, PyObject *key, PyObject *value, nt_mv
     if (ndim < 1 || ndim > NT_MEMVIEW_MAX_DIMS) {
         PyErr_Format(PyExc_ValueError, "memoryview %lld: ndim must be 1..%d", i,
                      NT_MEMVIEW_MAX_DIMS);
-        return -1;
-    }
-    char c = contig != NULL ? contig[0] : 0;
-    if (c != 0 && c != 'C' && c != 'F') {
-        PyErr_Format(PyExc_ValueError, "memoryview %lld: contig must be 'C', 'F' or None", i);
         return -1;
     }
     *out = (nt_mvspec){ t.kind, ndim, c, is_const };
@@ -532,7 +552,7 @@ static int check_values(const nt_sig *sig, Py_ssize_t nvalues)
 {
     if (nvalues != sig->nargs) {
         char text[512];
-        nt_sig_format(sig, text, sizeof(text));
+        nt_mark_cut(text, sizeof(text), nt_sig_format(sig, text, sizeof(text)));
         PyErr_Format(PyExc_TypeError,
                      "the target '%s' takes %d argument%s, got %zd "
                      "(pass numthunk.ARG for each parameter the thunk forwards)",
@@ -1170,9 +1190,10 @@ static int prepare_current(ThunkObject *self, int i, PyObject *value, uint64_t n
             return 0;
         prep_discard(p);
         if (attempt == REBIND_RETRIES) {
-            PyErr_SetString(PyExc_RuntimeError,
-                            "rebind() was overtaken by other rebinds of this thunk "
-                            "100 times in a row");
+            PyErr_Format(PyExc_RuntimeError,
+                         "rebind() was overtaken by other rebinds of this thunk %d times "
+                         "in a row (it prepares again at most %d times)",
+                         REBIND_RETRIES + 1, REBIND_RETRIES);
             return -1;
         }
     }

@@ -23,14 +23,23 @@
 #include <math.h>
 #include <string.h>
 
+/* The longest parameter name a label shows whole: past it, its first
+   LABEL_NAME_MAX bytes and "...", so that a label (at most some 250 bytes)
+   fits the 256 its callers give it with the closing parenthesis. */
+#define LABEL_NAME_MAX 64
+
 void nt_param_label(const nt_sig *sig, int i, char *buf, size_t n)
 {
     char type[160];
-    nt_type_format(&sig->args[i], type, sizeof(type));
-    if (sig->names != NULL && sig->names[i] != NULL)
-        PyOS_snprintf(buf, n, "argument %d (%s: %s)", i + 1, sig->names[i], type);
-    else
-        PyOS_snprintf(buf, n, "argument %d (%s)", i + 1, type);
+    nt_mark_cut(type, sizeof(type), nt_type_format(&sig->args[i], type, sizeof(type)));
+    if (sig->names != NULL && sig->names[i] != NULL) {
+        const char *name = sig->names[i];
+        int cut = strlen(name) > LABEL_NAME_MAX;
+        nt_format_cut(buf, n, "argument %d (%.*s%s: %s)", i + 1, LABEL_NAME_MAX, name,
+                      cut ? "..." : "", type);
+    } else {
+        nt_format_cut(buf, n, "argument %d (%s)", i + 1, type);
+    }
 }
 
 /* The parameter's label ("argument 2 (n: int)"), formatted only when a
@@ -110,7 +119,7 @@ static int is_boollike(PyObject *v)
 static int overflow(nt_label *what, const nt_type *t, PyObject *num)
 {
     char type[64];
-    nt_type_format(t, type, sizeof(type));
+    nt_mark_cut(type, sizeof(type), nt_type_format(t, type, sizeof(type)));
     const nt_kind_info *r = &nt_kinds[t->kind];
     int bits = 8 * r->size;
     if (t->kind == NT_BOOL)
@@ -129,7 +138,7 @@ static int overflow(nt_label *what, const nt_type *t, PyObject *num)
 static int refuse_negative(nt_label *what, const nt_type *t, PyObject *num)
 {
     char type[64];
-    nt_type_format(t, type, sizeof(type));
+    nt_mark_cut(type, sizeof(type), nt_type_format(t, type, sizeof(type)));
     PyErr_Format(PyExc_OverflowError, "%s: %S is negative but C %s is unsigned", W(what), num,
                  type);
     return -1;
@@ -450,9 +459,22 @@ static int derived_value(const nt_DerivedObject *d, const layout *l, Py_ssize_t 
                          nt_label *what)
 {
     if (d->kind == NT_DERIVED_SIZE) {
+        /* the shape's product: bounded by the bytes (descr.c, NumPy) unless
+           the elements are 0 bytes long, where it may pass PY_SSIZE_T_MAX */
         Py_ssize_t n = 1;
         for (int k = 0; k < l->ndim; k++)
+            if (l->shape[k] == 0)
+                n = 0;
+        for (int k = 0; k < l->ndim && n != 0; k++) {
+            if (n > PY_SSIZE_T_MAX / l->shape[k]) {
+                PyErr_Format(PyExc_OverflowError,
+                             "%s: size(arr) of an array of more than %zd elements (its "
+                             "elements are %zd bytes long)",
+                             W(what), PY_SSIZE_T_MAX, l->itemsize);
+                return -1;
+            }
             n *= l->shape[k];
+        }
         *out = n;
         return 0;
     }
@@ -752,8 +774,8 @@ static int refuse_target(const nt_type *t, const Py_buffer *v, int strided, nt_l
         return -1;
     }
     if (t->depth != 1) {
-        char type[64];
-        nt_type_format(t, type, sizeof(type));
+        char type[160];
+        nt_mark_cut(type, sizeof(type), nt_type_format(t, type, sizeof(type)));
         PyErr_Format(PyExc_TypeError,
                      "%s: a buffer can be bound to a single-level pointer (T *) only, "
                      "not to %s; pass numthunk.address(...) for other pointers",
@@ -772,8 +794,8 @@ static int check_elements(const nt_type *t, const Py_buffer *v, int strided, nt_
     if (nt_elem_decode(v, &e, W(what)) < 0)
         return -1;
     if (!element_matches(t, e.kind)) {
-        char type[64];
-        nt_type_format(t, type, sizeof(type));
+        char type[160];
+        nt_mark_cut(type, sizeof(type), nt_type_format(t, type, sizeof(type)));
         if (e.kind == NT_VOID)
             PyErr_Format(PyExc_TypeError,
                          "%s: expected a buffer of %s for %s, got format '%s', "
@@ -945,7 +967,7 @@ static int convert_pointer(const nt_type *t, PyObject *value, void *cell, nt_hel
     if (PyObject_CheckBuffer(value))
         return convert_buffer(t, value, 0, cell, held, key, what);
     char type[160];
-    nt_type_format(t, type, sizeof(type));
+    nt_mark_cut(type, sizeof(type), nt_type_format(t, type, sizeof(type)));
     PyErr_Format(PyExc_TypeError,
                  "%s: cannot bind a %.100s object to %s (expected a buffer such as a "
                  "NumPy array, None, numthunk.address(n), a ctypes or cffi pointer%s)",

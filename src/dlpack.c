@@ -31,6 +31,7 @@
 #define NPY_NO_DEPRECATED_API  NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
 
+#include <stdint.h>
 #include <string.h>
 
 _Static_assert(sizeof(void *) != 8 || sizeof(DLTensor) == NT_DLTENSOR_SIZE,
@@ -476,19 +477,40 @@ static int fill_from_dltensor(dl_block *b, const DLTensor *src, dl_label *what)
     }
     b->tensor.dtype = src->dtype;
     b->tensor.data = (char *)src->data + src->byte_offset;
-    int64_t compact = 1;
-    for (int32_t d = src->ndim - 1; d >= 0; d--) {
+    /* The elements' bytes, at most INT64_MAX (unless an extent is 0: none
+       is read), as descr.c asks of buffers: a count past it is no memory,
+       and wrapped it would pass the alignment check below. */
+    int empty = 0, over = 0;
+    for (int32_t d = 0; d < src->ndim; d++) {
         if (src->shape[d] < 0) {
             PyErr_Format(PyExc_ValueError, "%s: DLPack shape[%d] is negative (%lld)", L(what),
                          (int)d, (long long)src->shape[d]);
             return -1;
         }
+        empty |= src->shape[d] == 0;
+    }
+    int64_t bytes = src->dtype.bits / 8;
+    for (int32_t d = 0; d < src->ndim && !empty && !over; d++) {
+        if (bytes > INT64_MAX / src->shape[d])
+            over = 1;
+        else
+            bytes *= src->shape[d];
+    }
+    if (over) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: DLPack shape and dtype make more than %lld bytes (no memory holds "
+                     "them)",
+                     L(what), (long long)INT64_MAX);
+        return -1;
+    }
+    uint64_t compact = 1; /* wraps only for an empty tensor, whose strides no read uses */
+    for (int32_t d = src->ndim - 1; d >= 0; d--) {
         b->tensor.shape[d] = src->shape[d];
-        b->tensor.strides[d] = src->strides != NULL ? src->strides[d] : compact;
-        compact *= src->shape[d];
+        b->tensor.strides[d] = src->strides != NULL ? src->strides[d] : (int64_t)compact;
+        compact *= (uint64_t)src->shape[d];
     }
     size_t align = dtype_align(src->dtype);
-    if (align > 1 && compact > 0 && (uintptr_t)b->tensor.data % align != 0) {
+    if (align > 1 && !empty && (uintptr_t)b->tensor.data % align != 0) {
         PyErr_Format(PyExc_ValueError,
                      "%s: the array's data is not aligned to %zu bytes (address %p)", L(what),
                      align, b->tensor.data);

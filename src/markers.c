@@ -75,9 +75,12 @@ static PyObject *short_repr(PyObject *obj)
         return NULL;
     char dims[128] = "scalar";
     size_t used = 0;
-    for (int d = 0; d < PyArray_NDIM(a) && used < sizeof(dims) - 24; d++)
+    int d = 0;
+    for (; d < PyArray_NDIM(a) && used < sizeof(dims) - 24; d++)
         used += (size_t)PyOS_snprintf(dims + used, sizeof(dims) - used, "%s%zd", d ? "x" : "",
                                       (Py_ssize_t)PyArray_DIM(a, d));
+    if (d < PyArray_NDIM(a)) /* the axes left out are said to be there */
+        PyOS_snprintf(dims + used, sizeof(dims) - used, "x...");
     PyObject *r = PyUnicode_FromFormat("array[%U, %s]", dtype, dims);
     Py_DECREF(dtype);
     return r;

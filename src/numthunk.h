@@ -286,6 +286,14 @@ const char *nt_tag_name(unsigned spelling);
 size_t nt_sig_format(const nt_sig *sig, char *buf, size_t n);
 size_t nt_type_format(const nt_type *t, char *buf, size_t n);
 
+/* Text for messages whose cut shows: snprintf into buf, and text that did
+   not fit ends in "..." (its first n - 4 bytes, then the dots). Returns
+   the length the whole text needed. nt_mark_cut marks buf so when a
+   writer above (nt_sig_format) needed `needed` bytes. */
+size_t nt_format_cut(char *buf, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void nt_mark_cut(char *buf, size_t n, size_t needed);
+
 /* Structural equality: kinds, pointer shapes, const, nested signatures;
    spellings and parameter names do not matter. */
 int nt_type_equal(const nt_type *a, const nt_type *b);

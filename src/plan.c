@@ -115,8 +115,14 @@ static const char *plan_text(nt_plan *plan)
         free(own.args);
     if (n + 6 < sizeof(text)) {
         memcpy(text + n, " over ", 7);
-        nt_sig_format(plan->target, text + n + 6, sizeof(text) - n - 6);
+        n += 6 + nt_sig_format(plan->target, text + n + 6, sizeof(text) - n - 6);
+    } else if (n + 3 < sizeof(text)) {
+        memcpy(text + n, "...", 4); /* " over " and the target left out */
+    } else {
+        n = sizeof(text); /* and the end of the thunk's own */
     }
+    /* a long signature is cut where the trap's text ends, and says so */
+    nt_mark_cut(text, sizeof(text), n);
     plan->text = strdup(text);
     return plan->text;
 }

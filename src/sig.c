@@ -20,7 +20,9 @@
 #include "numthunk.h"
 
 #include <limits.h>
+#include <stdarg.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1413,6 +1415,29 @@ size_t nt_type_format(const nt_type *t, char *buf, size_t n)
 
     format_type(&w, t);
     return finish(&w);
+}
+
+/* A message cut silently reads as a whole one ("double (*)(double, dou"
+   looks like a type); the dots say that more was there. */
+void nt_mark_cut(char *buf, size_t n, size_t needed)
+{
+    if (needed >= n && n >= 4)
+        memcpy(buf + n - 4, "...", 4);
+}
+
+size_t nt_format_cut(char *buf, size_t n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(buf, n, fmt, ap);
+    va_end(ap);
+    if (len < 0) {
+        if (n > 0)
+            buf[0] = '\0';
+        return 0;
+    }
+    nt_mark_cut(buf, n, (size_t)len);
+    return (size_t)len;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -760,6 +760,48 @@ test_sticky_error(void)
     CHECK(nt_fail(NULL, NT_ERR_OS, 0, "no err") == NT_ERR_OS);
 }
 
+/* Text cut to fit says so (sig.c nt_format_cut, nt_mark_cut): whole up to
+   n - 1 bytes, then its first n - 4 and "..."; buffers of 0 to 3 bytes get
+   no dots (no room), and are never written past. */
+static void
+test_cut_marks(void)
+{
+    char buf[16];
+    for (size_t n = 0; n <= 12; n++) {
+        for (size_t len = 0; len <= 12; len++) {
+            char text[16];
+            memset(text, 'a', len);
+            text[len] = '\0';
+            memset(buf, '#', sizeof(buf));
+            size_t need = nt_format_cut(buf, n, "%s", text);
+            CHECK(need == len);
+            CHECK(buf[n] == '#' && buf[15] == '#');       /* nothing past n bytes */
+            if (n == 0)
+                continue;
+            if (len < n) {
+                CHECK(strcmp(buf, text) == 0);
+            } else if (n >= 4) {
+                CHECK(strlen(buf) == n - 1);
+                CHECK(strncmp(buf, text, n - 4) == 0 && strcmp(buf + n - 4, "...") == 0);
+            } else {
+                CHECK(strlen(buf) == n - 1 && strncmp(buf, text, n - 1) == 0);
+            }
+        }
+    }
+    /* a formatter's own cut, marked after it */
+    nt_sig *sig = parse("double (double, double, double)");
+    CHECK(sig != NULL);
+    size_t need = nt_sig_format(sig, buf, 16);
+    CHECK(need == 31 && strlen(buf) == 15);
+    nt_mark_cut(buf, 16, need);
+    CHECK(strcmp(buf, "double (doub...") == 0);
+    char whole[32];
+    need = nt_sig_format(sig, whole, sizeof(whole)); /* fits: left alone */
+    nt_mark_cut(whole, sizeof(whole), need);
+    CHECK(strcmp(whole, "double (double, double, double)") == 0);
+    nt_sig_free(sig);
+}
+
 /* The struct name pool (sig.c intern_tag, nt_tag_name): 4096 names for
    the process. Filled here, last (the pool never empties): every slot
    names its struct, the index one past the pool and those of the spelling
@@ -818,6 +860,7 @@ main(void)
     test_types();
     test_format();
     test_sticky_error();
+    test_cut_marks();
     test_tag_pool();         /* last: it fills the pool */
     printf("test_sig: %d checks, %d failed\n", checks, failures);
     return failures != 0;

@@ -13,7 +13,10 @@
  *       memory, for strides not requested on a non-contiguous layout, for
  *       suboffsets without PyBUF_INDIRECT); honour=False fills every field
  *       whatever was requested. .exports counts the views not yet released,
- *       .requests the flags of each request.
+ *       .requests the flags of each request. .on_get (None, or a callable
+ *       of no arguments set by the test) runs inside every request before
+ *       anything is exported: it may change what the caller holds, and its
+ *       exception refuses the request.
  *
  *   Tensor(base, code, bits, shape, strides=None, lanes=1, data_offset=0,
  *          byte_offset=0, device=(1, 0), reported_device=None,
@@ -178,6 +181,7 @@ typedef struct {
     int readonly, honour;
     Py_ssize_t exports;
     PyObject *requests;          /* list of the flags of each request */
+    PyObject *on_get;            /* NULL, None or a callable run by each request */
 } BufferObject;
 
 static void buffer_dealloc(BufferObject *self)
@@ -189,6 +193,7 @@ static void buffer_dealloc(BufferObject *self)
     PyMem_Free(self->strides);
     PyMem_Free(self->suboffsets);
     Py_XDECREF(self->requests);
+    Py_XDECREF(self->on_get);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -282,6 +287,14 @@ static int buffer_getbuffer(BufferObject *self, Py_buffer *view, int flags)
         return -1;
     }
     Py_DECREF(f);
+    if (self->on_get != NULL && self->on_get != Py_None) {
+        PyObject *r = PyObject_CallNoArgs(self->on_get);
+        if (r == NULL) {
+            view->obj = NULL;
+            return -1;
+        }
+        Py_DECREF(r);
+    }
     const char *format = self->format;
     Py_ssize_t *shape = self->shape, *strides = self->strides;
     if (self->honour) {
@@ -343,6 +356,7 @@ static PyGetSetDef buffer_getset[] = {
 static PyMemberDef buffer_members[] = {
     { "exports", T_PYSSIZET, offsetof(BufferObject, exports), READONLY, NULL },
     { "requests", T_OBJECT, offsetof(BufferObject, requests), READONLY, NULL },
+    { "on_get", T_OBJECT, offsetof(BufferObject, on_get), 0, NULL },
     { NULL, 0, 0, 0, NULL }
 };
 

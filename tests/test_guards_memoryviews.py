@@ -1,0 +1,59 @@
+"""Typed-memoryview declarations as the core takes them, (dtype, ndim,
+contig, const), at the edges of their checks (commit.c parse_mvspec): the
+contiguity is exactly "C", "F" or None; the contiguity each declares is
+enforced on the buffer (convert.c). The ndim and index edges are in
+test_bind.py. The thunks here are made, never called."""
+
+import numpy as np
+import pytest
+
+import numthunk as nt
+
+SIG = "double (__Pyx_memviewslice, int)"
+
+
+def _make(cfn, arr, contig):
+    addr = cfn("f_d_pi", "double (const double *x, int n)").address
+    spec = {0: ("double", arr.ndim, contig, False)}
+    return nt.Thunk(nt.Signature(SIG), addr, (arr, 0), None, True, spec)
+
+
+@pytest.mark.parametrize("contig", ["C", "F", None])
+def test_contiguity_c_f_and_none_are_taken(cfn, contig):
+    arr = np.zeros((2, 3), order="F" if contig == "F" else "C")
+    t = _make(cfn, arr, contig)
+    assert t.bindings[0] is arr
+
+
+@pytest.mark.parametrize("contig", ["c", "f", "A", "K", "CF", "FC", "C ", " C", "", "C\0",
+                                    "\u0043\u0301", b"C", b"F", bytearray(b"C"), 0, 67, 1.0,
+                                    True, False, ["C"], ("C",)])
+def test_any_other_contiguity_is_refused_naming_the_parameter_and_value(cfn, contig):
+    arr = np.zeros((2, 3))
+    want = (f"memoryview 0: contig must be 'C', 'F' or None, got "
+            f"{type(contig).__name__} {contig!r}")
+    with pytest.raises(ValueError) as info:
+        _make(cfn, arr, contig)
+    assert str(info.value) == want
+
+
+@pytest.mark.parametrize("contig, order, ok", [("C", "C", True), ("C", "F", False),
+                                              ("F", "F", True), ("F", "C", False),
+                                              (None, "C", True), (None, "F", True)])
+def test_the_declared_contiguity_is_the_one_checked(cfn, contig, order, ok):
+    arr = np.zeros((2, 3), order=order)
+    if ok:
+        assert _make(cfn, arr, contig).bindings[0] is arr
+    else:
+        name = "C" if contig == "C" else "Fortran"
+        with pytest.raises(ValueError, match=rf"memoryview is declared {name}-contiguous but "
+                                             r"the buffer is not"):
+            _make(cfn, arr, contig)
+
+
+def test_a_declaration_of_the_wrong_shape_is_refused_before_its_contiguity(cfn):
+    arr = np.zeros(3)
+    addr = cfn("f_d_pi", "double (const double *x, int n)").address
+    for spec in (("double", 1, "C"), ("double", 1, "C", False, 0), ("double", "1", "C", False)):
+        with pytest.raises(TypeError):
+            nt.Thunk(nt.Signature(SIG), addr, (arr, 0), None, True, {0: spec})

@@ -1,0 +1,69 @@
+"""The registry of thunks by address (registry.c: open addressing, at most
+half full, 64 slots first, doubled when the next entry would pass half;
+removal by backward shift) across its growth edges, in a fresh process so
+that its count is the test's own: after the 31st, 32nd, 33rd ... entry (and
+each power of two around them) every thunk is found by its address, and
+after removals in three orders the rest still are and the removed are not.
+A thunk is found when binding its raw address to a function pointer is
+refused for being a released thunk (released thunks stay in the registry
+until freed). On both engines."""
+
+import pytest
+
+from conftest import ENGINES
+from thunks import run_py
+
+CODE = """
+import ctypes, numthunk as nt
+lib = ctypes.CDLL({path!r})
+fn = nt.Function(ctypes.cast(lib.f_d_d, ctypes.c_void_p).value, "double (double)")
+solver = nt.Function(ctypes.cast(lib.f_d_Fddi, ctypes.c_void_p).value,
+                     "double (double (*f)(double), double a, double b, int n)")
+
+def found(t):
+    try:
+        nt.bind(solver, nt.address(t), 0.0, 1.0, 1, engine={engine!r}).release()
+    except ValueError as exc:
+        assert "is a released thunk" in str(exc), exc
+        return True
+    return False
+
+thunks, addresses = [], []
+edges = set()
+for p in range(5, 12):
+    edges |= {{(1 << p) // 2 - 1, (1 << p) // 2, (1 << p) // 2 + 1}}
+for k in range(1, 1100):
+    t = nt.bind(fn, nt.ARG, engine={engine!r})
+    addresses.append(t.address)
+    t.release()                      # stays in the registry, and is refused when bound
+    thunks.append(t)
+    if k in edges:
+        assert all(found(a) for a in addresses), k
+del t
+print("grown", len(thunks))
+order = {order!r}
+n = len(thunks)
+if order == "oldest":
+    gone = list(range(0, n, 2))
+elif order == "newest":
+    gone = list(range(n - 1, -1, -3))
+else:
+    gone = [(i * 7919) % n for i in range(n // 2)]
+    gone = list(dict.fromkeys(gone))
+for i in gone:
+    thunks[i] = None                 # freed: leaves the registry
+gone = set(gone)
+for i, a in enumerate(addresses):
+    assert found(a) == (i not in gone), (i, a)
+print("removed", len(gone))
+"""
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("order", ["oldest", "newest", "scattered"])
+def test_every_thunk_is_found_across_the_registry_s_growth_and_removals(fixture_path, engine,
+                                                                        order):
+    out = run_py(CODE.format(path=fixture_path, engine=engine, order=order))
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "grown 1099" in out.stdout
+    assert "removed" in out.stdout
