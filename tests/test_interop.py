@@ -280,6 +280,46 @@ def test_struct_pointer_takes_a_declared_layout(ilib, api, engine, layout):
     assert nt.bind(total, _points(), 3, keep=ilib, engine=engine)() == 21.0
 
 
+OTHER = ">" if sys.byteorder == "little" else "<"
+
+
+class PtOther(ctypes.BigEndianStructure if sys.byteorder == "little"
+              else ctypes.LittleEndianStructure):
+    _fields_ = [("x", ctypes.c_double), ("y", ctypes.c_double)]
+
+
+PtOther.__name__ = "pt"
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_struct_pointer_refuses_fields_in_the_other_byte_order(ilib, engine):
+    # a swapped double read as a native one is a silently wrong value: the
+    # first field in the other order is named, whichever follows it (NumPy
+    # writes the order once for a run of fields)
+    addr = ctypes.cast(ilib.pt_sum, ctypes.c_void_p).value
+    total = nt.Function(addr, PT_SUM, structs={"pt": PT}, owner=ilib)
+    for fields, name in [((OTHER, OTHER), "x"), (("=", OTHER), "y"), ((OTHER, "="), "x")]:
+        swapped = _points().astype([("x", fields[0] + "f8"), ("y", fields[1] + "f8")])
+        with pytest.raises(TypeError, match=LABEL + f"the struct's field '{name}' is in "
+                                                    "non-native byte order"):
+            nt.bind(total, swapped, 3, engine=engine)
+        native = swapped.astype(swapped.dtype.newbyteorder("="))
+        assert nt.bind(total, native, 3, engine=engine)() == 21.0
+    nested = np.zeros(3, dtype=[("p", [("x", OTHER + "f8"), ("y", OTHER + "f8")])])
+    with pytest.raises(TypeError, match=LABEL + "the struct's field 'x' is in non-native"):
+        nt.bind(total, nested, 3, engine=engine)
+    # fields of one byte read the same in either order
+    tiny = nt.Function(addr, PT_SUM, structs={"pt": 16}, owner=ilib)
+    bytes16 = np.zeros(3, dtype=[("b", OTHER + "u1", (16,))])
+    assert nt.bind(tiny, bytes16, 3, engine=engine)() == 0.0
+    fwd = nt.bind(total, nt.ARG, 3, engine=engine)
+    with pytest.raises(TypeError, match=LABEL + "the struct's field 'x' is in non-native"):
+        fwd((PtOther * 3)(PtOther(1.0, 2.0), PtOther(3.0, 4.0), PtOther(5.0, 6.0)))
+    with pytest.raises(TypeError, match=LABEL + "the struct's field 'x' is in non-native"):
+        nt.bind(total, PtOther(1.0, 2.0), 1, engine=engine)
+    assert fwd((Pt * 3)(Pt(1.0, 2.0), Pt(3.0, 4.0), Pt(5.0, 6.0))) == 21.0
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("layout", ["numpy", "ctypes"])
 def test_forwarded_foreign_struct_values_are_checked_against_the_declaration(ilib, engine,
