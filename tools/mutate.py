@@ -767,7 +767,7 @@ def operator_mode(args):
         def clean(sel):
             w = free.pop()
             try:
-                exists = [t for t in sel if os.path.exists(os.path.join(w.dir, t))]
+                exists = [t for t in sel if os.path.exists(os.path.join(w.dir, t.split("::")[0]))]
                 return sel, run_tests(w.dir, exists, max(1800, args.timeout), args.engine)
             finally:
                 free.append(w)
