@@ -637,6 +637,47 @@ def test_strided_is_refused_for_a_descriptor(kern):
     assert nt.bind(fn, np.ones((3, 4))[:, ::2])() == 6.0
 
 
+class ProbeDL:
+    """An object that records every time its __dlpack__ is looked up."""
+
+    def __init__(self):
+        self.looked = 0
+
+    @property
+    def __dlpack__(self):
+        self.looked += 1
+        raise AttributeError("__dlpack__")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_arguments_beyond_the_forwarded_count_are_not_read(kern, engine):
+    # the first parameter is a descriptor: a value past the thunk's own
+    # parameters is refused by count, never converted (nor looked at) as if
+    # it were one of the target's parameters
+    total = nt.bind(kern("dl_sum_f64", "double (const DLTensor *t)"), np.ones(3), engine=engine)
+    rows = nt.bind(kern("dl_row_sum", "double (const DLTensor *t, int64_t i)"),
+                   np.ones((2, 3)), nt.ARG, engine=engine)
+    cases = [(total, (), "takes 0 arguments, got 1"), (rows, (0,), "takes 1 argument, got 2")]
+    for t, before, text in cases:
+        probe = ProbeDL()
+        with pytest.raises(TypeError, match=text):
+            t(*before, probe)
+        assert probe.looked == 0
+        for extra in (np.ones(3), total, ctypes.CFUNCTYPE(ctypes.c_double)(lambda: 1.0)):
+            with pytest.raises(TypeError, match=text):
+                t(*before, extra)
+    with pytest.raises(TypeError, match="takes 1 argument, got 0"):
+        rows()
+    # and too few: a descriptor parameter with no value is not read either
+    dot = nt.bind(kern("dl_dot", "double (const DLTensor *a, const DLTensor *b)"), nt.ARG,
+                  nt.ARG, engine=engine)
+    for values in [(), (np.ones(3),)]:
+        with pytest.raises(TypeError, match=f"takes 2 arguments, got {len(values)}"):
+            dot(*values)
+    assert dot(np.ones(3), np.ones(3)) == 3.0
+    assert total() == 3.0 and rows(1) == 3.0
+
+
 # ---------------------------------------------------------------- exporters written for the test
 #
 # ntexport.Tensor (tests/exporters/ntexport.c) exports exactly the tensor
