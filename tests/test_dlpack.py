@@ -12,6 +12,7 @@ import gc
 import os
 import re
 import struct
+import sys
 import weakref
 
 import numba
@@ -242,6 +243,29 @@ def test_dtype_codes(kern, dtype, code, bits, wrap):
         total = nt.bind(kern("dl_sum_any", "double (const DLTensor *)"), wrap(arr))()
         assert total == float(arr.real.astype(np.float64).sum() if arr.dtype.kind == "c"
                               else arr.astype(np.float64).sum())
+
+
+NATIVE_HALF = ["e", "@e", "=e", "<e" if sys.byteorder == "little" else ">e"]
+OTHER_HALF = [">e", "!e"] if sys.byteorder == "little" else ["<e"]
+
+
+@pytest.mark.parametrize("fmt", NATIVE_HALF + OTHER_HALF + ["ee", "e2", "2e", "Ze", "u", "<u",
+                                         "x"])
+def test_half_precision_buffers_in_native_order_are_float16(kern, ntexport, fmt):
+    # NumPy writes float16 as 'e'; other exporters may put the byte order
+    # first: float16 is native 'e' with or without it, nothing else is
+    data = np.arange(6, dtype=np.float16)
+    buf = ntexport.Buffer(data, fmt, 2, (6,), (2,))
+    describe = kern("dl_describe", "int64_t (const DLTensor *t, int64_t *)")
+    out = np.zeros(12, dtype=np.int64)
+    if fmt in NATIVE_HALF:
+        nt.bind(describe, buf, out)()
+        assert tuple(out[2:6]) == (1, 2, 16, 1)
+        return
+    with pytest.raises(TypeError, match=r"argument 1 \(t: const DLTensor \*\): (the array's "
+                                        rf"element format '{re.escape(fmt)}' cannot be described "
+                                        r"by a DLTensor|the buffer is in non-native byte order)"):
+        nt.bind(describe, buf, out)
 
 
 def test_kernel_checks_the_dtype(kern):
