@@ -653,6 +653,31 @@ def test_failing_dlpack_exporters_name_the_parameter(kern, engine):
         nt.bind(fn, twice, engine=engine)
 
 
+class CapsuleDL(OnlyDL):
+    """An exporter whose __dlpack__ returns a capsule of the given name
+    (None: a capsule without a name) over a placeholder pointer."""
+
+    def __init__(self, name):
+        super().__init__(np.zeros(1))
+        self.name = name
+
+    def __dlpack__(self, **kw):
+        return _capsule_new(self.arr.ctypes.data, self.name, None)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_capsules_of_other_names_are_named_in_the_refusal(kern, engine):
+    fn = kern("dl_sum_f64", "double (const DLTensor *t)")
+    label = r"argument 1 \(t: const DLTensor \*\): CapsuleDL.__dlpack__\(\) returned a capsule "
+    for name, shown in [(b"tensor", "'tensor'"), (b"dltensor_", "'dltensor_'"), (None, "NULL"),
+                        (b"used_dltensor", "'used_dltensor'")]:
+        with pytest.raises(TypeError, match=label + f"named {shown}, not 'dltensor' or "
+                                                    "'dltensor_versioned'") as info:
+            nt.bind(fn, CapsuleDL(name), engine=engine)
+        # only a used_ name says the tensor was consumed already
+        assert ("already consumed" in str(info.value)) == (name == b"used_dltensor")
+
+
 def test_strided_is_refused_for_a_descriptor(kern):
     fn = kern("dl_sum_f64", "double (const DLTensor *t)")
     with pytest.raises(TypeError, match=r"argument 1 \(t: const DLTensor \*\): a DLTensor "
