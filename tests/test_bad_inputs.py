@@ -371,6 +371,15 @@ def test_flags_take_booleans_not_truthy_strings(cfn):
     assert nt.Function(addr, "double (double)", nogil=0).nogil is False
 
 
+def test_flags_given_as_numpy_booleans_are_kept_as_python_booleans(cfn):
+    addr = cfn("f_d_d", "double (double a)").address
+    for given, want in [(np.True_, True), (np.False_, False), (np.int64(1), True), (0, False)]:
+        fn = nt.Function(addr, "double (double)", nogil=given)
+        assert fn.nogil is want
+        assert nt.bind(fn, 1.0).nogil is want
+        assert nt.stride(np.zeros((2, 3)), 1, elements=given).elements is want
+
+
 def test_ref_and_unpack_name_what_they_take():
     for bad in (None, 5, nt.Signature("int (int)")):
         with pytest.raises(TypeError, match="ref\\(\\): ctype must be C type text"):
