@@ -203,6 +203,38 @@ def test_struct_pointer_binds_none_address_ctypes_cffi(ifn, api):
     assert t(2.0, 2.0) == 9.0
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+def test_foreign_pointers_keep_their_pointee_alive(ifn, api, engine):
+    # a ctypes pointer or a cffi cdata bound, forwarded or rebound is held
+    # by the thunk: what it points to lives while the thunk does, whoever
+    # else lets go of it
+    dot = ifn("pt_dot", "double (const struct pt *, double, double)")
+    fwd = nt.bind(dot, nt.ARG, 1.0, 10.0, engine=engine)
+
+    def ctypes_pt():
+        p = Pt(2.0, 3.0)
+        return ctypes.pointer(p), weakref.ref(p)
+
+    def cffi_pt():
+        cp = api.ffi.new("struct pt *", [2.0, 3.0])
+        return cp, weakref.ref(cp)
+
+    for make in (ctypes_pt, cffi_pt):
+        p, alive = make()
+        t = nt.bind(dot, p, 1.0, 10.0, engine=engine)
+        q, rebound = make()
+        r = nt.bind(dot, nt.address(0), 1.0, 10.0, engine=engine)
+        r.rebind(0, q)
+        del p, q
+        gc.collect()
+        assert alive() is not None and rebound() is not None
+        assert t() == 32.0 and r() == 32.0 and fwd(*make()[:1]) == 32.0
+        t.release()
+        r.release()
+        gc.collect()
+        assert alive() is None and rebound() is None
+
+
 def test_struct_pointer_pointee_checked(ifn, api):
     dot = ifn("pt_dot", "double (const struct pt *, double, double)")
 
