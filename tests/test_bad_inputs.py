@@ -362,6 +362,25 @@ def test_memoryview_declarations_through_the_core_are_checked(cfn):
             nt.Thunk(sig, addr, (np.zeros(2),), None, True, bad)
 
 
+def test_memoryview_declarations_through_the_core_find_every_memoryview_parameter(cfn):
+    # the core looks for memoryview parameters in every position, the last
+    # one too; a signature without any takes no declaration at all
+    addr = cfn("f_d_pi", SUM).address
+    spec = ("double", 1, None, False)
+    last = nt.Signature("void (int n, __Pyx_memviewslice a)")
+    for values in [(nt.ARG, nt.ARG), (3, np.zeros(2))]:
+        nt.Thunk(last, addr, values, None, True, {1: spec}).release()
+    with pytest.raises(ValueError, match="memoryview declaration for parameter 0, which is "
+                                         "not a __Pyx_memviewslice parameter"):
+        nt.Thunk(last, addr, (3, np.zeros(2)), None, True, {0: spec})
+    for sig, values in [(nt.Signature(SUM), (np.zeros(2), 2)), (nt.Signature("void (int n)"),
+                        (2,)), (nt.Signature("void (void)"), ())]:
+        nt.Thunk(sig, addr, values, None, True, {}).release()
+        with pytest.raises(ValueError, match="memoryview declarations given, but the signature "
+                                             "has no __Pyx_memviewslice parameter"):
+            nt.Thunk(sig, addr, values, None, True, {0: spec})
+
+
 def test_flags_take_booleans_not_truthy_strings(cfn):
     addr = cfn("f_d_d", "double (double a)").address
     with pytest.raises(TypeError, match=r"nogil=\) must be True or False, got str 'no'"):
