@@ -542,7 +542,7 @@ OP_TESTS = {
     "numthunk/_ctypes.py": [T_SIG, T_TABLES, T_BIND, T_INTEROP],
     "numthunk/_cffi.py": [T_SIG, T_TABLES, T_INTEROP],
     "numthunk/_loader.py": [T_TRAVEL, T_BIND],
-    "numthunk/_api.py": [T_BIND, T_BAD, T_TRAVEL] + OP_CORE,
+    "numthunk/_api.py": [T_BIND, T_BAD, T_TRAVEL, T_INTEROP] + OP_CORE,
     "numthunk/__main__.py": [T_MAIN],
     "numthunk/__init__.py": [T_BIND],
 }
