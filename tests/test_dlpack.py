@@ -678,6 +678,43 @@ def test_capsules_of_other_names_are_named_in_the_refusal(kern, engine):
         assert ("already consumed" in str(info.value)) == (name == b"used_dltensor")
 
 
+class DeviceDL(OnlyDL):
+    """An exporter whose __dlpack_device__ answers what it is given."""
+
+    def __init__(self, arr, device):
+        super().__init__(arr)
+        self.device = device
+
+    def __dlpack_device__(self):
+        return self.device
+
+
+class Interrupting:
+    def __index__(self):
+        raise KeyboardInterrupt
+
+
+class Device(tuple):
+    pass
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_dlpack_device_answers_other_than_two_ints_are_refused(kern, engine):
+    fn = kern("dl_sum_f64", "double (const DLTensor *t)")
+    for device in ([1, 0], "ab", b"ab", {1: 0, 2: 0}, (1,), (1, 0, 0), ("1", 0), (1.0, 0),
+                   (1, None), (2**70, 0), (1, -2**70), None):
+        with pytest.raises(TypeError, match=r"argument 1 \(t: const DLTensor \*\): "
+                                            r"__dlpack_device__\(\) of DeviceDL must return "
+                                            r"\(device_type, device_id\) as two ints"):
+            nt.bind(fn, DeviceDL(np.ones(3), device), engine=engine)
+    for device in [(Interrupting(), 0), (1, Interrupting())]:
+        with pytest.raises(KeyboardInterrupt):
+            nt.bind(fn, DeviceDL(np.ones(3), device), engine=engine)
+    # a tuple of a subclass, and ints of one, are a tuple of two ints
+    assert nt.bind(fn, DeviceDL(np.ones(3), Device((1, 0))), engine=engine)() == 3.0
+    assert nt.bind(fn, DeviceDL(np.ones(3), (np.int64(1), np.int32(0))), engine=engine)() == 3.0
+
+
 def test_strided_is_refused_for_a_descriptor(kern):
     fn = kern("dl_sum_f64", "double (const DLTensor *t)")
     with pytest.raises(TypeError, match=r"argument 1 \(t: const DLTensor \*\): a DLTensor "
