@@ -381,6 +381,21 @@ def test_memoryview_declarations_through_the_core_find_every_memoryview_paramete
             nt.Thunk(sig, addr, values, None, True, {0: spec})
 
 
+def test_core_thunk_by_position_refuses_what_is_no_signature_or_tuple(cfn):
+    # by position, from the fewest arguments (3) to all of them (8): one
+    # message saying what each of the first three must be
+    addr = cfn("f_d_d", "double (double a)").address
+    sig = nt.Signature("double (double a)")
+    rest = (None, True, None, None, None)
+    for first in [("double (double)", addr, (1.0,)), (sig, addr, [1.0]), (sig, addr, None)]:
+        for n in range(3, 9):
+            with pytest.raises(TypeError, match=r"^Thunk\(signature, address, args: tuple, "
+                                                r"\.\.\.\)$"):
+                nt._core.Thunk(*(first + rest)[:n])
+    for n in range(3, 9):
+        nt._core.Thunk(*((sig, addr, (1.0,)) + rest)[:n]).release()
+
+
 def test_flags_take_booleans_not_truthy_strings(cfn):
     addr = cfn("f_d_d", "double (double a)").address
     with pytest.raises(TypeError, match=r"nogil=\) must be True or False, got str 'no'"):
