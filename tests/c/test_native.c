@@ -1154,6 +1154,145 @@ test_quarantine(int no_reuse)
     free_sig(s);
 }
 
+/* The handler cache (native.c) is open addressing with linear probing,
+   keyed by the FNV-1a hash of the shape key, and removal moves back the
+   entries after the hole whose home is at or before it, across the
+   table's end too. Run in a fresh process ("hcache"): the table has its
+   first 64 cells and only the released-thunk trap's handler. Shape A and
+   shape B both hash to the last cell; B wraps to the front. A's last plan
+   goes and its handler leaves once the quarantine has passed: B's shape
+   must still find its handler, not write a second one. */
+static uint64_t
+shape_hash(const nt_plan *plan)
+{
+    uint8_t key[NT_SHAPE_KEY_MAX];
+    size_t n = nt_handler_key(&nt_arch_native->abi, plan, key);
+    uint64_t h = 1469598103934665603ull; /* FNV-1a, as native.c hashes */
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ key[i]) * 1099511628211ull;
+    return h;
+}
+
+static nt_plan *
+bound_plan(nt_sig *s, int salt)
+{
+    nt_error err = { NT_OK, -1, "" };
+    nt_plan *plan = nt_plan_new(s, &err);
+    if (plan == NULL)
+        return NULL;
+    for (int i = 0; i < s->nargs; i++) {
+        if (i < 2 || ((salt >> i) & 1))
+            nt_plan_set_bound(plan, i);
+        else
+            nt_plan_set_arg(plan, i);
+    }
+    if (nt_plan_finish(plan, &err) != NT_OK
+        || nt_handler_supports(&nt_arch_native->abi, plan) != NT_OK) {
+        nt_plan_free(plan);
+        return NULL;
+    }
+    return plan;
+}
+
+static int
+test_handler_cache_wraps(void)
+{
+    const uint64_t last = 63; /* the first table: 64 cells */
+    nt_error err = { NT_OK, -1, "" };
+    nt_sig *trap_sig =
+        nt_sig_parse("void (const char *, const void *)", NULL, 0, &err);
+    nt_plan *trap = trap_sig != NULL ? bound_plan(trap_sig, 0) : NULL;
+    CHECK(trap != NULL, "the trap's plan: %s", err.msg);
+    if (trap == NULL)
+        return failures != 0;
+    uint64_t trap_home = shape_hash(trap) & last;
+    nt_plan_free(trap);
+    nt_sig_free(trap_sig);
+    if (trap_home == last) {
+        fprintf(stderr, "  handler cache: the trap's handler holds the last "
+                "cell here: no wrap to test\n");
+        return 0;
+    }
+    /* int64_t (int64_t x n), the first two bound (f_l_ll adds them), the
+       others bound or forwarded by the bits of salt: the search runs over
+       the count too, as the key's low bits vary little with the pattern */
+    int k[14];
+    for (int i = 0; i < 14; i++)
+        k[i] = NT_I64;
+    nt_sig *sigs[2] = { NULL, NULL };
+    int salts[2], found = 0;
+    for (int n = 2; n <= 14 && found < 2; n++) {
+        nt_sig *s = make_sig(NT_I64, k, n);
+        int hit = 0;
+        for (int salt = 0; salt < (1 << n) && found < 2 && !hit;
+             salt += 4) {
+            nt_plan *plan = bound_plan(s, salt);
+            if (plan != NULL && (shape_hash(plan) & last) == last) {
+                sigs[found] = s;
+                salts[found++] = salt;
+                hit = 1;
+            }
+            nt_plan_free(plan);
+        }
+        if (!hit)
+            free_sig(s);
+    }
+    CHECK(found == 2, "two shapes hashing to cell %llu: %d found",
+          (unsigned long long)last, found);
+    if (found < 2) {
+        if (found == 1)
+            free_sig(sigs[0]);
+        return failures != 0;
+    }
+    int b[2][14];
+    uint64_t v[14] = { 40, 2 };
+    for (int j = 0; j < 2; j++)
+        for (int i = 0; i < 14; i++)
+            b[j][i] = i < 2 || ((salts[j] >> i) & 1);
+    thunk a, b1, t;
+    int made = make_thunk(&a, sigs[0], b[0], v, (void *)f_l_ll) == 0;
+    if (made
+        && make_thunk(&b1, sigs[1], b[1], v, (void *)f_l_ll) != 0) {
+        drop_thunk(&a);
+        made = 0;
+    }
+    if (!made) {
+        failures++;
+        free_sig(sigs[0]);
+        free_sig(sigs[1]);
+        return 1;
+    }
+    CHECK(a.plan->handler != b1.plan->handler, "two shapes, one handler");
+    drop_thunk(&a); /* A's handler waits in the quarantine, then leaves */
+    const long q = (long)nt_config_get()->quarantine;
+    int same = 1;
+    /* A's handler leaves at the (q + 1)th free after its own */
+    for (long i = 0; i <= q + 1 && same; i++) {
+        if (make_thunk(&t, sigs[1], b[1], v, (void *)f_l_ll) != 0) {
+            failures++;
+            break;
+        }
+        same = t.plan->handler == b1.plan->handler;
+        CHECK(same, "shape B made a second handler after %ld frees "
+              "(quarantine %ld)", i, q);
+        drop_thunk(&t);
+    }
+    long (*fn)(long, long, long, long, long, long, long, long, long,
+               long, long, long)
+        = (long (*)(long, long, long, long, long, long, long, long, long,
+                    long, long, long))b1.address;
+    CHECK(fn(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0) == 42,
+          "shape B's thunk after A's handler left");
+    drop_thunk(&b1);
+    free_sig(sigs[0]);
+    free_sig(sigs[1]);
+    if (failures == 0)
+        fprintf(stderr, "  handler cache: shapes A and B at cell %llu (the "
+                "trap's at %llu); B found after A's handler left\n",
+                (unsigned long long)last, (unsigned long long)trap_home);
+    return failures != 0;
+}
+
 /* A shape nothing else in this process has made, so the handler cache
    misses and new code must be written. */
 static int
@@ -1709,6 +1848,8 @@ main(int argc, char **argv)
         test_no_execmem();
         return failures != 0;
     }
+    if (argc >= 2 && strcmp(argv[1], "hcache") == 0)
+        return test_handler_cache_wraps();
     if (argc >= 2 && strcmp(argv[1], "dump") == 0)
         return dump_code(argc >= 3 ? argv[2] : ".");
     int count = NSIG_DEFAULT;
@@ -1771,6 +1912,9 @@ main(int argc, char **argv)
              wrap, self);
     CHECK(len > 0 && system(cmd) == 0, "NUMTHUNK_EXECMEM=none run failed: "
           "%s", cmd);
+    /* the handler cache's first table, in a process of its own */
+    snprintf(cmd, sizeof(cmd), "%s '%s' hcache", wrap, self);
+    CHECK(len > 0 && system(cmd) == 0, "handler cache run failed: %s", cmd);
 
     /* the verdict on stdout (tests/test_c_harness.py reads it there), the
        details above on stderr */
