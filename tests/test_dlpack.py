@@ -268,6 +268,17 @@ def test_half_precision_buffers_in_native_order_are_float16(kern, ntexport, fmt)
         nt.bind(describe, buf, out)
 
 
+@pytest.mark.parametrize("itemsize", [1, 4, 8])
+def test_half_precision_format_with_items_of_another_size_is_refused(kern, ntexport, itemsize):
+    # 'e' is two bytes: an exporter that says otherwise describes no float16
+    data = np.zeros(6 * itemsize, dtype=np.uint8)
+    buf = ntexport.Buffer(data, "e", itemsize, (6,), (itemsize,))
+    describe = kern("dl_describe", "int64_t (const DLTensor *t, int64_t *)")
+    with pytest.raises(TypeError, match=r"argument 1 \(t: const DLTensor \*\): the array's "
+                                        r"element format 'e' cannot be described by a DLTensor"):
+        nt.bind(describe, buf, np.zeros(12, dtype=np.int64))
+
+
 def test_kernel_checks_the_dtype(kern):
     # numthunk describes any dtype it can; the kernel decides what it takes
     s = nt.bind(kern("dl_sum_f64", "double (const DLTensor *)"), np.arange(4, dtype=np.float32))
