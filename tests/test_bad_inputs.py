@@ -396,6 +396,27 @@ def test_core_thunk_by_position_refuses_what_is_no_signature_or_tuple(cfn):
         nt._core.Thunk(*((sig, addr, (1.0,)) + rest)[:n]).release()
 
 
+def test_ctypes_pointer_objects_reaching_the_core_are_refused_as_pointers(cfn):
+    # a ctypes pointer exports the bytes of the pointer itself ('&<d', '<P',
+    # '<z'): the core, given one without the package's resolution, says it
+    # is a pointer, whatever parameter it meets
+    addr = cfn("f_d_d", "double (double a)").address
+    x = ctypes.c_double(1.0)
+    value = "a ctypes pointer object is bound through its value"
+    for sig, make, text in [
+            ("double (const double *x)", lambda: ctypes.pointer(x), value),
+            ("double (const double *x)", lambda: ctypes.c_void_p(8), value),
+            ("double (const char *x)", lambda: ctypes.c_char_p(b"abc"), value),
+            ("double (void *x)", lambda: ctypes.pointer(ctypes.c_int64(3)), value),
+            ("double (const DLTensor *x)", lambda: ctypes.pointer(x), value),
+            ("double (double (*x)(double))", lambda: ctypes.pointer(x),
+             "a ctypes data pointer cannot be bound to a function pointer"),
+            ("double (double (*x)(double))", lambda: ctypes.c_void_p(addr),
+             "a ctypes data pointer cannot be bound to a function pointer")]:
+        with pytest.raises(TypeError, match=rf"^argument 1 \(x: .*\): {text}"):
+            nt._core.Thunk(nt.Signature(sig), addr, (make(),))
+
+
 def test_flags_take_booleans_not_truthy_strings(cfn):
     addr = cfn("f_d_d", "double (double a)").address
     with pytest.raises(TypeError, match=r"nogil=\) must be True or False, got str 'no'"):
