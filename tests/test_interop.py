@@ -280,6 +280,18 @@ def test_struct_pointer_refuses_bare_buffers(ifn, engine):
         nt._core.Thunk(total._signature, total.address, (np.ones(6), 3), engine=engine)
 
 
+@pytest.mark.parametrize("fmt", ["T{>(16)B:b:}", "T{>B:a:>(15)c:b:}", "T{!16s:s:}",
+                                 "T{>T{(8)B:a:}:p:(2)4x:q:}", "T{>2b:a:(14)?:b:}"])
+def test_struct_pointer_takes_one_byte_fields_in_either_byte_order(ilib, ntexport, fmt):
+    # byte order means nothing to a field of one byte: an exporter that
+    # writes '>' or '!' before bytes, sub-arrays, pads, chars or a nested
+    # struct of them describes native memory
+    addr = ctypes.cast(ilib.pt_sum, ctypes.c_void_p).value
+    total = nt.Function(addr, PT_SUM, structs={"pt": 16}, owner=ilib)
+    buf = ntexport.Buffer(np.zeros(48, dtype=np.uint8), fmt, 16, (3,), (16,))
+    assert nt.bind(total, buf, 3)() == 0.0
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("layout", [PT, Pt, 16, "cffi"], ids=["dtype", "ctypes", "size", "cffi"])
 def test_struct_pointer_takes_a_declared_layout(ilib, api, engine, layout):
