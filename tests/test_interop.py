@@ -292,6 +292,30 @@ def test_struct_pointer_takes_one_byte_fields_in_either_byte_order(ilib, ntexpor
     assert nt.bind(total, buf, 3)() == 0.0
 
 
+NATIVE = "<" if sys.byteorder == "little" else ">"
+
+
+@pytest.mark.parametrize("fmt, field", [
+    ("T{O(8)B:a:@d:x:}", None), ("T{O(8)B:a:=d:x:}", None), ("T{O(8)B:a:^d:x:}", None),
+    ("T{O(8)B:a:Nd:x:}", None), ("T{O(8)B:a:d:x:}", "x"), ("T{=(8)B:a:OH:h:(3)H:x:}", "h"),
+    ("T{OQ:q:d:x:}", "q"), ("T{Oz:p:d:x:}", "p"), ("T{Oa:a:(15)x:}", "a"),
+    ("T{OA:a:(15)x:}", "a"), ("T{OZd:z:}", "z")])
+def test_struct_byte_order_holds_until_the_next_order_character(ilib, ntexport, fmt, field):
+    # O: the other byte order, N: this host's written out; '@', '=' and '^'
+    # are native too. Any code but the one-byte ones (upper or lower case,
+    # one numthunk does not know) after the other order is refused by name
+    fmt = fmt.replace("O", OTHER).replace("N", NATIVE)
+    addr = ctypes.cast(ilib.pt_sum, ctypes.c_void_p).value
+    total = nt.Function(addr, PT_SUM, structs={"pt": 16}, owner=ilib)
+    buf = ntexport.Buffer(np.zeros(48, dtype=np.uint8), fmt, 16, (3,), (16,))
+    if field is None:
+        assert nt.bind(total, buf, 3)() == 0.0
+    else:
+        with pytest.raises(TypeError, match=LABEL + f"the struct's field '{field}' is in "
+                                                    "non-native byte order"):
+            nt.bind(total, buf, 3)
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("layout", [PT, Pt, 16, "cffi"], ids=["dtype", "ctypes", "size", "cffi"])
 def test_struct_pointer_takes_a_declared_layout(ilib, api, engine, layout):
