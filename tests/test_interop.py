@@ -235,6 +235,25 @@ def test_foreign_pointers_keep_their_pointee_alive(ifn, api, engine):
         assert alive() is None and rebound() is None
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+def test_ctypes_pointers_forwarded_or_rebound_to_data_pointers_are_read_through(cfn, engine):
+    # a ctypes pointer exports a buffer of its own bytes: forwarded to a
+    # call, or rebound, it is still the pointer's value that goes, not taken
+    # for an array
+    first = cfn("f_d_pi", "double (const double *x, int n)")
+    arr = (ctypes.c_double * 3)(1.0, 2.0, 4.0)
+    one = nt.bind(first, nt.ARG, 1, engine=engine)
+    three = nt.bind(first, nt.ARG, 3, engine=engine)
+    assert one(ctypes.pointer(ctypes.c_double(2.5))) == 2.5
+    assert three(ctypes.cast(arr, ctypes.POINTER(ctypes.c_double))) == 7.0
+    assert three(ctypes.c_void_p(ctypes.addressof(arr))) == 7.0
+    y = ctypes.c_double(7.5)
+    bound = nt.bind(first, ctypes.pointer(ctypes.c_double(1.5)), 1, engine=engine)
+    assert bound() == 1.5
+    bound.rebind(0, ctypes.pointer(y))
+    assert bound() == 7.5
+
+
 def test_struct_pointer_pointee_checked(ifn, api):
     dot = ifn("pt_dot", "double (const struct pt *, double, double)")
 
