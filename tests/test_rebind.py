@@ -200,6 +200,19 @@ def test_values_derived_from_one_array_follow_its_buffer_not_each_other(cfn, eng
         t.release()
 
 
+def test_derived_values_of_other_kinds_are_no_peers_when_pairing(cfn, engine):
+    # shape(a, 0) and size(a) before two parameters holding a: one of each
+    # kind, two buffers, so no pairing by rank: each follows the nearest
+    # buffer, x, and a rebind of y moves neither
+    a, big, c = np.arange(4.0), np.arange(100.0), np.arange(3.0)
+    t = bind(engine, cfn("f_d_iipp", IIPP), nt.shape(a, 0), nt.size(a), a, a)
+    assert t() == a.sum() + 10 * a.sum()
+    t.rebind(3, big)
+    assert t() == a.sum() + 10 * big[:4].sum()
+    t.rebind(2, c)                      # n and m follow x
+    assert t() == c.sum() + 10 * big[:3].sum()
+
+
 def test_kernel_reads_each_array_by_its_own_size_under_asan(engine):
     """The issue's case: one array bound to two pointer parameters, each with
     its size(); after rebind(0, big) the kernel reads n elements of x and m
