@@ -236,6 +236,26 @@ def test_foreign_pointers_keep_their_pointee_alive(ifn, api, engine):
 
 
 @pytest.mark.parametrize("engine", ENGINES)
+def test_pointers_to_struct_pointers_take_no_buffer(ilib, engine):
+    # struct pt ** is no struct pointer: a buffer, declared struct or not,
+    # is refused for its level of indirection, by bind, the core and a call
+    addr = ctypes.cast(ilib.pt_sum, ctypes.c_void_p).value
+    fn = nt.Function(addr, "double (const struct pt **p, int n)", structs={"pt": PT},
+                     owner=ilib)
+    fwd = nt.bind(fn, nt.ARG, 3, engine=engine)
+    text = (r"argument 1 \(p: const struct pt \*\*\): a buffer can be bound to a single-level "
+            r"pointer \(T \*\) only, not to const struct pt \*\*")
+    for value in (np.zeros(3), _points(), bytearray(48), memoryview(_points()),
+                  (Pt * 3)()):
+        with pytest.raises(TypeError, match=text):
+            nt.bind(fn, value, 3, engine=engine)
+        with pytest.raises(TypeError, match=text):
+            nt._core.Thunk(fn._signature, addr, (value, 3), engine=engine)
+        with pytest.raises(TypeError, match=text):
+            fwd(value)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
 def test_ctypes_pointers_forwarded_or_rebound_to_data_pointers_are_read_through(cfn, engine):
     # a ctypes pointer exports a buffer of its own bytes: forwarded to a
     # call, or rebound, it is still the pointer's value that goes, not taken
