@@ -1158,10 +1158,11 @@ test_quarantine(int no_reuse)
    keyed by the FNV-1a hash of the shape key, and removal moves back the
    entries after the hole whose home is at or before it, across the
    table's end too. Run in a fresh process ("hcache"): the table has its
-   first 64 cells and only the released-thunk trap's handler. Shape A and
-   shape B both hash to the last cell; B wraps to the front. A's last plan
-   goes and its handler leaves once the quarantine has passed: B's shape
-   must still find its handler, not write a second one. */
+   first 64 cells and only the released-thunk trap's handler. Shapes A and
+   B hash to the last cell (B wraps to the front), C and D to a cell m in
+   the middle (D goes to m + 1). The last plans of A and C go and their
+   handlers leave once the quarantine has passed: the shapes of B and D
+   must still find their handlers, not write second ones. */
 static uint64_t
 shape_hash(const nt_plan *plan)
 {
@@ -1174,14 +1175,14 @@ shape_hash(const nt_plan *plan)
 }
 
 static nt_plan *
-bound_plan(nt_sig *s, int salt)
+bound_plan(nt_sig *s, const int *bound)
 {
     nt_error err = { NT_OK, -1, "" };
     nt_plan *plan = nt_plan_new(s, &err);
     if (plan == NULL)
         return NULL;
     for (int i = 0; i < s->nargs; i++) {
-        if (i < 2 || ((salt >> i) & 1))
+        if (bound[i])
             nt_plan_set_bound(plan, i);
         else
             nt_plan_set_arg(plan, i);
@@ -1194,102 +1195,131 @@ bound_plan(nt_sig *s, int salt)
     return plan;
 }
 
+typedef struct {
+    nt_sig *sig;
+    int bound[14];
+    thunk first; /* made while the table is arranged, kept to the end */
+} cache_shape;
+
+/* Two shapes whose keys hash to cell `cell` of 64: int64_t (int64_t x n)
+   of two counts n, the first two parameters bound (f_l_ll adds them), the
+   others bound or forwarded by the bits of a salt (the count is searched
+   too, as the key's low bits vary little with the pattern alone). */
 static int
-test_handler_cache_wraps(void)
+shapes_at(uint64_t cell, cache_shape *out)
 {
-    const uint64_t last = 63; /* the first table: 64 cells */
+    int k[14];
+    for (int i = 0; i < 14; i++)
+        k[i] = NT_I64;
+    int found = 0;
+    for (int n = 2; n <= 14 && found < 2; n++) {
+        nt_sig *s = make_sig(NT_I64, k, n);
+        int used = 0;
+        for (int salt = 0; salt < (1 << n) && !used; salt += 4) {
+            int b[14];
+            for (int i = 0; i < 14; i++)
+                b[i] = i < 2 || ((salt >> i) & 1);
+            nt_plan *plan = bound_plan(s, b);
+            if (plan != NULL && (shape_hash(plan) & 63) == cell) {
+                out[found].sig = s;
+                memcpy(out[found].bound, b, sizeof(b));
+                found++;
+                used = 1;
+            }
+            nt_plan_free(plan);
+        }
+        if (!used)
+            free_sig(s);
+    }
+    CHECK(found == 2, "two shapes hashing to cell %llu: %d found",
+          (unsigned long long)cell, found);
+    for (int j = 0; j < found && found < 2; j++)
+        free_sig(out[j].sig);
+    return found == 2 ? 0 : -1;
+}
+
+/* Whether a new plan of shape s gets the handler of s->first. */
+static int
+same_handler(cache_shape *s, long i, long q)
+{
+    const uint64_t v[14] = { 40, 2 };
+    thunk t;
+    if (make_thunk(&t, s->sig, s->bound, v, (void *)f_l_ll) != 0) {
+        failures++;
+        return 0;
+    }
+    int same = t.plan->handler == s->first.plan->handler;
+    CHECK(same, "a shape made a second handler in round %ld (two frees "
+          "a round, quarantine %ld)", i, q);
+    drop_thunk(&t);
+    return same;
+}
+
+static int
+test_handler_cache_removal(void)
+{
     nt_error err = { NT_OK, -1, "" };
     nt_sig *trap_sig =
         nt_sig_parse("void (const char *, const void *)", NULL, 0, &err);
-    nt_plan *trap = trap_sig != NULL ? bound_plan(trap_sig, 0) : NULL;
+    const int both[2] = { 1, 1 };
+    nt_plan *trap = trap_sig != NULL ? bound_plan(trap_sig, both) : NULL;
     CHECK(trap != NULL, "the trap's plan: %s", err.msg);
     if (trap == NULL)
         return failures != 0;
-    uint64_t trap_home = shape_hash(trap) & last;
+    uint64_t trap_cell = shape_hash(trap) & 63;
     nt_plan_free(trap);
     nt_sig_free(trap_sig);
-    if (trap_home == last) {
+    if (trap_cell == 63) {
         fprintf(stderr, "  handler cache: the trap's handler holds the last "
                 "cell here: no wrap to test\n");
         return 0;
     }
-    /* int64_t (int64_t x n), the first two bound (f_l_ll adds them), the
-       others bound or forwarded by the bits of salt: the search runs over
-       the count too, as the key's low bits vary little with the pattern */
-    int k[14];
-    for (int i = 0; i < 14; i++)
-        k[i] = NT_I64;
-    nt_sig *sigs[2] = { NULL, NULL };
-    int salts[2], found = 0;
-    for (int n = 2; n <= 14 && found < 2; n++) {
-        nt_sig *s = make_sig(NT_I64, k, n);
-        int hit = 0;
-        for (int salt = 0; salt < (1 << n) && found < 2 && !hit;
-             salt += 4) {
-            nt_plan *plan = bound_plan(s, salt);
-            if (plan != NULL && (shape_hash(plan) & last) == last) {
-                sigs[found] = s;
-                salts[found++] = salt;
-                hit = 1;
-            }
-            nt_plan_free(plan);
-        }
-        if (!hit)
-            free_sig(s);
-    }
-    CHECK(found == 2, "two shapes hashing to cell %llu: %d found",
-          (unsigned long long)last, found);
-    if (found < 2) {
-        if (found == 1)
-            free_sig(sigs[0]);
-        return failures != 0;
-    }
-    int b[2][14];
-    uint64_t v[14] = { 40, 2 };
-    for (int j = 0; j < 2; j++)
-        for (int i = 0; i < 14; i++)
-            b[j][i] = i < 2 || ((salts[j] >> i) & 1);
-    thunk a, b1, t;
-    int made = make_thunk(&a, sigs[0], b[0], v, (void *)f_l_ll) == 0;
-    if (made
-        && make_thunk(&b1, sigs[1], b[1], v, (void *)f_l_ll) != 0) {
-        drop_thunk(&a);
-        made = 0;
-    }
-    if (!made) {
-        failures++;
-        free_sig(sigs[0]);
-        free_sig(sigs[1]);
+    uint64_t mid = trap_cell == 20 || trap_cell == 21 ? 30 : 20;
+    cache_shape sh[4]; /* A, B at 63; C, D at mid */
+    if (shapes_at(63, sh) != 0)
+        return 1;
+    if (shapes_at(mid, sh + 2) != 0) {
+        free_sig(sh[0].sig);
+        free_sig(sh[1].sig);
         return 1;
     }
-    CHECK(a.plan->handler != b1.plan->handler, "two shapes, one handler");
-    drop_thunk(&a); /* A's handler waits in the quarantine, then leaves */
-    const long q = (long)nt_config_get()->quarantine;
-    int same = 1;
-    /* A's handler leaves at the (q + 1)th free after its own */
-    for (long i = 0; i <= q + 1 && same; i++) {
-        if (make_thunk(&t, sigs[1], b[1], v, (void *)f_l_ll) != 0) {
-            failures++;
-            break;
+    const uint64_t v[14] = { 40, 2 };
+    int made = 0;
+    while (made < 4
+           && make_thunk(&sh[made].first, sh[made].sig, sh[made].bound, v,
+                         (void *)f_l_ll) == 0)
+        made++;
+    CHECK(made == 4, "the four shapes' thunks: %d made", made);
+    if (made == 4) {
+        drop_thunk(&sh[0].first); /* A and C: their handlers leave */
+        drop_thunk(&sh[2].first);
+        const long q = (long)nt_config_get()->quarantine;
+        /* they leave at the (q + 1)th free after their own */
+        for (long i = 0; i <= q + 2; i++)
+            if (!same_handler(&sh[1], i, q) || !same_handler(&sh[3], i, q))
+                break;
+        for (int j = 1; j < 4; j += 2) {
+            long (*fn)(long, long, long, long, long, long, long, long, long,
+                       long, long, long)
+                = (long (*)(long, long, long, long, long, long, long, long,
+                            long, long, long, long))sh[j].first.address;
+            CHECK(fn(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0) == 42,
+                  "shape %c's thunk after the others' handlers left",
+                  "ABCD"[j]);
         }
-        same = t.plan->handler == b1.plan->handler;
-        CHECK(same, "shape B made a second handler after %ld frees "
-              "(quarantine %ld)", i, q);
-        drop_thunk(&t);
+        drop_thunk(&sh[1].first);
+        drop_thunk(&sh[3].first);
+    } else {
+        for (int j = 0; j < made; j++)
+            drop_thunk(&sh[j].first);
     }
-    long (*fn)(long, long, long, long, long, long, long, long, long,
-               long, long, long)
-        = (long (*)(long, long, long, long, long, long, long, long, long,
-                    long, long, long))b1.address;
-    CHECK(fn(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0) == 42,
-          "shape B's thunk after A's handler left");
-    drop_thunk(&b1);
-    free_sig(sigs[0]);
-    free_sig(sigs[1]);
+    for (int j = 0; j < 4; j++)
+        free_sig(sh[j].sig);
     if (failures == 0)
-        fprintf(stderr, "  handler cache: shapes A and B at cell %llu (the "
-                "trap's at %llu); B found after A's handler left\n",
-                (unsigned long long)last, (unsigned long long)trap_home);
+        fprintf(stderr, "  handler cache: shapes at cells 63 (wrapping) and "
+                "%llu (the trap's at %llu) found after their neighbours' "
+                "handlers left\n",
+                (unsigned long long)mid, (unsigned long long)trap_cell);
     return failures != 0;
 }
 
@@ -1849,7 +1879,7 @@ main(int argc, char **argv)
         return failures != 0;
     }
     if (argc >= 2 && strcmp(argv[1], "hcache") == 0)
-        return test_handler_cache_wraps();
+        return test_handler_cache_removal();
     if (argc >= 2 && strcmp(argv[1], "dump") == 0)
         return dump_code(argc >= 3 ? argv[2] : ".");
     int count = NSIG_DEFAULT;
