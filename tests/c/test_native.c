@@ -1157,12 +1157,12 @@ test_quarantine(int no_reuse)
 /* The handler cache (native.c) is open addressing with linear probing,
    keyed by the FNV-1a hash of the shape key, and removal moves back the
    entries after the hole whose home is at or before it, across the
-   table's end too. Run in a fresh process ("hcache"): the table has its
-   first 64 cells and only the released-thunk trap's handler. Shapes A and
-   B hash to the last cell (B wraps to the front), C and D to a cell m in
-   the middle (D goes to m + 1). The last plans of A and C go and their
-   handlers leave once the quarantine has passed: the shapes of B and D
-   must still find their handlers, not write second ones. */
+   table's end too, and leaves the others where they are. Each scenario
+   runs in a fresh process ("hcache N"): the table has its first 64 cells
+   and only the released-thunk trap's handler. Shapes hashing to chosen
+   cells are made in order; some go, and their handlers leave once the
+   quarantine has passed: the others must still find their handlers (not
+   write second ones) and run. */
 static uint64_t
 shape_hash(const nt_plan *plan)
 {
@@ -1196,46 +1196,45 @@ bound_plan(nt_sig *s, const int *bound)
 }
 
 typedef struct {
+    int cell; /* its key's home among 64 cells */
+    int goes; /* its plan goes, its handler leaves */
     nt_sig *sig;
     int bound[14];
-    thunk first; /* made while the table is arranged, kept to the end */
+    thunk first;
 } cache_shape;
 
-/* Two shapes whose keys hash to cell `cell` of 64: int64_t (int64_t x n)
-   of two counts n, the first two parameters bound (f_l_ll adds them), the
-   others bound or forwarded by the bits of a salt (the count is searched
-   too, as the key's low bits vary little with the pattern alone). */
+/* The nth shape whose key hashes to cell: int64_t (int64_t x n) for the
+   nth count n that has one, the first two parameters bound (f_l_ll adds
+   them), the others bound or forwarded by the bits of a salt (the count
+   is searched too, as the key's low bits vary little with the pattern
+   alone). */
 static int
-shapes_at(uint64_t cell, cache_shape *out)
+shape_at(cache_shape *out, int nth)
 {
     int k[14];
     for (int i = 0; i < 14; i++)
         k[i] = NT_I64;
-    int found = 0;
-    for (int n = 2; n <= 14 && found < 2; n++) {
+    for (int n = 2; n <= 14; n++) {
         nt_sig *s = make_sig(NT_I64, k, n);
-        int used = 0;
-        for (int salt = 0; salt < (1 << n) && !used; salt += 4) {
+        for (int salt = 0; salt < (1 << n); salt += 4) {
             int b[14];
             for (int i = 0; i < 14; i++)
                 b[i] = i < 2 || ((salt >> i) & 1);
             nt_plan *plan = bound_plan(s, b);
-            if (plan != NULL && (shape_hash(plan) & 63) == cell) {
-                out[found].sig = s;
-                memcpy(out[found].bound, b, sizeof(b));
-                found++;
-                used = 1;
-            }
+            int hit = plan != NULL && (int)(shape_hash(plan) & 63) == out->cell;
             nt_plan_free(plan);
+            if (hit && nth-- == 0) {
+                out->sig = s;
+                memcpy(out->bound, b, sizeof(b));
+                return 0;
+            }
+            if (hit)
+                break; /* one shape per count */
         }
-        if (!used)
-            free_sig(s);
+        free_sig(s);
     }
-    CHECK(found == 2, "two shapes hashing to cell %llu: %d found",
-          (unsigned long long)cell, found);
-    for (int j = 0; j < found && found < 2; j++)
-        free_sig(out[j].sig);
-    return found == 2 ? 0 : -1;
+    CHECK(0, "no shape hashing to cell %d", out->cell);
+    return -1;
 }
 
 /* Whether a new plan of shape s gets the handler of s->first. */
@@ -1249,14 +1248,14 @@ same_handler(cache_shape *s, long i, long q)
         return 0;
     }
     int same = t.plan->handler == s->first.plan->handler;
-    CHECK(same, "a shape made a second handler in round %ld (two frees "
-          "a round, quarantine %ld)", i, q);
+    CHECK(same, "the shape at cell %d made a second handler in round %ld "
+          "of frees (quarantine %ld)", s->cell, i, q);
     drop_thunk(&t);
     return same;
 }
 
 static int
-test_handler_cache_removal(void)
+test_handler_cache_removal(int which)
 {
     nt_error err = { NT_OK, -1, "" };
     nt_sig *trap_sig =
@@ -1266,60 +1265,81 @@ test_handler_cache_removal(void)
     CHECK(trap != NULL, "the trap's plan: %s", err.msg);
     if (trap == NULL)
         return failures != 0;
-    uint64_t trap_cell = shape_hash(trap) & 63;
+    int tc = (int)(shape_hash(trap) & 63);
     nt_plan_free(trap);
     nt_sig_free(trap_sig);
-    if (trap_cell == 63) {
-        fprintf(stderr, "  handler cache: the trap's handler holds the last "
-                "cell here: no wrap to test\n");
+    /* m, m + 1, m + 2 in the middle, clear of the trap's cell */
+    int m = tc >= 20 && tc <= 22 ? 30 : 20;
+    /* (cell, goes), made in this order; cells of 1 and 2 are m + 0, m + 1:
+       0: the second wraps to 0 and moves back to 63, the third to 0;
+       1: the second moves back to m; 2: the second, at its home, stays;
+       3: the second stays at 63, the third, wrapped to 0 with its home
+          after the hole at 62, stays; 4: the second, at its home 0, stays */
+    static const int plans[5][4][2] = {
+        { { 63, 1 }, { 63, 0 }, { 63, 0 }, { -1, 0 } },
+        { { 0, 1 }, { 0, 0 }, { -1, 0 } },
+        { { 0, 1 }, { 1, 0 }, { -1, 0 } },
+        { { 62, 1 }, { 63, 0 }, { 63, 0 }, { -1, 0 } },
+        { { 63, 1 }, { 0, 0 }, { -1, 0 } },
+    };
+    if (which < 0 || which >= 5)
+        return 2;
+    int wraps = which == 0 || which >= 3;
+    if (wraps && (tc >= 62 || tc <= 1)) {
+        fprintf(stderr, "  handler cache %d: the trap's handler is at cell %d: "
+                "no wrap to test\n", which, tc);
         return 0;
     }
-    uint64_t mid = trap_cell == 20 || trap_cell == 21 ? 30 : 20;
-    cache_shape sh[4]; /* A, B at 63; C, D at mid */
-    if (shapes_at(63, sh) != 0)
-        return 1;
-    if (shapes_at(mid, sh + 2) != 0) {
-        free_sig(sh[0].sig);
-        free_sig(sh[1].sig);
-        return 1;
+    cache_shape sh[4];
+    int n = 0, ok = 1;
+    for (; n < 4 && plans[which][n][0] >= 0 && ok; n++) {
+        sh[n].cell = wraps ? plans[which][n][0] : m + plans[which][n][0];
+        sh[n].goes = plans[which][n][1];
+        int nth = 0;
+        for (int j = 0; j < n; j++)
+            nth += sh[j].cell == sh[n].cell;
+        ok = shape_at(&sh[n], nth) == 0;
+        if (!ok)
+            n--;
     }
     const uint64_t v[14] = { 40, 2 };
     int made = 0;
-    while (made < 4
+    while (ok && made < n
            && make_thunk(&sh[made].first, sh[made].sig, sh[made].bound, v,
                          (void *)f_l_ll) == 0)
         made++;
-    CHECK(made == 4, "the four shapes' thunks: %d made", made);
-    if (made == 4) {
-        drop_thunk(&sh[0].first); /* A and C: their handlers leave */
-        drop_thunk(&sh[2].first);
-        const long q = (long)nt_config_get()->quarantine;
-        /* they leave at the (q + 1)th free after their own */
-        for (long i = 0; i <= q + 2; i++)
-            if (!same_handler(&sh[1], i, q) || !same_handler(&sh[3], i, q))
-                break;
-        for (int j = 1; j < 4; j += 2) {
-            long (*fn)(long, long, long, long, long, long, long, long, long,
-                       long, long, long)
-                = (long (*)(long, long, long, long, long, long, long, long,
-                            long, long, long, long))sh[j].first.address;
-            CHECK(fn(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0) == 42,
-                  "shape %c's thunk after the others' handlers left",
-                  "ABCD"[j]);
-        }
-        drop_thunk(&sh[1].first);
-        drop_thunk(&sh[3].first);
-    } else {
-        for (int j = 0; j < made; j++)
+    CHECK(made == n, "handler cache %d: %d of %d thunks made", which, made,
+          n);
+    for (int j = 0; j < made; j++)
+        if (sh[j].goes)
             drop_thunk(&sh[j].first);
+    const long q = (long)nt_config_get()->quarantine;
+    /* they leave at the (q + 1)th free after their own */
+    int same = made == n;
+    for (long i = 0; i <= q + 2 && same; i++)
+        for (int j = 0; j < n && same; j++)
+            if (!sh[j].goes)
+                same = same_handler(&sh[j], i, q);
+    for (int j = 0; j < made; j++) {
+        if (sh[j].goes)
+            continue;
+        long (*fn)(long, long, long, long, long, long, long, long, long,
+                   long, long, long)
+            = (long (*)(long, long, long, long, long, long, long, long,
+                        long, long, long, long))sh[j].first.address;
+        CHECK(fn(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0) == 42,
+              "the shape at cell %d: its thunk after the others' handlers "
+              "left", sh[j].cell);
+        drop_thunk(&sh[j].first);
     }
-    for (int j = 0; j < 4; j++)
+    for (int j = 0; j < n; j++)
         free_sig(sh[j].sig);
     if (failures == 0)
-        fprintf(stderr, "  handler cache: shapes at cells 63 (wrapping) and "
-                "%llu (the trap's at %llu) found after their neighbours' "
-                "handlers left\n",
-                (unsigned long long)mid, (unsigned long long)trap_cell);
+        fprintf(stderr, "  handler cache %d: cells", which);
+    for (int j = 0; j < n && failures == 0; j++)
+        fprintf(stderr, " %d%s", sh[j].cell, sh[j].goes ? " (goes)" : "");
+    if (failures == 0)
+        fprintf(stderr, "; the trap's at %d\n", tc);
     return failures != 0;
 }
 
@@ -1878,8 +1898,8 @@ main(int argc, char **argv)
         test_no_execmem();
         return failures != 0;
     }
-    if (argc >= 2 && strcmp(argv[1], "hcache") == 0)
-        return test_handler_cache_removal();
+    if (argc >= 3 && strcmp(argv[1], "hcache") == 0)
+        return test_handler_cache_removal(atoi(argv[2]));
     if (argc >= 2 && strcmp(argv[1], "dump") == 0)
         return dump_code(argc >= 3 ? argv[2] : ".");
     int count = NSIG_DEFAULT;
@@ -1942,9 +1962,13 @@ main(int argc, char **argv)
              wrap, self);
     CHECK(len > 0 && system(cmd) == 0, "NUMTHUNK_EXECMEM=none run failed: "
           "%s", cmd);
-    /* the handler cache's first table, in a process of its own */
-    snprintf(cmd, sizeof(cmd), "%s '%s' hcache", wrap, self);
-    CHECK(len > 0 && system(cmd) == 0, "handler cache run failed: %s", cmd);
+    /* the handler cache's first table, each scenario in a process of its
+       own */
+    for (int k = 0; k < 5; k++) {
+        snprintf(cmd, sizeof(cmd), "%s '%s' hcache %d", wrap, self, k);
+        CHECK(len > 0 && system(cmd) == 0, "handler cache run failed: %s",
+              cmd);
+    }
 
     /* the verdict on stdout (tests/test_c_harness.py reads it there), the
        details above on stderr */
