@@ -3,6 +3,7 @@ parameter. One test per row; none may crash the interpreter (the whole
 table also runs in a subprocess, so a crash is a failure, not an abort)."""
 
 import ctypes
+import re
 import subprocess
 import sys
 
@@ -415,6 +416,17 @@ def test_ctypes_pointer_objects_reaching_the_core_are_refused_as_pointers(cfn):
              "a ctypes data pointer cannot be bound to a function pointer")]:
         with pytest.raises(TypeError, match=rf"^argument 1 \(x: .*\): {text}"):
             nt._core.Thunk(nt.Signature(sig), addr, (make(),))
+
+
+def test_ref_refuses_types_that_are_no_scalar_by_name():
+    # a cell by reference holds a scalar: pointers, function pointers (by
+    # their C text or Numba's), memoryviews and void are refused as such
+    for ctype in ("double (*)(double)", "int (*)(void)", "FunctionType[float64(float64)]",
+                  "double *", "void *", "__Pyx_memviewslice", "void"):
+        for value in (0, None, nt.address(8)):
+            with pytest.raises(TypeError, match=rf"^'{re.escape(ctype)}' is not a scalar C type$"):
+                nt.ref(value, ctype)
+    assert nt.ref(3, "int").value == 3
 
 
 def test_flags_take_booleans_not_truthy_strings(cfn):
