@@ -784,6 +784,8 @@ static int refuse_target(const nt_type *t, const Py_buffer *v, int strided, nt_l
     }
     if (is_struct_pointer(t) && *skip_order(v->format != NULL ? v->format : "B") != 'T')
         return refuse_undeclared_struct(t, v, what);
+    if (is_struct_pointer(t))
+        return nt_struct_check_order(v, W(what));
     return 0;
 }
 

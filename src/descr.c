@@ -11,6 +11,7 @@
 #include "pyapi.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 nt_held *nt_held_get(PyObject *obj, const char *what)
 {
@@ -155,6 +156,52 @@ int nt_elem_decode(const Py_buffer *view, nt_elem *out, const char *what)
         return -1;
     }
     out->kind = kind;
+    return 0;
+}
+
+/* A byte-order character holds until the next one (NumPy writes '>' once
+   before the first of a run of big-endian fields), inside nested structs
+   too; field names stand between colons. Codes of one byte read the same
+   in either order. */
+int nt_struct_check_order(const Py_buffer *view, const char *what)
+{
+    const char *f = view->format != NULL ? view->format : "B";
+    int swapped = 0;
+    for (const char *c = f; *c != '\0'; c++) {
+        if (*c == ':') { /* a field name: to its closing colon */
+            const char *end = strchr(c + 1, ':');
+            if (end == NULL)
+                break;
+            c = end;
+        } else if (*c == '@' || *c == '=' || *c == '^')
+            swapped = 0;
+        else if (*c == '<' || *c == '>' || *c == '!')
+            swapped = (*c == '<') != host_is_little();
+        else if (swapped && strchr("cbB?spx", *c) == NULL
+                 && ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z')) && *c != 'T'
+                 && *c != 'Z') {
+            const char *name = c[1] == ':' ? c + 2 : NULL;
+            const char *end = name != NULL ? strchr(name, ':') : NULL;
+            char field[128];
+            if (end != NULL) {
+                size_t n = (size_t)(end - name) < sizeof(field) - 1 ? (size_t)(end - name)
+                                                                    : sizeof(field) - 1;
+                memcpy(field, name, n);
+                field[n] = '\0';
+                PyErr_Format(PyExc_TypeError,
+                             "%s: the struct's field '%s' is in non-native byte order "
+                             "(format '%s'); convert the array first, e.g. "
+                             "arr.astype(arr.dtype.newbyteorder('='))",
+                             what, field, f);
+            } else
+                PyErr_Format(PyExc_TypeError,
+                             "%s: a field of the struct is in non-native byte order "
+                             "(format '%s'); convert the array first, e.g. "
+                             "arr.astype(arr.dtype.newbyteorder('='))",
+                             what, f);
+            return -1;
+        }
+    }
     return 0;
 }
 

@@ -224,6 +224,9 @@ void nt_held_release(nt_held *h);
 int nt_view_check(PyObject *obj, const Py_buffer *view, const char *what);
 /* Decodes the PEP 3118 format of a held buffer into an element kind. */
 int nt_elem_decode(const Py_buffer *view, nt_elem *out, const char *what);
+/* A struct buffer's fields in the host's byte order: 0, or -1 with a
+   TypeError starting with `what` that names the first field in the other. */
+int nt_struct_check_order(const Py_buffer *view, const char *what);
 int nt_is_aligned(const Py_buffer *view, size_t align);
 /* 0 if it is, else -1 with a ValueError starting with `what`. */
 int nt_check_aligned(const Py_buffer *view, size_t align, const char *what);

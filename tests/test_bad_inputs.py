@@ -3,6 +3,7 @@ parameter. One test per row; none may crash the interpreter (the whole
 table also runs in a subprocess, so a crash is a failure, not an abort)."""
 
 import ctypes
+import re
 import subprocess
 import sys
 
@@ -362,6 +363,72 @@ def test_memoryview_declarations_through_the_core_are_checked(cfn):
             nt.Thunk(sig, addr, (np.zeros(2),), None, True, bad)
 
 
+def test_memoryview_declarations_through_the_core_find_every_memoryview_parameter(cfn):
+    # the core looks for memoryview parameters in every position, the last
+    # one too; a signature without any takes no declaration at all
+    addr = cfn("f_d_pi", SUM).address
+    spec = ("double", 1, None, False)
+    last = nt.Signature("void (int n, __Pyx_memviewslice a)")
+    for values in [(nt.ARG, nt.ARG), (3, np.zeros(2))]:
+        nt.Thunk(last, addr, values, None, True, {1: spec}).release()
+    with pytest.raises(ValueError, match="memoryview declaration for parameter 0, which is "
+                                         "not a __Pyx_memviewslice parameter"):
+        nt.Thunk(last, addr, (3, np.zeros(2)), None, True, {0: spec})
+    for sig, values in [(nt.Signature(SUM), (np.zeros(2), 2)), (nt.Signature("void (int n)"),
+                        (2,)), (nt.Signature("void (void)"), ())]:
+        nt.Thunk(sig, addr, values, None, True, {}).release()
+        with pytest.raises(ValueError, match="memoryview declarations given, but the signature "
+                                             "has no __Pyx_memviewslice parameter"):
+            nt.Thunk(sig, addr, values, None, True, {0: spec})
+
+
+def test_core_thunk_by_position_refuses_what_is_no_signature_or_tuple(cfn):
+    # by position, from the fewest arguments (3) to all of them (8): one
+    # message saying what each of the first three must be
+    addr = cfn("f_d_d", "double (double a)").address
+    sig = nt.Signature("double (double a)")
+    rest = (None, True, None, None, None)
+    for first in [("double (double)", addr, (1.0,)), (sig, addr, [1.0]), (sig, addr, None)]:
+        for n in range(3, 9):
+            with pytest.raises(TypeError, match=r"^Thunk\(signature, address, args: tuple, "
+                                                r"\.\.\.\)$"):
+                nt._core.Thunk(*(first + rest)[:n])
+    for n in range(3, 9):
+        nt._core.Thunk(*((sig, addr, (1.0,)) + rest)[:n]).release()
+
+
+def test_ctypes_pointer_objects_reaching_the_core_are_refused_as_pointers(cfn):
+    # a ctypes pointer exports the bytes of the pointer itself ('&<d', '<P',
+    # '<z'): the core, given one without the package's resolution, says it
+    # is a pointer, whatever parameter it meets
+    addr = cfn("f_d_d", "double (double a)").address
+    x = ctypes.c_double(1.0)
+    value = "a ctypes pointer object is bound through its value"
+    for sig, make, text in [
+            ("double (const double *x)", lambda: ctypes.pointer(x), value),
+            ("double (const double *x)", lambda: ctypes.c_void_p(8), value),
+            ("double (const char *x)", lambda: ctypes.c_char_p(b"abc"), value),
+            ("double (void *x)", lambda: ctypes.pointer(ctypes.c_int64(3)), value),
+            ("double (const DLTensor *x)", lambda: ctypes.pointer(x), value),
+            ("double (double (*x)(double))", lambda: ctypes.pointer(x),
+             "a ctypes data pointer cannot be bound to a function pointer"),
+            ("double (double (*x)(double))", lambda: ctypes.c_void_p(addr),
+             "a ctypes data pointer cannot be bound to a function pointer")]:
+        with pytest.raises(TypeError, match=rf"^argument 1 \(x: .*\): {text}"):
+            nt._core.Thunk(nt.Signature(sig), addr, (make(),))
+
+
+def test_ref_refuses_types_that_are_no_scalar_by_name():
+    # a cell by reference holds a scalar: pointers, function pointers (by
+    # their C text or Numba's), memoryviews and void are refused as such
+    for ctype in ("double (*)(double)", "int (*)(void)", "FunctionType[float64(float64)]",
+                  "double *", "void *", "__Pyx_memviewslice", "void"):
+        for value in (0, None, nt.address(8)):
+            with pytest.raises(TypeError, match=rf"^'{re.escape(ctype)}' is not a scalar C type$"):
+                nt.ref(value, ctype)
+    assert nt.ref(3, "int").value == 3
+
+
 def test_flags_take_booleans_not_truthy_strings(cfn):
     addr = cfn("f_d_d", "double (double a)").address
     with pytest.raises(TypeError, match=r"nogil=\) must be True or False, got str 'no'"):
@@ -369,6 +436,15 @@ def test_flags_take_booleans_not_truthy_strings(cfn):
     with pytest.raises(TypeError, match="must be True or False"):
         nt.bind(addr, 1.0, signature="double (double)", nogil="false")
     assert nt.Function(addr, "double (double)", nogil=0).nogil is False
+
+
+def test_flags_given_as_numpy_booleans_are_kept_as_python_booleans(cfn):
+    addr = cfn("f_d_d", "double (double a)").address
+    for given, want in [(np.True_, True), (np.False_, False), (np.int64(1), True), (0, False)]:
+        fn = nt.Function(addr, "double (double)", nogil=given)
+        assert fn.nogil is want
+        assert nt.bind(fn, 1.0).nogil is want
+        assert nt.stride(np.zeros((2, 3)), 1, elements=given).elements is want
 
 
 def test_ref_and_unpack_name_what_they_take():

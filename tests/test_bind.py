@@ -965,3 +965,29 @@ def test_memoryview_declaration_ndim_at_the_edges(cfn, ndim, ok):
     with pytest.raises(ValueError, match=r"^memoryview declaration for parameter 1, which is "
                                          r"not a __Pyx_memviewslice parameter"):
         nt.Thunk(sig, addr, (arr, 0), None, True, {1: ("double", 1, None, False)})
+
+
+def test_forwarded_values_the_core_reads_itself_run_no_python(cfn, engine):
+    # an address, None, an array, strided(): the core converts them without
+    # asking the package (no Python call on the way)
+    first = cfn("f_d_pi", "double (const double *x, int n)")
+    arr = np.arange(3.0)
+    three = nt.bind(first, nt.ARG, 3, engine=engine)
+    none = nt.bind(first, nt.ARG, 0, engine=engine)
+    cases = [(three, nt.address(arr.ctypes.data)), (three, arr),
+             (three, nt.strided(arr)), (none, None)]
+    for t, value in cases:
+        t(value)                                    # anything made once, made now
+        calls = []
+
+        def profile(frame, event, arg, calls=calls):
+            if event == "call":
+                calls.append(frame.f_code.co_name)
+
+        sys.setprofile(profile)
+        try:
+            result = t(value)
+        finally:
+            sys.setprofile(None)
+        assert calls == [], (value, calls)
+        assert result == (3.0 if t is three else 0.0)

@@ -596,6 +596,25 @@ def test_exporter_counts_that_describe_no_memory_are_refused(ntexport, cfn, fiel
     assert buf.exports == 0
 
 
+@pytest.mark.parametrize("shape, length", [((2**62, 4), 8), ((4, 2**62), 32), ((2**62, 4), 0),
+                                           ((3, 2**61, 2**61), 24)])
+def test_exporter_shapes_past_any_length_are_refused_whatever_len_says(ntexport, cfn, shape,
+                                                                       length):
+    # the product of the extents passes PY_SSIZE_T_MAX: no len describes it,
+    # not even the product as far as it was taken before it overflowed
+    raw = np.zeros(64, dtype=np.uint8)
+    buf = ntexport.Buffer(raw, "d", 8, shape, (8,) * len(shape), len=length, honour=False)
+    ident = cfn("f_l_l", "int64_t (int64_t v)")
+    kern = nt.Function(ntexport.kernels["nt_x_addr"], "uintptr_t (const void *p)")
+    for make in (lambda: nt.bind(ident, nt.size(buf)), lambda: nt.bind(kern, nt.strided(buf))):
+        with pytest.raises(ValueError, match=rf"^argument 1 \(.*\): the ntexport.Buffer buffer "
+                                             rf"says it is {length} bytes long, but its shape "
+                                             r"and itemsize \(8 bytes\) make more than "
+                                             r"9223372036854775807"):
+            make()
+    assert buf.exports == 0
+
+
 INTS = [("f_c_c", "int8_t", -2**7, 2**7 - 1), ("f_C_C", "uint8_t", 0, 2**8 - 1),
         ("f_s_s", "int16_t", -2**15, 2**15 - 1), ("f_S_S", "uint16_t", 0, 2**16 - 1),
         ("f_i_i", "int", -2**31, 2**31 - 1), ("f_I_I", "unsigned int", 0, 2**32 - 1),

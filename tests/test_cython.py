@@ -663,6 +663,17 @@ def test_memoryview_subslice_passed_on(M):
     assert nt.bind(eo, x[1::3])() == x[1::3][::2].sum()
 
 
+def test_memoryview_declarations_for_other_parameters_list_the_memoryviews(M, S):
+    # a declaration for a parameter that is no typed memoryview names the
+    # ones that are, or says there are none
+    with pytest.raises(TypeError, match=r"parameter 1 of '.*' is not a typed memoryview "
+                                        r"\(those are parameters \[0\]\)"):
+        nt.cython(M, "count_pos", memoryviews={0: "int64_t[:]", 1: "int64_t[:]"})
+    with pytest.raises(TypeError, match=r"parameter 0 of '.*' is not a typed memoryview "
+                                        r"\(those are parameters none\)"):
+        nt.cython(S, "add", memoryviews={0: "double[:]"})
+
+
 def test_memoryview_transpose_crashes_as_documented(kernels):
     """docs/cython.md: transposing a slice built by numthunk dereferences its
     NULL memview: the child process dies of a signal."""

@@ -12,6 +12,7 @@ import gc
 import os
 import re
 import struct
+import sys
 import weakref
 
 import numba
@@ -242,6 +243,40 @@ def test_dtype_codes(kern, dtype, code, bits, wrap):
         total = nt.bind(kern("dl_sum_any", "double (const DLTensor *)"), wrap(arr))()
         assert total == float(arr.real.astype(np.float64).sum() if arr.dtype.kind == "c"
                               else arr.astype(np.float64).sum())
+
+
+NATIVE_HALF = ["e", "@e", "=e", "<e" if sys.byteorder == "little" else ">e"]
+OTHER_HALF = [">e", "!e"] if sys.byteorder == "little" else ["<e"]
+
+
+@pytest.mark.parametrize("fmt", NATIVE_HALF + OTHER_HALF + ["ee", "e2", "2e", "Ze", "u", "<u",
+                                         "x"])
+def test_half_precision_buffers_in_native_order_are_float16(kern, ntexport, fmt):
+    # NumPy writes float16 as 'e'; other exporters may put the byte order
+    # first: float16 is native 'e' with or without it, nothing else is
+    data = np.arange(6, dtype=np.float16)
+    buf = ntexport.Buffer(data, fmt, 2, (6,), (2,))
+    describe = kern("dl_describe", "int64_t (const DLTensor *t, int64_t *)")
+    out = np.zeros(12, dtype=np.int64)
+    if fmt in NATIVE_HALF:
+        nt.bind(describe, buf, out)()
+        assert tuple(out[2:6]) == (1, 2, 16, 1)
+        return
+    with pytest.raises(TypeError, match=r"argument 1 \(t: const DLTensor \*\): (the array's "
+                                        rf"element format '{re.escape(fmt)}' cannot be described "
+                                        r"by a DLTensor|the buffer is in non-native byte order)"):
+        nt.bind(describe, buf, out)
+
+
+@pytest.mark.parametrize("itemsize", [1, 4, 8])
+def test_half_precision_format_with_items_of_another_size_is_refused(kern, ntexport, itemsize):
+    # 'e' is two bytes: an exporter that says otherwise describes no float16
+    data = np.zeros(6 * itemsize, dtype=np.uint8)
+    buf = ntexport.Buffer(data, "e", itemsize, (6,), (itemsize,))
+    describe = kern("dl_describe", "int64_t (const DLTensor *t, int64_t *)")
+    with pytest.raises(TypeError, match=r"argument 1 \(t: const DLTensor \*\): the array's "
+                                        r"element format 'e' cannot be described by a DLTensor"):
+        nt.bind(describe, buf, np.zeros(12, dtype=np.int64))
 
 
 def test_kernel_checks_the_dtype(kern):
@@ -629,12 +664,115 @@ def test_failing_dlpack_exporters_name_the_parameter(kern, engine):
         nt.bind(fn, twice, engine=engine)
 
 
+class CapsuleDL(OnlyDL):
+    """An exporter whose __dlpack__ returns a capsule of the given name
+    (None: a capsule without a name) over a placeholder pointer."""
+
+    def __init__(self, name):
+        super().__init__(np.zeros(1))
+        self.name = name
+
+    def __dlpack__(self, **kw):
+        return _capsule_new(self.arr.ctypes.data, self.name, None)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_capsules_of_other_names_are_named_in_the_refusal(kern, engine):
+    fn = kern("dl_sum_f64", "double (const DLTensor *t)")
+    label = r"argument 1 \(t: const DLTensor \*\): CapsuleDL.__dlpack__\(\) returned a capsule "
+    for name, shown in [(b"tensor", "'tensor'"), (b"dltensor_", "'dltensor_'"), (None, "NULL"),
+                        (b"used_dltensor", "'used_dltensor'")]:
+        with pytest.raises(TypeError, match=label + f"named {shown}, not 'dltensor' or "
+                                                    "'dltensor_versioned'") as info:
+            nt.bind(fn, CapsuleDL(name), engine=engine)
+        # only a used_ name says the tensor was consumed already
+        assert ("already consumed" in str(info.value)) == (name == b"used_dltensor")
+
+
+class DeviceDL(OnlyDL):
+    """An exporter whose __dlpack_device__ answers what it is given."""
+
+    def __init__(self, arr, device):
+        super().__init__(arr)
+        self.device = device
+
+    def __dlpack_device__(self):
+        return self.device
+
+
+class Interrupting:
+    def __index__(self):
+        raise KeyboardInterrupt
+
+
+class Device(tuple):
+    pass
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_dlpack_device_answers_other_than_two_ints_are_refused(kern, engine):
+    fn = kern("dl_sum_f64", "double (const DLTensor *t)")
+    for device in ([1, 0], "ab", b"ab", {1: 0, 2: 0}, (1,), (1, 0, 0), ("1", 0), (1.0, 0),
+                   (1, None), (2**70, 0), (1, -2**70), None):
+        with pytest.raises(TypeError, match=r"argument 1 \(t: const DLTensor \*\): "
+                                            r"__dlpack_device__\(\) of DeviceDL must return "
+                                            r"\(device_type, device_id\) as two ints"):
+            nt.bind(fn, DeviceDL(np.ones(3), device), engine=engine)
+    for device in [(Interrupting(), 0), (1, Interrupting())]:
+        with pytest.raises(KeyboardInterrupt):
+            nt.bind(fn, DeviceDL(np.ones(3), device), engine=engine)
+    # a tuple of a subclass, and ints of one, are a tuple of two ints
+    assert nt.bind(fn, DeviceDL(np.ones(3), Device((1, 0))), engine=engine)() == 3.0
+    assert nt.bind(fn, DeviceDL(np.ones(3), (np.int64(1), np.int32(0))), engine=engine)() == 3.0
+
+
 def test_strided_is_refused_for_a_descriptor(kern):
     fn = kern("dl_sum_f64", "double (const DLTensor *t)")
     with pytest.raises(TypeError, match=r"argument 1 \(t: const DLTensor \*\): a DLTensor "
                                         r"carries its array's strides itself"):
         nt.bind(fn, nt.strided(np.zeros((3, 4))[:, ::2]))
     assert nt.bind(fn, np.ones((3, 4))[:, ::2])() == 6.0
+
+
+class ProbeDL:
+    """An object that records every time its __dlpack__ is looked up."""
+
+    def __init__(self):
+        self.looked = 0
+
+    @property
+    def __dlpack__(self):
+        self.looked += 1
+        raise AttributeError("__dlpack__")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_arguments_beyond_the_forwarded_count_are_not_read(kern, engine):
+    # the first parameter is a descriptor: a value past the thunk's own
+    # parameters is refused by count, never converted (nor looked at) as if
+    # it were one of the target's parameters
+    total = nt.bind(kern("dl_sum_f64", "double (const DLTensor *t)"), np.ones(3), engine=engine)
+    rows = nt.bind(kern("dl_row_sum", "double (const DLTensor *t, int64_t i)"),
+                   np.ones((2, 3)), nt.ARG, engine=engine)
+    cases = [(total, (), "takes 0 arguments, got 1"), (rows, (0,), "takes 1 argument, got 2")]
+    for t, before, text in cases:
+        probe = ProbeDL()
+        with pytest.raises(TypeError, match=text):
+            t(*before, probe)
+        assert probe.looked == 0
+        for extra in (np.ones(3), total, ctypes.CFUNCTYPE(ctypes.c_double)(lambda: 1.0)):
+            with pytest.raises(TypeError, match=text):
+                t(*before, extra)
+    with pytest.raises(TypeError, match="takes 1 argument, got 0"):
+        rows()
+    # and too few: a descriptor parameter with no value is not read either
+    dot = nt.bind(kern("dl_dot", "double (const DLTensor *a, const DLTensor *b)"), nt.ARG,
+                  nt.ARG, engine=engine)
+    for values in [(), (np.ones(3),)]:
+        with pytest.raises(TypeError, match=f"takes 2 arguments, got {len(values)}"):
+            dot(*values)
+    assert dot(np.ones(3), np.ones(3)) == 3.0
+    assert total() == 3.0 and rows(1) == 3.0
 
 
 # ---------------------------------------------------------------- exporters written for the test

@@ -203,6 +203,77 @@ def test_struct_pointer_binds_none_address_ctypes_cffi(ifn, api):
     assert t(2.0, 2.0) == 9.0
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+def test_foreign_pointers_keep_their_pointee_alive(ifn, api, engine):
+    # a ctypes pointer or a cffi cdata bound, forwarded or rebound is held
+    # by the thunk: what it points to lives while the thunk does, whoever
+    # else lets go of it
+    dot = ifn("pt_dot", "double (const struct pt *, double, double)")
+    fwd = nt.bind(dot, nt.ARG, 1.0, 10.0, engine=engine)
+
+    def ctypes_pt():
+        p = Pt(2.0, 3.0)
+        return ctypes.pointer(p), weakref.ref(p)
+
+    def cffi_pt():
+        cp = api.ffi.new("struct pt *", [2.0, 3.0])
+        return cp, weakref.ref(cp)
+
+    for make in (ctypes_pt, cffi_pt):
+        p, alive = make()
+        t = nt.bind(dot, p, 1.0, 10.0, engine=engine)
+        q, rebound = make()
+        r = nt.bind(dot, nt.address(0), 1.0, 10.0, engine=engine)
+        r.rebind(0, q)
+        del p, q
+        gc.collect()
+        assert alive() is not None and rebound() is not None
+        assert t() == 32.0 and r() == 32.0 and fwd(*make()[:1]) == 32.0
+        t.release()
+        r.release()
+        gc.collect()
+        assert alive() is None and rebound() is None
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_pointers_to_struct_pointers_take_no_buffer(ilib, engine):
+    # struct pt ** is no struct pointer: a buffer, declared struct or not,
+    # is refused for its level of indirection, by bind, the core and a call
+    addr = ctypes.cast(ilib.pt_sum, ctypes.c_void_p).value
+    fn = nt.Function(addr, "double (const struct pt **p, int n)", structs={"pt": PT},
+                     owner=ilib)
+    fwd = nt.bind(fn, nt.ARG, 3, engine=engine)
+    text = (r"argument 1 \(p: const struct pt \*\*\): a buffer can be bound to a single-level "
+            r"pointer \(T \*\) only, not to const struct pt \*\*")
+    for value in (np.zeros(3), _points(), bytearray(48), memoryview(_points()),
+                  (Pt * 3)()):
+        with pytest.raises(TypeError, match=text):
+            nt.bind(fn, value, 3, engine=engine)
+        with pytest.raises(TypeError, match=text):
+            nt._core.Thunk(fn._signature, addr, (value, 3), engine=engine)
+        with pytest.raises(TypeError, match=text):
+            fwd(value)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_ctypes_pointers_forwarded_or_rebound_to_data_pointers_are_read_through(cfn, engine):
+    # a ctypes pointer exports a buffer of its own bytes: forwarded to a
+    # call, or rebound, it is still the pointer's value that goes, not taken
+    # for an array
+    first = cfn("f_d_pi", "double (const double *x, int n)")
+    arr = (ctypes.c_double * 3)(1.0, 2.0, 4.0)
+    one = nt.bind(first, nt.ARG, 1, engine=engine)
+    three = nt.bind(first, nt.ARG, 3, engine=engine)
+    assert one(ctypes.pointer(ctypes.c_double(2.5))) == 2.5
+    assert three(ctypes.cast(arr, ctypes.POINTER(ctypes.c_double))) == 7.0
+    assert three(ctypes.c_void_p(ctypes.addressof(arr))) == 7.0
+    y = ctypes.c_double(7.5)
+    bound = nt.bind(first, ctypes.pointer(ctypes.c_double(1.5)), 1, engine=engine)
+    assert bound() == 1.5
+    bound.rebind(0, ctypes.pointer(y))
+    assert bound() == 7.5
+
+
 def test_struct_pointer_pointee_checked(ifn, api):
     dot = ifn("pt_dot", "double (const struct pt *, double, double)")
 
@@ -248,6 +319,42 @@ def test_struct_pointer_refuses_bare_buffers(ifn, engine):
         nt._core.Thunk(total._signature, total.address, (np.ones(6), 3), engine=engine)
 
 
+@pytest.mark.parametrize("fmt", ["T{>(16)B:b:}", "T{>B:a:>(15)c:b:}", "T{!16s:s:}",
+                                 "T{>T{(8)B:a:}:p:(2)4x:q:}", "T{>2b:a:(14)?:b:}"])
+def test_struct_pointer_takes_one_byte_fields_in_either_byte_order(ilib, ntexport, fmt):
+    # byte order means nothing to a field of one byte: an exporter that
+    # writes '>' or '!' before bytes, sub-arrays, pads, chars or a nested
+    # struct of them describes native memory
+    addr = ctypes.cast(ilib.pt_sum, ctypes.c_void_p).value
+    total = nt.Function(addr, PT_SUM, structs={"pt": 16}, owner=ilib)
+    buf = ntexport.Buffer(np.zeros(48, dtype=np.uint8), fmt, 16, (3,), (16,))
+    assert nt.bind(total, buf, 3)() == 0.0
+
+
+NATIVE = "<" if sys.byteorder == "little" else ">"
+
+
+@pytest.mark.parametrize("fmt, field", [
+    ("T{O(8)B:a:@d:x:}", None), ("T{O(8)B:a:=d:x:}", None), ("T{O(8)B:a:^d:x:}", None),
+    ("T{O(8)B:a:Nd:x:}", None), ("T{O(8)B:a:d:x:}", "x"), ("T{=(8)B:a:OH:h:(3)H:x:}", "h"),
+    ("T{OQ:q:d:x:}", "q"), ("T{Oz:p:d:x:}", "p"), ("T{Oa:a:(15)x:}", "a"),
+    ("T{OA:a:(15)x:}", "a"), ("T{OZd:z:}", "z")])
+def test_struct_byte_order_holds_until_the_next_order_character(ilib, ntexport, fmt, field):
+    # O: the other byte order, N: this host's written out; '@', '=' and '^'
+    # are native too. Any code but the one-byte ones (upper or lower case,
+    # one numthunk does not know) after the other order is refused by name
+    fmt = fmt.replace("O", OTHER).replace("N", NATIVE)
+    addr = ctypes.cast(ilib.pt_sum, ctypes.c_void_p).value
+    total = nt.Function(addr, PT_SUM, structs={"pt": 16}, owner=ilib)
+    buf = ntexport.Buffer(np.zeros(48, dtype=np.uint8), fmt, 16, (3,), (16,))
+    if field is None:
+        assert nt.bind(total, buf, 3)() == 0.0
+    else:
+        with pytest.raises(TypeError, match=LABEL + f"the struct's field '{field}' is in "
+                                                    "non-native byte order"):
+            nt.bind(total, buf, 3)
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("layout", [PT, Pt, 16, "cffi"], ids=["dtype", "ctypes", "size", "cffi"])
 def test_struct_pointer_takes_a_declared_layout(ilib, api, engine, layout):
@@ -278,6 +385,46 @@ def test_struct_pointer_takes_a_declared_layout(ilib, api, engine, layout):
     with pytest.raises(TypeError, match=LABEL + "a buffer of format 'd'"):
         total(np.ones(6), 3)
     assert nt.bind(total, _points(), 3, keep=ilib, engine=engine)() == 21.0
+
+
+OTHER = ">" if sys.byteorder == "little" else "<"
+
+
+class PtOther(ctypes.BigEndianStructure if sys.byteorder == "little"
+              else ctypes.LittleEndianStructure):
+    _fields_ = [("x", ctypes.c_double), ("y", ctypes.c_double)]
+
+
+PtOther.__name__ = "pt"
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_struct_pointer_refuses_fields_in_the_other_byte_order(ilib, engine):
+    # a swapped double read as a native one is a silently wrong value: the
+    # first field in the other order is named, whichever follows it (NumPy
+    # writes the order once for a run of fields)
+    addr = ctypes.cast(ilib.pt_sum, ctypes.c_void_p).value
+    total = nt.Function(addr, PT_SUM, structs={"pt": PT}, owner=ilib)
+    for fields, name in [((OTHER, OTHER), "x"), (("=", OTHER), "y"), ((OTHER, "="), "x")]:
+        swapped = _points().astype([("x", fields[0] + "f8"), ("y", fields[1] + "f8")])
+        with pytest.raises(TypeError, match=LABEL + f"the struct's field '{name}' is in "
+                                                    "non-native byte order"):
+            nt.bind(total, swapped, 3, engine=engine)
+        native = swapped.astype(swapped.dtype.newbyteorder("="))
+        assert nt.bind(total, native, 3, engine=engine)() == 21.0
+    nested = np.zeros(3, dtype=[("p", [("x", OTHER + "f8"), ("y", OTHER + "f8")])])
+    with pytest.raises(TypeError, match=LABEL + "the struct's field 'x' is in non-native"):
+        nt.bind(total, nested, 3, engine=engine)
+    # fields of one byte read the same in either order
+    tiny = nt.Function(addr, PT_SUM, structs={"pt": 16}, owner=ilib)
+    bytes16 = np.zeros(3, dtype=[("b", OTHER + "u1", (16,))])
+    assert nt.bind(tiny, bytes16, 3, engine=engine)() == 0.0
+    fwd = nt.bind(total, nt.ARG, 3, engine=engine)
+    with pytest.raises(TypeError, match=LABEL + "the struct's field 'x' is in non-native"):
+        fwd((PtOther * 3)(PtOther(1.0, 2.0), PtOther(3.0, 4.0), PtOther(5.0, 6.0)))
+    with pytest.raises(TypeError, match=LABEL + "the struct's field 'x' is in non-native"):
+        nt.bind(total, PtOther(1.0, 2.0), 1, engine=engine)
+    assert fwd((Pt * 3)(Pt(1.0, 2.0), Pt(3.0, 4.0), Pt(5.0, 6.0))) == 21.0
 
 
 @pytest.mark.parametrize("engine", ENGINES)

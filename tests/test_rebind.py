@@ -187,6 +187,32 @@ def test_a_size_follows_the_buffer_holding_its_array_object(cfn, engine):
     assert t() == big[:2].sum() + big.sum()
 
 
+def test_values_derived_from_one_array_follow_its_buffer_not_each_other(cfn, engine):
+    # x holds a memoryview of a (its layout, not a itself, is what the
+    # derived values follow); n = size(a) and m = shape(a, 0) both follow x,
+    # and m does not take n, the derived value before it, for a's buffer
+    a, big, y = np.arange(4.0), np.arange(100.0), np.arange(200.0) * 0.5
+    for n, m in [(nt.size(a), nt.shape(a, 0)), (nt.shape(a, 0), nt.size(a))]:
+        t = bind(engine, cfn("f_d_pipi", PIPI), memoryview(a), n, memoryview(y), m)
+        assert t() == a.sum() + y[:4].sum()
+        t.rebind(0, memoryview(big))
+        assert t() == big.sum() + y[:100].sum()
+        t.release()
+
+
+def test_derived_values_of_other_kinds_are_no_peers_when_pairing(cfn, engine):
+    # shape(a, 0) and size(a) before two parameters holding a: one of each
+    # kind, two buffers, so no pairing by rank: each follows the nearest
+    # buffer, x, and a rebind of y moves neither
+    a, big, c = np.arange(4.0), np.arange(100.0), np.arange(3.0)
+    t = bind(engine, cfn("f_d_iipp", IIPP), nt.shape(a, 0), nt.size(a), a, a)
+    assert t() == a.sum() + 10 * a.sum()
+    t.rebind(3, big)
+    assert t() == a.sum() + 10 * big[:4].sum()
+    t.rebind(2, c)                      # n and m follow x
+    assert t() == c.sum() + 10 * big[:3].sum()
+
+
 def test_kernel_reads_each_array_by_its_own_size_under_asan(engine):
     """The issue's case: one array bound to two pointer parameters, each with
     its size(); after rebind(0, big) the kernel reads n elements of x and m

@@ -309,6 +309,20 @@ def test_the_worker_binds_its_own_copy(fixture_path):
     assert t2() == 24.0
 
 
+def test_library_paths_without_dlinfo_come_from_the_cdll_name(fixture_path, monkeypatch):
+    # a C library without dlinfo (the loader's own answer): the path is the
+    # name the CDLL was opened with, absolute where it names a file by path;
+    # the process itself (no name) and a bare name stay as they are
+    from numthunk import _loader
+    dladdr, _dlinfo, dladdr1, phdr = _loader._dl()
+    monkeypatch.setattr(_loader, "_dl_functions", (dladdr, None, dladdr1, phdr))
+    assert _loader.loaded_path(ctypes.CDLL(None)) is None
+    rel = os.path.relpath(fixture_path)
+    assert os.sep in rel
+    assert _loader.loaded_path(ctypes.CDLL(rel)) == os.path.abspath(fixture_path)
+    assert _loader.loaded_path(ctypes.CDLL("libm.so.6")) == "libm.so.6"
+
+
 def test_one_pickle_keeps_identity_between_thunks():
     """Two thunks in one pickle sharing an array share its copy; ref cells
     too (the pickle memo)."""

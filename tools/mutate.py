@@ -542,7 +542,7 @@ OP_TESTS = {
     "numthunk/_ctypes.py": [T_SIG, T_TABLES, T_BIND, T_INTEROP],
     "numthunk/_cffi.py": [T_SIG, T_TABLES, T_INTEROP],
     "numthunk/_loader.py": [T_TRAVEL, T_BIND],
-    "numthunk/_api.py": [T_BIND, T_BAD, T_TRAVEL] + OP_CORE,
+    "numthunk/_api.py": [T_BIND, T_BAD, T_TRAVEL, T_INTEROP] + OP_CORE,
     "numthunk/__main__.py": [T_MAIN],
     "numthunk/__init__.py": [T_BIND],
 }
@@ -767,7 +767,7 @@ def operator_mode(args):
         def clean(sel):
             w = free.pop()
             try:
-                exists = [t for t in sel if os.path.exists(os.path.join(w.dir, t))]
+                exists = [t for t in sel if os.path.exists(os.path.join(w.dir, t.split("::")[0]))]
                 return sel, run_tests(w.dir, exists, max(1800, args.timeout), args.engine)
             finally:
                 free.append(w)

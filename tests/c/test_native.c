@@ -1154,6 +1154,195 @@ test_quarantine(int no_reuse)
     free_sig(s);
 }
 
+/* The handler cache (native.c) is open addressing with linear probing,
+   keyed by the FNV-1a hash of the shape key, and removal moves back the
+   entries after the hole whose home is at or before it, across the
+   table's end too, and leaves the others where they are. Each scenario
+   runs in a fresh process ("hcache N"): the table has its first 64 cells
+   and only the released-thunk trap's handler. Shapes hashing to chosen
+   cells are made in order; some go, and their handlers leave once the
+   quarantine has passed: the others must still find their handlers (not
+   write second ones) and run. */
+static uint64_t
+shape_hash(const nt_plan *plan)
+{
+    uint8_t key[NT_SHAPE_KEY_MAX];
+    size_t n = nt_handler_key(&nt_arch_native->abi, plan, key);
+    uint64_t h = 1469598103934665603ull; /* FNV-1a, as native.c hashes */
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ key[i]) * 1099511628211ull;
+    return h;
+}
+
+static nt_plan *
+bound_plan(nt_sig *s, const int *bound)
+{
+    nt_error err = { NT_OK, -1, "" };
+    nt_plan *plan = nt_plan_new(s, &err);
+    if (plan == NULL)
+        return NULL;
+    for (int i = 0; i < s->nargs; i++) {
+        if (bound[i])
+            nt_plan_set_bound(plan, i);
+        else
+            nt_plan_set_arg(plan, i);
+    }
+    if (nt_plan_finish(plan, &err) != NT_OK
+        || nt_handler_supports(&nt_arch_native->abi, plan) != NT_OK) {
+        nt_plan_free(plan);
+        return NULL;
+    }
+    return plan;
+}
+
+typedef struct {
+    int cell; /* its key's home among 64 cells */
+    int goes; /* its plan goes, its handler leaves */
+    nt_sig *sig;
+    int bound[14];
+    thunk first;
+} cache_shape;
+
+/* The nth shape whose key hashes to cell: int64_t (int64_t x n) for the
+   nth count n that has one, the first two parameters bound (f_l_ll adds
+   them), the others bound or forwarded by the bits of a salt (the count
+   is searched too, as the key's low bits vary little with the pattern
+   alone). */
+static int
+shape_at(cache_shape *out, int nth)
+{
+    int k[14];
+    for (int i = 0; i < 14; i++)
+        k[i] = NT_I64;
+    for (int n = 2; n <= 14; n++) {
+        nt_sig *s = make_sig(NT_I64, k, n);
+        for (int salt = 0; salt < (1 << n); salt += 4) {
+            int b[14];
+            for (int i = 0; i < 14; i++)
+                b[i] = i < 2 || ((salt >> i) & 1);
+            nt_plan *plan = bound_plan(s, b);
+            int hit = plan != NULL && (int)(shape_hash(plan) & 63) == out->cell;
+            nt_plan_free(plan);
+            if (hit && nth-- == 0) {
+                out->sig = s;
+                memcpy(out->bound, b, sizeof(b));
+                return 0;
+            }
+            if (hit)
+                break; /* one shape per count */
+        }
+        free_sig(s);
+    }
+    CHECK(0, "no shape hashing to cell %d", out->cell);
+    return -1;
+}
+
+/* Whether a new plan of shape s gets the handler of s->first. */
+static int
+same_handler(cache_shape *s, long i, long q)
+{
+    const uint64_t v[14] = { 40, 2 };
+    thunk t;
+    if (make_thunk(&t, s->sig, s->bound, v, (void *)f_l_ll) != 0) {
+        failures++;
+        return 0;
+    }
+    int same = t.plan->handler == s->first.plan->handler;
+    CHECK(same, "the shape at cell %d made a second handler in round %ld "
+          "of frees (quarantine %ld)", s->cell, i, q);
+    drop_thunk(&t);
+    return same;
+}
+
+static int
+test_handler_cache_removal(int which)
+{
+    nt_error err = { NT_OK, -1, "" };
+    nt_sig *trap_sig =
+        nt_sig_parse("void (const char *, const void *)", NULL, 0, &err);
+    const int both[2] = { 1, 1 };
+    nt_plan *trap = trap_sig != NULL ? bound_plan(trap_sig, both) : NULL;
+    CHECK(trap != NULL, "the trap's plan: %s", err.msg);
+    if (trap == NULL)
+        return failures != 0;
+    int tc = (int)(shape_hash(trap) & 63);
+    nt_plan_free(trap);
+    nt_sig_free(trap_sig);
+    /* m, m + 1, m + 2 in the middle, clear of the trap's cell */
+    int m = tc >= 20 && tc <= 22 ? 30 : 20;
+    /* (cell, goes), made in this order; cells of 1 and 2 are m + 0, m + 1:
+       0: the second wraps to 0 and moves back to 63, the third to 0;
+       1: the second moves back to m; 2: the second, at its home, stays;
+       3: the second stays at 63, the third, wrapped to 0 with its home
+          after the hole at 62, stays; 4: the second, at its home 0, stays */
+    static const int plans[5][4][2] = {
+        { { 63, 1 }, { 63, 0 }, { 63, 0 }, { -1, 0 } },
+        { { 0, 1 }, { 0, 0 }, { -1, 0 } },
+        { { 0, 1 }, { 1, 0 }, { -1, 0 } },
+        { { 62, 1 }, { 63, 0 }, { 63, 0 }, { -1, 0 } },
+        { { 63, 1 }, { 0, 0 }, { -1, 0 } },
+    };
+    if (which < 0 || which >= 5)
+        return 2;
+    int wraps = which == 0 || which >= 3;
+    if (wraps && (tc >= 62 || tc <= 1)) {
+        fprintf(stderr, "  handler cache %d: the trap's handler is at cell %d: "
+                "no wrap to test\n", which, tc);
+        return 0;
+    }
+    cache_shape sh[4];
+    int n = 0, ok = 1;
+    for (; n < 4 && plans[which][n][0] >= 0 && ok; n++) {
+        sh[n].cell = wraps ? plans[which][n][0] : m + plans[which][n][0];
+        sh[n].goes = plans[which][n][1];
+        int nth = 0;
+        for (int j = 0; j < n; j++)
+            nth += sh[j].cell == sh[n].cell;
+        ok = shape_at(&sh[n], nth) == 0;
+        if (!ok)
+            n--;
+    }
+    const uint64_t v[14] = { 40, 2 };
+    int made = 0;
+    while (ok && made < n
+           && make_thunk(&sh[made].first, sh[made].sig, sh[made].bound, v,
+                         (void *)f_l_ll) == 0)
+        made++;
+    CHECK(made == n, "handler cache %d: %d of %d thunks made", which, made,
+          n);
+    for (int j = 0; j < made; j++)
+        if (sh[j].goes)
+            drop_thunk(&sh[j].first);
+    const long q = (long)nt_config_get()->quarantine;
+    /* they leave at the (q + 1)th free after their own */
+    int same = made == n;
+    for (long i = 0; i <= q + 2 && same; i++)
+        for (int j = 0; j < n && same; j++)
+            if (!sh[j].goes)
+                same = same_handler(&sh[j], i, q);
+    for (int j = 0; j < made; j++) {
+        if (sh[j].goes)
+            continue;
+        long (*fn)(long, long, long, long, long, long, long, long, long,
+                   long, long, long)
+            = (long (*)(long, long, long, long, long, long, long, long,
+                        long, long, long, long))sh[j].first.address;
+        CHECK(fn(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0) == 42,
+              "the shape at cell %d: its thunk after the others' handlers "
+              "left", sh[j].cell);
+        drop_thunk(&sh[j].first);
+    }
+    for (int j = 0; j < n; j++)
+        free_sig(sh[j].sig);
+    if (failures == 0)
+        fprintf(stderr, "  handler cache %d: cells", which);
+    for (int j = 0; j < n && failures == 0; j++)
+        fprintf(stderr, " %d%s", sh[j].cell, sh[j].goes ? " (goes)" : "");
+    if (failures == 0)
+        fprintf(stderr, "; the trap's at %d\n", tc);
+    return failures != 0;
+}
+
 /* A shape nothing else in this process has made, so the handler cache
    misses and new code must be written. */
 static int
@@ -1709,6 +1898,8 @@ main(int argc, char **argv)
         test_no_execmem();
         return failures != 0;
     }
+    if (argc >= 3 && strcmp(argv[1], "hcache") == 0)
+        return test_handler_cache_removal(atoi(argv[2]));
     if (argc >= 2 && strcmp(argv[1], "dump") == 0)
         return dump_code(argc >= 3 ? argv[2] : ".");
     int count = NSIG_DEFAULT;
@@ -1771,6 +1962,13 @@ main(int argc, char **argv)
              wrap, self);
     CHECK(len > 0 && system(cmd) == 0, "NUMTHUNK_EXECMEM=none run failed: "
           "%s", cmd);
+    /* the handler cache's first table, each scenario in a process of its
+       own */
+    for (int k = 0; k < 5; k++) {
+        snprintf(cmd, sizeof(cmd), "%s '%s' hcache %d", wrap, self, k);
+        CHECK(len > 0 && system(cmd) == 0, "handler cache run failed: %s",
+              cmd);
+    }
 
     /* the verdict on stdout (tests/test_c_harness.py reads it there), the
        details above on stderr */

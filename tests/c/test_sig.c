@@ -504,6 +504,71 @@ test_typedefs(void)
     CHECK(sig == NULL && err.status == NT_ERR_VALUE && err.column == 6);
     CHECK(nt_type_parse("FLOAT64 *", tds, 4, &t, &err) == 0);
     CHECK(t.kind == NT_PTR && t.base == NT_F64 && t.depth == 1);
+
+    /* a kind at the kind table's end or past it, as the type or as a
+       pointer's base, is no type: refused, never looked up */
+    {
+        static const int past[] = { NT_KIND_COUNT, NT_KIND_COUNT + 1, 255 };
+        nt_typedef one;
+        size_t k;
+        int ptr;
+
+        for (k = 0; k < sizeof(past) / sizeof(past[0]); k++)
+            for (ptr = 0; ptr < 2; ptr++) {
+                memset(&one, 0, sizeof(one));
+                one.name = "PAST";
+                one.type.kind = ptr ? NT_PTR : (uint8_t)past[k];
+                one.type.base = ptr ? (uint8_t)past[k] : 0;
+                one.type.depth = ptr ? 1 : 0;
+                err.status = NT_OK;
+                sig = nt_sig_parse("void (PAST)", &one, 1, &err);
+                CHECK(sig == NULL && err.status == NT_ERR_VALUE &&
+                      strstr(err.msg, "does not name a supported type") != NULL);
+                nt_sig_free(sig);
+            }
+        /* a pointer of no level, a pointer to a pointer kind or to a
+           function pointer kind is no type either */
+        static const int bad_ptr[][2] = {
+            { NT_F64, 0 }, { NT_PTR, 1 }, { NT_FNPTR, 1 }, { NT_PTR, 2 },
+        };
+        for (k = 0; k < sizeof(bad_ptr) / sizeof(bad_ptr[0]); k++) {
+            memset(&one, 0, sizeof(one));
+            one.name = "PAST";
+            one.type.kind = NT_PTR;
+            one.type.base = (uint8_t)bad_ptr[k][0];
+            one.type.depth = (uint8_t)bad_ptr[k][1];
+            err.status = NT_OK;
+            sig = nt_sig_parse("void (PAST)", &one, 1, &err);
+            CHECK(sig == NULL && err.status == NT_ERR_VALUE &&
+                  strstr(err.msg, "does not name a supported type") != NULL);
+            nt_sig_free(sig);
+        }
+        /* the last kind, DLTensor, is one: as a typedef's pointee, and as
+           the typedef itself (then passed by pointer only) */
+        memset(&one, 0, sizeof(one));
+        one.name = "DLT";
+        CHECK(nt_type_parse("const DLTensor *", NULL, 0, &one.type, &err) == 0);
+        sig = nt_sig_parse("double (DLT t)", &one, 1, &err);
+        CHECK(sig != NULL);
+        if (sig != NULL) {
+            nt_sig_format(sig, buf, sizeof(buf));
+            CHECK(strcmp(buf, "double (const DLTensor *)") == 0);
+        }
+        nt_sig_free(sig);
+        memset(&one.type, 0, sizeof(one.type));
+        one.type.kind = NT_DLTENSOR;
+        sig = nt_sig_parse("double (DLT *t)", &one, 1, &err);
+        CHECK(sig != NULL);
+        if (sig != NULL) {
+            nt_sig_format(sig, buf, sizeof(buf));
+            CHECK(strcmp(buf, "double (DLTensor *)") == 0);
+        }
+        nt_sig_free(sig);
+        err.status = NT_OK;
+        sig = nt_sig_parse("double (DLT t)", &one, 1, &err);
+        CHECK(sig == NULL && strstr(err.msg, "DLTensor is passed by pointer") != NULL);
+        nt_sig_free(sig);
+    }
 }
 
 /* a and b parse to equal signatures. */
