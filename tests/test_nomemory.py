@@ -1,0 +1,79 @@
+"""A failed allocation anywhere in a bind, a call, a rebind or a
+LowLevelCallable: each allocation the operation makes is failed in turn
+(CPython's _testcapi.set_nomemory fails exactly the k-th one). The
+operation either completes with the right result or raises MemoryError;
+it never crashes, and the thunk computes the right result afterwards.
+On both engines."""
+
+import _testcapi
+
+import numpy as np
+
+import numthunk as nt
+
+from thunks import MIXED, SUM, bind
+
+# More than any of these operations makes: the last rounds fail nothing.
+ROUNDS = 120
+
+
+def failing_each_allocation(op):
+    """op() with its k-th allocation failed, for every k; the results of
+    the rounds that completed. Some rounds must fail: else the operation
+    allocated nothing and the test tests nothing."""
+    done, failed = [], 0
+    for k in range(1, ROUNDS + 1):
+        _testcapi.set_nomemory(k, k + 1)
+        try:
+            r = op()
+        except MemoryError:
+            failed += 1
+            continue
+        finally:
+            _testcapi.remove_mem_hooks()
+        done.append(r)
+    assert failed > 0
+    return done
+
+
+def test_calls_with_forwarded_values(cfn, engine):
+    fn = cfn("f_d_idfl", MIXED)
+    t = bind(engine, fn, nt.ARG, nt.ARG, nt.ARG, nt.ARG)
+    assert t(1, 2.5, 0.25, 7) == 10.75  # the call's own set-up made once
+    done = failing_each_allocation(lambda: t(1, 2.5, 0.25, 7))
+    assert done and all(r == 10.75 for r in done)
+    assert t(2, 0.5, 0.5, 1) == 4.0
+
+
+def test_binds(cfn, engine):
+    fn = cfn("f_d_pi", SUM)
+    a = np.arange(5.0)
+    bind(engine, fn, a, nt.size(a))  # the plan and its handler made once
+    made = failing_each_allocation(lambda: bind(engine, fn, a, nt.size(a)))
+    assert made and all(t() == 10.0 for t in made)
+    a[0] = 5.0
+    assert all(t() == 15.0 for t in made)
+
+
+def test_rebinds(cfn, engine):
+    fn = cfn("f_d_pi", SUM)
+    a, b = np.arange(5.0), np.arange(3.0)
+    t = bind(engine, fn, a, nt.size(a))
+
+    def flip():
+        t.rebind(0, b if t.bindings[0] is a else a)
+        return t()
+
+    done = failing_each_allocation(flip)
+    assert done and all(r in (10.0, 3.0) for r in done)
+    # after every round, failed or not, the size follows the array bound
+    assert t() == t.bindings[0].sum() and any(t.bindings[0] is x for x in (a, b))
+
+
+def test_lowlevelcallables(cfn, engine):
+    fn = cfn("f_d_d", "double (double x)")
+    t = bind(engine, fn, nt.ARG)
+    t.lowlevelcallable()
+    made = failing_each_allocation(t.lowlevelcallable)
+    assert made and all(llc.function is not None for llc in made)
+    assert t(2.5) == 2.5
