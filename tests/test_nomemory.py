@@ -1,5 +1,5 @@
-"""A failed allocation anywhere in a bind, a call, a rebind or a
-LowLevelCallable: each allocation the operation makes is failed in turn
+"""A failed allocation anywhere in a bind, a call, a rebind, a
+LowLevelCallable, a composition, a release or a reclaim: each allocation the operation makes is failed in turn
 (CPython's _testcapi.set_nomemory fails exactly the k-th one). The
 operation either completes with the right result or raises MemoryError;
 it never crashes, and the thunk computes the right result afterwards.
@@ -77,3 +77,31 @@ def test_lowlevelcallables(cfn, engine):
     made = failing_each_allocation(t.lowlevelcallable)
     assert made and all(llc.function is not None for llc in made)
     assert t(2.5) == 2.5
+
+
+def test_composition(cfn, engine):
+    inner = bind(engine, cfn("f_d_d", "double (double x)"), nt.ARG)
+    outer = cfn("f_d_Fd", "double (double (*f)(double), double x)")
+    made = failing_each_allocation(lambda: bind(engine, outer, inner, nt.ARG))
+    assert made and all(t(2.5) == 2.5 for t in made)
+    done = failing_each_allocation(lambda: bind(engine, outer, nt.ARG, nt.ARG)(inner, 1.5))
+    assert done and all(r == 1.5 for r in done)
+
+
+def test_release_and_reclaim(cfn, engine):
+    fn = cfn("f_d_pi", SUM)
+    a = np.arange(5.0)
+
+    def release():
+        t = bind(engine, fn, a, nt.size(a))
+        t.release()
+        return t.released
+
+    def reclaim():
+        t = bind(engine, fn, a, nt.size(a))
+        t.rebind(0, a[:3])
+        t.reclaim()
+        return t()
+
+    assert all(failing_each_allocation(release))
+    assert all(r == 3.0 for r in failing_each_allocation(reclaim))
