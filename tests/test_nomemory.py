@@ -1,9 +1,9 @@
 """A failed allocation anywhere in a bind, a call, a rebind, a
-LowLevelCallable, a composition, a release or a reclaim: each allocation the operation makes is failed in turn
-(CPython's _testcapi.set_nomemory fails exactly the k-th one). The
-operation either completes with the right result or raises MemoryError;
-it never crashes, and the thunk computes the right result afterwards.
-On both engines."""
+LowLevelCallable, a composition, a release or a reclaim: each allocation
+the operation makes is failed in turn (CPython's _testcapi.set_nomemory
+fails exactly the k-th one). The operation either completes with the
+right result or raises MemoryError; it never crashes, and the thunk
+computes the right result afterwards. On both engines."""
 
 import _testcapi
 
