@@ -571,7 +571,9 @@ def test_exporter_length_must_match_shape_and_itemsize(ntexport, cfn, delta):
     ("shape", (2**62, 4), r"make more than 9223372036854775807"),
     ("shape", (2**62, 4, 0), None),              # an empty axis: 0 bytes, whatever the rest
     ("itemsize", -8, r"has a negative ndim, itemsize or length"),
+    ("itemsize", -1, r"has a negative ndim, itemsize or length"),   # the edge
     ("ndim", -1, r"has a negative ndim, itemsize or length"),
+    ("len", -1, r"has a negative ndim, itemsize or length"),
 ])
 def test_exporter_counts_that_describe_no_memory_are_refused(ntexport, cfn, field, value,
                                                              match):
