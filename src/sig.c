@@ -607,8 +607,23 @@ static int spec_name(parser *p, specifier *sp, const token *tok, nt_type *out)
     return 1;
 }
 
+/* Whether an identifier names a type: a spelling (size_t, int64_t), a Numba
+   name (int64, intc) or one of the parser's typedefs. */
+static int names_a_type(const parser *p, const token *tok)
+{
+    const char *s = p->src + tok->start;
+    if (nt_spelling_find(s, tok->len) >= 0 || nt_numba_name_find(s, tok->len) >= 0)
+        return 1;
+    for (size_t k = 0; p->typedefs != NULL && k < p->ntypedefs; k++)
+        if (p->typedefs[k].name != NULL && tok_is(p, tok, p->typedefs[k].name))
+            return 1;
+    return 0;
+}
+
 /* One identifier of a specifier: 1 taken, 0 not part of it (a name
-   follows), -1 on error. */
+   follows), -1 on error. A type name after type keywords is refused where
+   a parameter's name would stand: "unsigned int64" would read as an
+   unsigned int named int64, 32 bits where 64 were meant. */
 static int spec_token(parser *p, specifier *sp, const token *tok, nt_type *out)
 {
     if (tok_is(p, tok, "const")) {
@@ -637,6 +652,14 @@ static int spec_token(parser *p, specifier *sp, const token *tok, nt_type *out)
         sp->named = 1;
         advance(p, tok);
         return 1;
+    }
+    if (!sp->named && names_a_type(p, tok)) {
+        nt_fail(p->err, NT_ERR_VALUE, column(tok->start),
+                "'%.*s%s' is a type name: it cannot follow '%.*s%s', nor name a parameter",
+                quote_len(tok->len), p->src + tok->start, quote_dots(tok->len),
+                quote_len(sp->words[0].len), p->src + sp->words[0].start,
+                quote_dots(sp->words[0].len));
+        return -1;
     }
     return 0; /* a name */
 }

@@ -299,3 +299,23 @@ def test_what_follows_a_whole_signature_is_named(text, message, column):
     lines = str(info.value).splitlines()
     assert lines[0] == message
     assert lines[-1].index("^") - 4 == column
+
+
+@pytest.mark.parametrize("words", ["unsigned", "signed", "long", "short", "long long",
+                                   "unsigned long", "int", "char", "unsigned char"])
+@pytest.mark.parametrize("name", ["int64", "uint8", "intc", "intp", "float64", "size_t",
+                                  "int64_t", "ssize_t", "MYINT"])
+def test_a_type_name_after_type_words_is_refused_not_read_as_a_name(words, name):
+    """'unsigned int64' would otherwise read as an unsigned int named int64:
+    32 bits where 64 were meant. Named or not, in a parameter or a return."""
+    typedefs = {"MYINT": "int64_t"}
+    for text in (f"void ({words} {name})", f"void (double, {words} {name} x)",
+                 f"{words} {name} (void)"):
+        with pytest.raises(ValueError, match=rf"'{name}' is a type name: it cannot follow "
+                                             rf"'{words.split()[0]}', nor name a parameter"):
+            nt.Signature(text, typedefs=typedefs)
+    # a name that is no type name is a parameter's name, as before
+    sig = nt.Signature(f"void ({words} {name.lower()}_)", typedefs=typedefs)
+    assert sig.names == (f"{name.lower()}_",)
+    # after a type name, another type name is still read as a name (the type is whole)
+    assert nt.Signature(f"void (float64 {name})", typedefs=typedefs).names == (name,)
