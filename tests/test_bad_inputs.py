@@ -456,3 +456,17 @@ def test_ref_and_unpack_name_what_they_take():
     for bad in ([1.0, 2.0], 3, None):
         with pytest.raises(TypeError, match="unpack\\(\\): expected an array"):
             nt.unpack(bad)
+
+
+@pytest.mark.parametrize("nargs", [0, 1, 2, 3])
+def test_fixed_index_out_of_range_names_the_parameters_in_words(nargs):
+    """The refusal counts the signature's parameters in words: 'has 0
+    parameters', 'has 1 parameter: 0 to 0', 'has 2 parameters: 0 to 1'."""
+    sig = nt.Signature(f"void ({', '.join(['int'] * nargs) or 'void'})")
+    plural = "" if nargs == 1 else "s"
+    span = f": 0 to {nargs - 1}" if nargs else ""
+    for key in (nargs, -1):
+        with pytest.raises(ValueError, match=re.escape(
+                f"fixed=: parameter index {key} out of range (the signature '{sig}' has "
+                f"{nargs} parameter{plural}{span})")):
+            nt.Function(0x1000, sig, fixed={key: 1})

@@ -92,6 +92,7 @@ def test_a_marker_repr_shows_its_array_s_axes_and_says_when_some_are_left_out(ax
     assert repr(nt.size(a)) == f"size(array[float64, {shown}])"
     assert repr(nt.shape(a, axes - 1)).startswith(f"shape(array[float64, {shown}], ")
     assert repr(nt.stride(a, 0)).startswith(f"stride(array[float64, {shown}], ")
+    assert repr(nt.strided(a)) == f"strided(array[float64, {shown}])"
 
 
 def test_a_marker_repr_of_long_axes_is_cut_after_the_axis_that_crosses_the_edge():
@@ -263,3 +264,11 @@ print("survived")
     address = out.stdout.split()[0]
     assert out.stderr.splitlines()[0] == (f"numthunk: called a released thunk: {shown}, "
                                           f"target at {address}"), out.stderr
+
+
+def test_a_marker_repr_names_what_is_no_array_by_its_type():
+    """A marker over another buffer names its type; over a 0-d array, scalar."""
+    m = memoryview(bytearray(8)).cast("d")
+    assert repr(nt.strided(m)) == "strided(memoryview)"
+    assert repr(nt.size(m)) == "size(memoryview)"
+    assert repr(nt.strided(np.ones(()))) == "strided(array[float64, scalar])"

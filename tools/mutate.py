@@ -526,6 +526,9 @@ OP_CORE = [T_BIND, T_BAD, T_CONV, T_SIG, T_TABLES, T_DIFF, T_LIFE, T_COMP, T_REB
 # core, so that a kill comes early); a file not named here gets OP_CORE.
 OP_TESTS = {
     "src/dlpack.c": [T_DLPACK, T_CAPI],
+    # struct pointers (their layouts and byte order) are tested in test_interop
+    "src/descr.c": [T_CONV, T_INTEROP],
+    "src/convert.c": [T_BIND, T_CONV, T_INTEROP],
     "src/capi.c": [T_CAPI],
     "src/signature.c": [T_SIG, T_TABLES],
     "src/sig.c": [T_SIG, T_HARNESS, T_TABLES, T_BAD],
