@@ -80,6 +80,17 @@ def test_typedefs():
     assert str(sig) == "double (double *, int8_t)"
 
 
+@pytest.mark.parametrize("target", ["ssize_t", "npy_intp", "size_t", "Py_ssize_t", "uintptr_t",
+                                    "int8_t", "double", "unsigned long long"])
+def test_a_typedef_keeps_the_spelling_it_names(target):
+    """A typedef to a named spelling prints as that spelling (ssize_t stays
+    ssize_t, not the intptr_t of its kind), as the spelling itself does."""
+    sig = nt.Signature("X (X *, X)", typedefs={"X": target})
+    own = str(nt.Signature(f"{target} ({target} *, {target})"))
+    assert str(sig) == own
+    assert own.startswith(target)
+
+
 def test_from_ctypes_prototype_class_and_instance():
     proto = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.POINTER(ctypes.c_double), ctypes.c_int)
     assert str(nt.Signature(proto)) == "double (double *, int)"
@@ -319,3 +330,12 @@ def test_a_type_name_after_type_words_is_refused_not_read_as_a_name(words, name)
     assert sig.names == (f"{name.lower()}_",)
     # after a type name, another type name is still read as a name (the type is whole)
     assert nt.Signature(f"void (float64 {name})", typedefs=typedefs).names == (name,)
+
+
+def test_a_typedef_of_a_struct_or_union_keeps_its_name():
+    """A typedef'd struct prints as its typedef name, a typedef of a union
+    pointer as the union: never as the void of a tag lost on the way."""
+    sig = nt.Signature("void (X *, Y, const X *)", typedefs={"X": "struct pt", "Y": "union u *"})
+    assert str(sig) == "void (X *, union u *, const X *)"
+    assert sig == nt.Signature("void (X *, union u *, const X *)", typedefs={"X": "struct pt"})
+    assert sig != nt.Signature("void (void *, void *, const void *)")
