@@ -3,6 +3,7 @@
 Each result is compared with a direct call of the same fixture function, so
 the C compiler is the oracle."""
 
+import array
 import ctypes
 import math
 import platform
@@ -974,8 +975,13 @@ def test_forwarded_values_the_core_reads_itself_run_no_python(cfn, engine):
     arr = np.arange(3.0)
     three = nt.bind(first, nt.ARG, 3, engine=engine)
     none = nt.bind(first, nt.ARG, 0, engine=engine)
+    class Sub(np.ndarray):
+        pass
+
+    # other buffers too: a memoryview, array.array, an ndarray subclass
     cases = [(three, nt.address(arr.ctypes.data)), (three, arr),
-             (three, nt.strided(arr)), (none, None)]
+             (three, nt.strided(arr)), (none, None), (three, memoryview(arr)),
+             (three, array.array("d", [0.0, 1.0, 2.0])), (three, arr.view(Sub))]
     for t, value in cases:
         t(value)                                    # anything made once, made now
         calls = []
