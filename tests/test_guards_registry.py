@@ -13,7 +13,7 @@ import pytest
 from conftest import ENGINES
 from thunks import run_py
 
-CODE = """
+PRELUDE = """
 import ctypes, numthunk as nt
 lib = ctypes.CDLL({path!r})
 fn = nt.Function(ctypes.cast(lib.f_d_d, ctypes.c_void_p).value, "double (double)")
@@ -27,7 +27,9 @@ def found(t):
         assert "is a released thunk" in str(exc), exc
         return True
     return False
+"""
 
+CODE = PRELUDE + """
 thunks, addresses = [], []
 edges = set()
 for p in range(5, 12):
@@ -69,21 +71,8 @@ def test_every_thunk_is_found_across_the_registry_s_growth_and_removals(fixture_
     assert "removed" in out.stdout
 
 
-CHURN = """
-import ctypes, random, numthunk as nt
-lib = ctypes.CDLL({path!r})
-fn = nt.Function(ctypes.cast(lib.f_d_d, ctypes.c_void_p).value, "double (double)")
-solver = nt.Function(ctypes.cast(lib.f_d_Fddi, ctypes.c_void_p).value,
-                     "double (double (*f)(double), double a, double b, int n)")
-
-def found(a):
-    try:
-        nt.bind(solver, nt.address(a), 0.0, 1.0, 1, engine={engine!r}).release()
-    except ValueError as exc:
-        assert "is a released thunk" in str(exc), exc
-        return True
-    return False
-
+CHURN = PRELUDE + """
+import random
 rng = random.Random(20261202)
 checks = 0
 for round in range(150):
