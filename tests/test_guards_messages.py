@@ -96,6 +96,8 @@ def test_a_marker_repr_shows_its_array_s_axes_and_says_when_some_are_left_out(ax
 
 
 def test_a_marker_repr_of_long_axes_is_cut_after_the_axis_that_crosses_the_edge():
+    if np.lib.NumpyVersion(np.__version__) < "2.0.0":
+        pytest.skip("NumPy 1.x arrays have at most 32 axes")
     big = 10 ** 17                                    # 18 digits
     for ones in (40, 41, 42, 43, 44, 45):
         a = np.broadcast_to(np.zeros(()), (big,) + (1,) * ones)
