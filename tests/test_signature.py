@@ -315,7 +315,7 @@ def test_what_follows_a_whole_signature_is_named(text, message, column):
 @pytest.mark.parametrize("words", ["unsigned", "signed", "long", "short", "long long",
                                    "unsigned long", "int", "char", "unsigned char"])
 @pytest.mark.parametrize("name", ["int64", "uint8", "intc", "intp", "float64", "size_t",
-                                  "int64_t", "ssize_t", "MYINT"])
+                                  "int64_t", "ssize_t", "MYINT", "i8", "f8", "none"])
 def test_a_type_name_after_type_words_is_refused_not_read_as_a_name(words, name):
     """'unsigned int64' would otherwise read as an unsigned int named int64:
     32 bits where 64 were meant. Named or not, in a parameter or a return."""
