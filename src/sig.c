@@ -361,6 +361,15 @@ static int push_pointer(parser *p, nt_type *t, size_t pos)
     return 0;
 }
 
+/* The parser's typedef named by the text at start, len; NULL if none. */
+static const nt_typedef *find_typedef(const parser *p, size_t start, size_t len)
+{
+    for (size_t k = 0; p->typedefs != NULL && k < p->ntypedefs; k++)
+        if (p->typedefs[k].name != NULL && word_is(p, start, len, p->typedefs[k].name))
+            return &p->typedefs[k];
+    return NULL;
+}
+
 /* A caller's typedef, checked: its type must make sense on its own. */
 static int typedef_type(parser *p, const nt_typedef *td, size_t pos, size_t len, nt_type *out)
 {
@@ -449,14 +458,10 @@ static int resolve_words(parser *p, const span *words, int nwords, int plain, nt
         }
         return 0;
     }
-    if (nwords == 1 && plain && p->typedefs != NULL) {
-        size_t k;
-        for (k = 0; k < p->ntypedefs; k++) {
-            const char *name = p->typedefs[k].name;
-            if (name != NULL && word_is(p, words[0].start, words[0].len, name))
-                return typedef_type(p, &p->typedefs[k], words[0].start, words[0].len, out);
-        }
-    }
+    const nt_typedef *td =
+        nwords == 1 && plain ? find_typedef(p, words[0].start, words[0].len) : NULL;
+    if (td != NULL)
+        return typedef_type(p, td, words[0].start, words[0].len, out);
     idx = nwords == 1 && plain ? nt_numba_name_find(p->src + words[0].start, words[0].len) : -1;
     if (idx >= 0) {
         out->kind = nt_spellings[idx].kind;
@@ -612,12 +617,8 @@ static int spec_name(parser *p, specifier *sp, const token *tok, nt_type *out)
 static int names_a_type(const parser *p, const token *tok)
 {
     const char *s = p->src + tok->start;
-    if (nt_spelling_find(s, tok->len) >= 0 || nt_numba_name_find(s, tok->len) >= 0)
-        return 1;
-    for (size_t k = 0; p->typedefs != NULL && k < p->ntypedefs; k++)
-        if (p->typedefs[k].name != NULL && tok_is(p, tok, p->typedefs[k].name))
-            return 1;
-    return 0;
+    return nt_spelling_find(s, tok->len) >= 0 || nt_numba_name_find(s, tok->len) >= 0
+        || find_typedef(p, tok->start, tok->len) != NULL;
 }
 
 /* One identifier of a specifier: 1 taken, 0 not part of it (a name
