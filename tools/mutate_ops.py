@@ -1,8 +1,9 @@
 """Mutants by operator, found by parsing the current sources (tools/mutate.py
 --operators): no pattern list to keep up to date.
 
-C files (src/*.c, src/*.h) are scanned with comments, string and character
-literals and preprocessor lines masked out; Python files (numthunk/*.py)
+C files (src/*.c, src/*.h) are scanned with comments and preprocessor lines
+masked out and each string or character literal one token that is never
+mutated itself; Python files (numthunk/*.py)
 are read with ast and tokenize, so that no comment, string or docstring is
 ever mutated. Operators:
 
@@ -34,8 +35,9 @@ import tokenize
 
 
 def c_mask(text):
-    """text with comments, string and char literals and preprocessor lines
-    replaced by spaces (newlines kept): offsets stay those of the source."""
+    """text with comments and preprocessor lines replaced by spaces, and
+    string and char literals by '$'s (newlines kept): offsets stay those of
+    the source."""
     out = list(text)
     i, n = 0, len(text)
     line_start = True
@@ -82,7 +84,11 @@ def c_mask(text):
             j = i + 1
             while j < n and text[j] != c:
                 j += 2 if text[j] == "\\" else 1
-            blank(i, min(j + 1, n))
+            # a literal stays one token ('$'s, lexed as "lit"): an operand
+            # that ends in one ends with it
+            for k in range(i, min(j + 1, n)):
+                if out[k] != "\n":
+                    out[k] = "$"
             i = j + 1
         else:
             i += 1
@@ -90,7 +96,8 @@ def c_mask(text):
 
 
 _C_TOKEN = re.compile(r"""
-    (?P<num>0[xX][0-9a-fA-F]+[uUlL]*|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?[uUlLfF]*)
+    (?P<lit>\$+)
+  | (?P<num>0[xX][0-9a-fA-F]+[uUlL]*|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?[uUlLfF]*)
   | (?P<id>[A-Za-z_]\w*)
   | (?P<op><<=|>>=|->|\+\+|--|<<|>>|<=|>=|==|!=|&&|\|\||[-+*/%&|^~!<>=?:;,.(){}\[\]])
 """, re.X)
