@@ -571,7 +571,7 @@ class _Resolver:
             # an opaque struct: the parser keeps the typedef's (mangled)
             # name for it, so the signature prints back as the capsule reads
             return f"{src.structs[short]} {short}"
-        if modname != "numpy" and _is_builtin(short):
+        if _is_builtin(short):              # (NumPy's names returned above)
             return short
         if src.files:
             where = ", ".join(src.files)

@@ -422,6 +422,30 @@ def test_versioned_pxd_includes_and_star_cimports(tmp_path, monkeypatch, S):
     assert _cython._source_files("vpkg", mod) == [str(pkg / f"__init__.cython-{now + 1}.pxd")]
 
 
+def test_top_level_pxd_only_module_found_on_sys_path(tmp_path, monkeypatch, S):
+    """A top-level module with only a .pxd (no spec to find) is looked for in
+    every sys.path directory, and an empty entry is the working directory."""
+    import types
+
+    on_path, cwd = tmp_path / "on_path", tmp_path / "cwd"
+    on_path.mkdir()
+    cwd.mkdir()
+    (on_path / "ntq_topdefs.pxd").write_text("ctypedef double real\n")
+    (cwd / "ntq_cwddefs.pxd").write_text("ctypedef int idx_t\n")
+    monkeypatch.syspath_prepend(str(on_path))
+    monkeypatch.chdir(cwd)
+    monkeypatch.setattr(sys, "path", ["", *sys.path])
+    assert _cython._source_files("ntq_topdefs") == [str(on_path / "ntq_topdefs.pxd")]
+    assert _cython._source_files("ntq_cwddefs") == [os.path.join(os.getcwd(),
+                                                                 "ntq_cwddefs.pxd")]
+    assert _cython._source_files("ntq_nowhere_defs") == []
+    addr = nt.cython(S, "add").address
+    mod = types.ModuleType("ntq_topuser")
+    mod.__pyx_capi__ = {"f": nt._core._capsule(
+        addr, "__pyx_t_11ntq_topdefs_real (__pyx_t_11ntq_cwddefs_idx_t)", None)}
+    assert nt.cython(mod, "f").csig == nt.Signature("double (int)")
+
+
 # ------------------------------------------------------------ cpdef, fused, optional
 
 
