@@ -358,6 +358,22 @@ def test_byte_strides_that_are_not_whole_elements_refused(kern):
         nt.bind(kern("dl_sum_f64", "double (const DLTensor *t)"), x)
 
 
+@pytest.mark.parametrize("ctype,pad", [("c16", "f8"), ("c8", "f4")])
+def test_aligned_complex_strides_that_are_not_whole_elements_refused(kern, ctype, pad):
+    # aligned (a complex's alignment is half its size) yet 1.5 elements apart:
+    # no DLTensor stride says that, through NumPy's fast path or the buffer's
+    rec = np.zeros(4, dtype=[("z", ctype), ("w", pad)])
+    z = rec["z"]
+    assert z.flags.aligned and z.strides[0] * 2 == 3 * z.itemsize
+    fn = kern("dl_describe", "int64_t (const DLTensor *, int64_t *)")
+    out = np.zeros(10, dtype=np.int64)
+    for arr in (z, memoryview(z)):
+        with pytest.raises(ValueError, match=rf"stride of {z.strides[0]} bytes, not a whole "
+                                             rf"number of {z.itemsize}-byte elements"):
+            nt.bind(fn, arr, out)
+    assert not out.any()
+
+
 def test_non_array_refused(kern):
     fn = kern("dl_sum_f64", "double (const DLTensor *t)")
     with pytest.raises(TypeError, match=r"argument 1 \(t: const DLTensor \*\): cannot bind a "
