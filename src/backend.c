@@ -87,7 +87,7 @@ void nt_trap_released_at(const char *what, const void *target)
         do {
             hex[--n] = "0123456789abcdef"[v & 15];
             v >>= 4;
-        } while (v != 0 && n > 2);
+        } while (v != 0); /* at most 2 * sizeof v digits: "0x" fits before */
         hex[--n] = 'x';
         hex[--n] = '0';
         say(", target at ", 12);

@@ -968,8 +968,6 @@ static int followed(const ThunkObject *self, int j)
 #define CANDIDATE(p)       \
     (holds_buffer(self, p) \
      && (by_layout ? self->b[p].key == key : array_of(self->b[p].value) == d->obj))
-    if (count == 0)
-        return -1;
     int rank = 0, peers = 0;
     for (int q = 0; q < n && count > 1; q++) {
         PyObject *v = self->b[q].value;
@@ -982,12 +980,10 @@ static int followed(const ThunkObject *self, int j)
         rank += q < j;
         peers++;
     }
-    if (count == 1 || peers == count) {
-        int k = count == 1 ? 0 : rank;
+    if (peers == count) /* never for one candidate (peers 0): found below */
         for (int p = 0; p < n; p++)
-            if (CANDIDATE(p) && k-- == 0)
+            if (CANDIDATE(p) && rank-- == 0)
                 return p;
-    }
     for (int p = j - 1; p >= 0; p--)
         if (CANDIDATE(p))
             return p;

@@ -57,6 +57,7 @@ static int mfd = -1;         /* our memory file, -1: none yet */
 static off_t file_size;      /* bytes of mfd in use */
 static unsigned char *chunk; /* RX view of the open handler chunk */
 static off_t chunk_offset;   /* its offset in mfd */
+/* Its size and bytes placed: 0, 0 while chunk is NULL. */
 static size_t chunk_size, chunk_used;
 
 /* Every handler chunk of the current file, to find a block's file offset. */
@@ -182,6 +183,7 @@ static int memfd_init(void)
     if (note_chunk(p, offset, CHUNK_SIZE) != 0) {
         munmap(p, CHUNK_SIZE);
         chunk = NULL;
+        chunk_size = 0;
         goto fail;
     }
     return 0;
@@ -248,7 +250,7 @@ static void *memfd_place(const void *code, size_t n, size_t data_after, nt_error
         return at;
     }
     size_t need = c >= 0 ? class_size(c) : nt_round_up(n, CODE_ALIGN);
-    if (chunk == NULL || chunk_used + need > chunk_size) {
+    if (chunk_used + need > chunk_size) { /* (no chunk: a size of 0) */
         size_t size = nt_round_up(need, CHUNK_SIZE);
         off_t offset;
         if (grow(size, &offset) != 0) {
