@@ -513,6 +513,7 @@ T_SCIPY = "tests/test_scipy.py"
 T_MAIN = "tests/test_main.py"
 T_COMP = "tests/test_composition.py"
 T_NOMEM = "tests/test_nomemory.py"
+T_LEAKS = "tests/test_leaks.py"
 # the boundary tests of the core's guards (a few seconds in all)
 T_GUARDS = sorted(f"tests/{f}" for f in os.listdir(os.path.join(ROOT, "tests"))
                   if f.startswith("test_guards_") and f.endswith(".py"))
@@ -520,7 +521,7 @@ T_GUARDS = sorted(f"tests/{f}" for f in os.listdir(os.path.join(ROOT, "tests"))
 # What every C mutant runs: the core of the suite (a minute or two), not
 # the slow Cython/Numba/documentation files.
 OP_CORE = [T_BIND, T_BAD, T_CONV, T_SIG, T_TABLES, T_DIFF, T_LIFE, T_COMP, T_REBIND,
-           T_THREADS, T_ENGINE, T_HARNESS, T_DLPACK, T_CAPI, T_NOMEM, *T_GUARDS]
+           T_THREADS, T_ENGINE, T_HARNESS, T_DLPACK, T_CAPI, T_NOMEM, T_LEAKS, *T_GUARDS]
 
 # Files whose behaviour other test files reach first (they run before the
 # core, so that a kill comes early); a file not named here gets OP_CORE.

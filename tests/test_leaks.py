@@ -1,0 +1,227 @@
+"""Nothing a thunk takes outlives it. Every form of bound value, and every
+operation that makes or remakes a thunk (bind, rebind, pickling, copy,
+composition, lowlevelcallable), run tens of thousands of times, leaves no
+memory behind in Python's allocators (tracemalloc) or in C's (glibc's
+mallinfo2), gives back each reference it took, and releases each buffer
+export (a bytearray resizes again).
+
+Released code waits in a quarantine of 32,768 releases before its memory is
+reused (src/backend.c, QUARANTINE), so each measurement first runs past it:
+growth after that is a leak, not a queue filling."""
+
+import array
+import copy
+import ctypes
+import gc
+import os
+import pickle
+import sys
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import numthunk as nt
+
+from conftest import ENGINES
+from ntbuild import compile_shared
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WARM = 40_000              # past the quarantine (32,768 releases)
+RUNS = 4_000               # measured after it
+BYTES_PER_RUN = 4          # a leak is at least one 16-byte block a run
+
+pytestmark = pytest.mark.skipif(
+    sys.platform != "linux" or not hasattr(ctypes.CDLL(None), "mallinfo2"),
+    reason="mallinfo2 is glibc's (2.33 and later)")
+
+
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+
+
+def _malloc_in_use():
+    f = ctypes.CDLL(None).mallinfo2
+    f.restype = _Mallinfo2
+    info = f()
+    return info.uordblks + info.hblkhd
+
+
+def _growth(step):
+    """Bytes kept by RUNS more steps after WARM, by Python's allocators and by
+    malloc, measured apart (tracemalloc's own tables live in malloc)."""
+    for _ in range(WARM):
+        step()
+    gc.collect()
+    gc.disable()
+    try:
+        before = _malloc_in_use()
+        for _ in range(RUNS):
+            step()
+        by_malloc = _malloc_in_use() - before
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            for _ in range(RUNS):
+                step()
+            by_python = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+    finally:
+        gc.enable()
+    return by_python, by_malloc
+
+
+@pytest.fixture(scope="module")
+def fns(lib):
+    def fn(name, sig):
+        addr = ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+        return nt.Function(addr, sig, owner=lib, name=name)
+
+    dl = ctypes.CDLL(compile_shared(os.path.join(HERE, "fixtures", "dlpack_kernels.c"),
+                                    "dlpack_kernels", extra=["-I", nt.get_include()]))
+    return {
+        "sum": fn("f_d_pi", "double (const double *x, int n)"),
+        "isum": fn("f_i_pii", "int (const int *x, int n)"),
+        "count": fn("f_i_Pi", "int (const char *s, int n)"),
+        "mixed": fn("f_d_idfl", "double (int a, double b, float c, int64_t d)"),
+        "cplx": fn("f_d_D", "double (double complex z)"),
+        "strided": fn("f_d_pzzzz", "double (const double *x, ptrdiff_t n0, ptrdiff_t n1, "
+                                   "ptrdiff_t s0, ptrdiff_t s1)"),
+        "refs": fn("f_v_ppppp", "void (const int *n, const double *alpha, double *x, "
+                                "const int *incx, int *info)"),
+        "apply": fn("f_d_Fd", "double (double (*f)(double), double x)"),
+        "ident": fn("f_d_d", "double (double)"),
+        "dl": nt.Function(ctypes.cast(dl.dl_sum_f64, ctypes.c_void_p).value,
+                          "double (const DLTensor *t)", owner=dl, name="dl_sum_f64"),
+    }
+
+
+class _OnlyDL:
+    """DLPack without the buffer protocol: the capsule path."""
+
+    def __init__(self, arr):
+        self.arr = arr
+
+    def __dlpack__(self, **kw):
+        return self.arr.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self.arr.__dlpack_device__()
+
+
+def _cases(fns, engine):
+    """name -> (step, objects whose reference counts must come back); each
+    step makes a thunk, checks a call against NumPy or Python, drops it."""
+    a = np.arange(6.0)
+    m = np.arange(12.0).reshape(3, 4)
+    view = m[::2, ::-1]
+    ints = array.array("i", [1, 2, 3])
+    raw = bytearray(b"banana")
+    cbuf = (ctypes.c_double * 3)(1.0, 2.0, 3.0)
+    only = _OnlyDL(a)
+    inner = nt.bind(fns["ident"], nt.ARG, engine=engine)
+    x = np.zeros(4)
+    e = engine
+    weighted = float(sum(view[i].sum() * (i + 1) for i in range(view.shape[0])))
+
+    def sum_array():
+        assert nt.bind(fns["sum"], a, nt.size(a), engine=e)() == 15.0
+
+    def forwarded():
+        assert nt.bind(fns["sum"], nt.ARG, nt.ARG, engine=e)(a, 6) == 15.0
+
+    def scalars():
+        assert nt.bind(fns["mixed"], 1, nt.ARG, np.float32(0.5), 2, engine=e)(2.0) == 5.5
+
+    def complex_value():
+        assert nt.bind(fns["cplx"], 3 + 4j, engine=e)() == 43.0   # re + 10 im
+
+    def strided():
+        t = nt.bind(fns["strided"], nt.strided(view), nt.shape(view, 0), nt.shape(view, 1),
+                    nt.stride(view, 0), nt.stride(view, 1), engine=e)
+        assert t() == weighted
+
+    def exporters():
+        assert nt.bind(fns["isum"], ints, nt.size(ints), engine=e)() == 6
+        assert nt.bind(fns["count"], raw, 6, engine=e)() == 3
+        assert nt.bind(fns["count"], memoryview(raw)[1:], 5, engine=e)() == 3
+        assert nt.bind(fns["sum"], cbuf, 3, engine=e)() == 6.0
+
+    def dlpack():
+        assert nt.bind(fns["dl"], a, engine=e)() == 15.0
+        assert nt.bind(fns["dl"], memoryview(m)[1:], engine=e)() == 60.0
+        assert nt.bind(fns["dl"], only, engine=e)() == 15.0
+
+    def refs():
+        info = nt.ref(0, "int")
+        nt.bind(fns["refs"], nt.ref(2, "int"), nt.ref(2.0, "double"), x, nt.ref(1, "int"),
+                info, engine=e)()
+        assert info.value == 2       # n, as the kernel reports it
+
+    def rebind():
+        t = nt.bind(fns["sum"], a, 6, engine=e)
+        t.rebind(0, m)
+        t.rebind(1, 12)
+        assert t() == 66.0
+
+    def compose():
+        assert nt.bind(fns["apply"], inner, nt.ARG, engine=e)(2.5) == 2.5
+
+    def pickled():
+        t = nt.bind(fns["sum"], a, nt.size(a), engine=e)
+        assert pickle.loads(pickle.dumps(t, protocol=5))() == 15.0
+
+    def copied():
+        t = nt.bind(fns["sum"], a, nt.size(a), engine=e)
+        assert copy.copy(t)() == copy.deepcopy(t)() == 15.0
+
+    def low_level():
+        t = nt.bind(fns["ident"], nt.ARG, engine=e)
+        assert t.lowlevelcallable().function is not None
+
+    def refused():
+        # the refusals' paths give back what they took too
+        try:
+            nt.bind(fns["sum"], m[:, ::2], 6, engine=e)
+        except ValueError:
+            pass
+        else:
+            raise AssertionError("a non-contiguous array was bound")
+        try:
+            nt.bind(fns["isum"], a, 6, engine=e)
+        except TypeError:
+            pass
+        else:
+            raise AssertionError("doubles were bound to int *")
+
+    held = (a, m, view, ints, raw, cbuf, only, inner, x)
+    steps = dict(sum_array=sum_array, forwarded=forwarded, scalars=scalars,
+                 complex_value=complex_value, strided=strided, exporters=exporters,
+                 dlpack=dlpack, refs=refs, rebind=rebind, compose=compose, pickled=pickled,
+                 copied=copied, low_level=low_level, refused=refused)
+    return steps, held
+
+
+CASES = ["sum_array", "forwarded", "scalars", "complex_value", "strided", "exporters",
+         "dlpack", "refs", "rebind", "compose", "pickled", "copied", "low_level", "refused"]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("case", CASES)
+def test_nothing_is_kept(fns, engine, case):
+    steps, held = _cases(fns, engine)
+    step = steps[case]
+    counts = [sys.getrefcount(o) for o in held]
+    by_python, by_malloc = _growth(step)
+    gc.collect()
+    assert [sys.getrefcount(o) for o in held] == counts, "a bound object's reference was kept"
+    assert by_python < RUNS * BYTES_PER_RUN, \
+        f"{case}: {by_python} bytes kept by Python's allocators over {RUNS} runs"
+    assert by_malloc < RUNS * BYTES_PER_RUN, \
+        f"{case}: {by_malloc} bytes kept by malloc over {RUNS} runs"
+    raw = held[4]
+    raw.extend(b"!")          # no buffer export of it is left
+    del raw[-1]
