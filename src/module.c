@@ -503,6 +503,10 @@ static int module_exec(PyObject *m)
         || PyModule_AddIntConstant(m, "MEMVIEW_SIZE", (long)sizeof(nt_memviewslice)) < 0
         || nt_markers_add(m, st) < 0 || nt_capi_add(m, st) < 0 || add_kinds(m) < 0) {
         nt_core_state = NULL; /* the module is dropped: its state with it */
+        /* CPython 3.11's PyType_FromModuleAndSpec can fail an allocation
+           without setting an exception (tests/test_nomemory.py) */
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
         return -1;
     }
     core_loaded = 1;

@@ -118,3 +118,77 @@ def test_release_and_reclaim(cfn, engine):
 
     assert all(failing_each_allocation(release))
     assert all(r == 3.0 for r in failing_each_allocation(reclaim))
+
+
+# The core's import, each allocation of its module's creation and exec
+# failed in turn. The core loads once per process, so each round is a fork
+# of a process that has imported NumPy but never the core.
+_IMPORT_ROUNDS = r"""
+import glob, importlib.util, json, os, sys
+import numpy, _testcapi
+pkg = importlib.util.find_spec("numthunk").submodule_search_locations[0]
+[path] = glob.glob(os.path.join(pkg, "_core*.so"))
+assert "numthunk._core" not in sys.modules
+
+def load():
+    spec = importlib.util.spec_from_file_location("numthunk._core", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+def tables(mod):
+    # every row read whole: a row missing an item crashes or raises here
+    return repr(sorted((name, tuple(row)) for name, row in mod.kinds.items()))
+
+def child(k, out):
+    try:
+        if k:
+            _testcapi.set_nomemory(k, k + 1)
+        try:
+            mod = load()
+        finally:
+            _testcapi.remove_mem_hooks()
+        text = tables(mod)
+        if out is not None:
+            with open(out, "w") as f:
+                f.write(text)
+        return 0 if out is not None or text == reference else 5
+    except MemoryError:
+        return 3
+    except BaseException as e:
+        print(f"round {k}: {type(e).__name__}: {e}", file=sys.stderr)
+        return 4
+
+def run(k, out=None):
+    pid = os.fork()
+    if pid == 0:
+        os._exit(child(k, out))
+    return os.waitpid(pid, 0)[1]
+
+ref = sys.argv[1]
+assert run(0, ref) == 0
+reference = open(ref).read()
+statuses, k, clean = {}, 0, 0
+while clean < 40:                    # past the last allocation: 40 clean rounds
+    k += 1
+    s = run(k)
+    statuses.setdefault(s, []).append(k)
+    clean = clean + 1 if s == 0 else 0
+print(json.dumps({"rounds": k, "statuses": statuses}))
+"""
+
+
+def test_import(tmp_path):
+    import json
+
+    from thunks import run_py
+
+    r = run_py(_IMPORT_ROUNDS.replace("sys.argv[1]", repr(str(tmp_path / "tables"))))
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    statuses = {int(s): ks for s, ks in out["statuses"].items()}
+    # each round: the import fails with MemoryError (exit 3), or succeeds with
+    # every table whole and equal to a clean import's (0); never a crash (a
+    # signal), another exception (4, e.g. SystemError) or a changed table (5)
+    assert set(statuses) <= {0, 3 << 8}, (statuses, r.stderr)
+    assert len(statuses.get(3 << 8, [])) > 100, "the import allocated almost nothing"
