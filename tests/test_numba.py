@@ -1123,6 +1123,37 @@ def test_a_cfunc_behind_another_function_is_not_inlined(engine):
     assert call1(u, 3.0) == 7.0
 
 
+def test_a_forwarded_parameter_numba_types_otherwise_is_called_through_the_address():
+    """A @cfunc parameter typed CPointer(void) is C's void *, which Numba
+    code passes as voidptr: a thunk that forwards it keeps the uniform type
+    (an inlined call would hand an i8** where the target takes i8*); bound,
+    the same parameter inlines."""
+    from numba import types
+
+    from numthunk._numba_ext import InlineThunkType
+
+    @numba.cfunc(types.float64(types.float64, types.CPointer(types.void)))
+    def plus_one(x, p):
+        return x + 1.0
+
+    @numba.cfunc(types.voidptr(types.voidptr))
+    def same(p):
+        return p
+
+    pointer = nt.bind(same, nt.address(8))
+    fwd = nt.bind(plus_one, nt.ARG, nt.ARG)
+    assert numba.typeof(fwd) is _uniform("double (double, void *)")
+
+    @numba.njit
+    def through(t, make, x):
+        return t(x, make())
+
+    assert through(fwd, pointer, 2.0) == 3.0
+    bound = nt.bind(plus_one, nt.ARG, nt.address(8))
+    assert type(numba.typeof(bound)) is InlineThunkType
+    assert call1(bound, 2.0) == 3.0
+
+
 def test_inline_call_is_inlined(engine):
     t = nt.bind(c_affine, 2.0, 1.0, nt.ARG, engine=engine)
     opaque = t.opaque()
