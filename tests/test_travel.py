@@ -506,6 +506,18 @@ def test_refuse_capsule_target(lib):
         pickle.dumps(t)
 
 
+def test_refuse_keep(fixture_path):
+    # keep= holds what the target reads through pointers set up here: the
+    # refusal says so, for a library function that would travel without it
+    fn = nt.Function.from_library(fixture_path, "f_d_pi", "double (const double *, int)")
+    a = np.ones(3)
+    assert pickle.loads(pickle.dumps(nt.bind(fn, a, 3)))() == 3.0
+    t = nt.bind(fn, a, 3, keep=[a])
+    with pytest.raises(PicklingRefused, match=r"it was bound with keep=, which holds memory "
+                                              r"the target reads through pointers"):
+        pickle.dumps(t)
+
+
 def test_refuse_ctypes_callback_and_pointer_from_address(lib, fixture_path):
     proto = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double)
     cb = proto(lambda x: x + 1.0)
