@@ -489,7 +489,7 @@ static int parse_mvspec(const nt_sig *sig, PyObject *key, PyObject *value, nt_mv
         PyErr_Format(PyExc_ValueError, "memoryview %lld dtype '%s': %s", i, text, err.msg);
         return -1;
     }
-    if (t.depth != 0 || !(NT_IS_INT(t.kind) || NT_IS_FLOAT(t.kind) || NT_IS_COMPLEX(t.kind))) {
+    if (!(NT_IS_INT(t.kind) || NT_IS_FLOAT(t.kind) || NT_IS_COMPLEX(t.kind))) { /* (or a pointer) */
         if (t.fn != NULL)
             nt_sig_free(t.fn);
         PyErr_Format(PyExc_ValueError, "memoryview %lld dtype '%s' is not a scalar type", i, text);

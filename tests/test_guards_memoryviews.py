@@ -57,3 +57,25 @@ def test_a_declaration_of_the_wrong_shape_is_refused_before_its_contiguity(cfn):
     for spec in (("double", 1, "C"), ("double", 1, "C", False, 0), ("double", "1", "C", False)):
         with pytest.raises(TypeError):
             nt.Thunk(nt.Signature(SIG), addr, (arr, 0), None, True, {0: spec})
+
+
+@pytest.mark.parametrize("dtype", ["double *", "double **", "const double *", "void *",
+                                   "void", "bool *", "int (*)(int)", "DLTensor *"])
+def test_a_dtype_that_is_not_a_scalar_is_refused(cfn, dtype):
+    arr = np.zeros(3)
+    addr = cfn("f_d_pi", "double (const double *x, int n)").address
+    with pytest.raises(ValueError) as info:
+        nt.Thunk(nt.Signature(SIG), addr, (arr, 0), None, True, {0: (dtype, 1, None, False)})
+    assert str(info.value) == f"memoryview 0 dtype '{dtype}' is not a scalar type"
+    # the same declaration through Function's memoryviews=, as the user writes it
+    fn = nt.Function(addr, SIG, memoryviews={0: f"{dtype}[:]"})
+    with pytest.raises(ValueError, match=r"is not a scalar type"):
+        nt.bind(fn, arr, 0)
+
+
+@pytest.mark.parametrize("dtype", sorted(nt._core.kinds))
+def test_every_scalar_kind_is_a_dtype(cfn, dtype):
+    arr = np.zeros(3, dtype=nt._core.kinds[dtype].dtype)
+    addr = cfn("f_d_pi", "double (const double *x, int n)").address
+    t = nt.Thunk(nt.Signature(SIG), addr, (arr, 0), None, True, {0: (dtype, 1, None, False)})
+    assert t.bindings[0] is arr
