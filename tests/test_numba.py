@@ -1453,6 +1453,47 @@ def test_inline_mixed_containers():
 
 
 
+def test_a_thunk_called_in_njit_takes_its_arguments_by_position_and_count():
+    f = nt.bind(LIBM_POW, nt.ARG, 2.0)                  # double (double)
+
+    @njit
+    def by_keyword(f):
+        return f(a=2.0)
+
+    @njit
+    def with_two(f):
+        return f(2.0, 3.0)
+
+    @njit
+    def with_none(f):
+        return f()
+
+    with pytest.raises(numba.core.errors.TypingError,
+                       match=r"numthunk\.Thunk\[\(float64,\) -> float64\]: a C function takes "
+                             "no keyword arguments"):
+        by_keyword(f)
+    for call, n in ((with_two, 2), (with_none, 0)):
+        with pytest.raises(numba.core.errors.TypingError,
+                           match=rf"numthunk\.Thunk\[\(float64,\) -> float64\] takes 1 "
+                                 rf"argument\(s\), got {n}"):
+            call(f)
+    assert call1(f, 3.0) == f(3.0) == 9.0
+
+
+def test_a_function_typed_list_refuses_a_thunk_of_another_signature(cfn):
+    one = cfn("f_d_d", "double (double a)")
+    two = LIBM_POW
+    lst = numba.typed.List.empty_list(types.FunctionType(types.float64(types.float64)))
+    lst.append(one)
+    with pytest.warns(numba.core.errors.NumbaTypeSafetyWarning), \
+            pytest.raises(numba.core.errors.TypingError,
+                          match=r"cannot convert numthunk\.Thunk\[\(float64, float64\) -> "
+                                r"float64\] to FunctionType\[float64\(float64\)\]: the "
+                                r"signatures differ"):
+        lst.append(two)
+    assert len(lst) == 1 and call1(lst[0], 2.5) == 2.5
+
+
 def test_thunk_passed_for_a_function_pointer(cfn):
     """A thunk's parameter that is a C function pointer takes a thunk or
     Function of that signature from @njit code: its address, the caller's
