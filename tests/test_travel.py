@@ -11,6 +11,7 @@ import math
 import os
 import pathlib
 import pickle
+import re
 import subprocess
 import sys
 import textwrap
@@ -397,6 +398,19 @@ def test_from_library_missing_library():
     with pytest.raises(OSError, match=r"cannot load library './nope/libx.so' for symbol "
                                       r"'f_x': no such file '.*/nope/libx.so'"):
         nt.Function.from_library("./nope/libx.so", "f_x", "double (double)")
+
+
+def test_from_library_file_that_is_no_library(fixture_path, tmp_path):
+    text = tmp_path / "libntk_text.so"
+    text.write_text("not a shared library\n")
+    with pytest.raises(OSError, match=rf"^Function\.from_library\({re.escape(repr(str(text)))}, "
+                                      rf"'f_d_d'\): cannot load library "
+                                      rf"{re.escape(repr(str(text)))} for symbol 'f_d_d': .*"
+                                      r"(invalid ELF header|file too short)"):
+        nt.Function.from_library(str(text), "f_d_d", "double (double)")
+    lib = tmp_path / "libntk_copy.so"
+    lib.write_bytes(pathlib.Path(fixture_path).read_bytes())
+    assert nt.Function.from_library(str(lib), "f_d_d", "double (double)")(1.5) == 1.5
 
 
 def test_from_library_missing_symbol(fixture_path):
