@@ -134,8 +134,13 @@ def test_unsupported_target():
 
 def test_ctypes_function_without_argtypes(lib):
     f = ctypes.CDLL(None).abs
-    with pytest.raises(TypeError, match="argtypes"):
+    with pytest.raises(TypeError, match=r"^the ctypes function has no argtypes: set fn\.argtypes "
+                                        r"and fn\.restype so its C signature is known$"):
         nt.bind(f, 1)
+    f.argtypes = []                 # known: no parameters (not the right ones, never called)
+    assert str(nt.bind(f).csig) == "int (void)"
+    f.argtypes, f.restype = [ctypes.c_int], ctypes.c_int
+    assert nt.bind(f, -3)() == 3
 
 
 def test_forwarded_values_are_checked_on_call(cfn):
