@@ -134,8 +134,13 @@ def test_unsupported_target():
 
 def test_ctypes_function_without_argtypes(lib):
     f = ctypes.CDLL(None).abs
-    with pytest.raises(TypeError, match="argtypes"):
+    with pytest.raises(TypeError, match=r"^the ctypes function has no argtypes: set fn\.argtypes "
+                                        r"and fn\.restype so its C signature is known$"):
         nt.bind(f, 1)
+    f.argtypes = []                 # known: no parameters (not the right ones, never called)
+    assert str(nt.bind(f).csig) == "int (void)"
+    f.argtypes, f.restype = [ctypes.c_int], ctypes.c_int
+    assert nt.bind(f, -3)() == 3
 
 
 def test_forwarded_values_are_checked_on_call(cfn):
@@ -470,3 +475,50 @@ def test_fixed_index_out_of_range_names_the_parameters_in_words(nargs):
                 f"fixed=: parameter index {key} out of range (the signature '{sig}' has "
                 f"{nargs} parameter{plural}{span})")):
             nt.Function(0x1000, sig, fixed={key: 1})
+
+
+def test_function_address_must_be_an_int(cfn):
+    addr = cfn("f_d_d", "double (double a)").address
+    for bad, name in [(float(addr), "float"), (str(addr), "str"), (True, "bool"),
+                      (False, "bool"), (None, "NoneType"), (ctypes.c_void_p(addr), "c_void_p")]:
+        with pytest.raises(TypeError, match=rf"^Function address must be an int, got {name}$"):
+            nt.Function(bad, "double (double a)")
+    for good in (addr, np.uint64(addr), np.int64(addr)):
+        assert nt.Function(good, "double (double a)")(2.5) == 2.5
+
+
+def test_a_bool_is_no_target_even_with_a_signature(cfn):
+    addr = cfn("f_d_d", "double (double a)").address
+    for bad in (True, False):
+        with pytest.raises(TypeError, match=r"^target must be a function, not bool$"):
+            nt.bind(bad, 1.0, signature="double (double a)")
+    assert nt.bind(addr, 1.5, signature="double (double a)")() == 1.5
+    assert nt.bind(np.uint64(addr), 1.5, signature="double (double a)")() == 1.5
+
+
+def test_a_function_takes_no_signature_or_nogil_from_bind(cfn):
+    fn = cfn("f_d_d", "double (double a)")
+    for kw in ({"nogil": False}, {"nogil": True}, {"signature": "double (double a)"}):
+        with pytest.raises(TypeError, match=r"^signature= and nogil= are for targets that do "
+                                            r"not carry their own; this Function already has "
+                                            r"them$"):
+            nt.bind(fn, 1.0, **kw)
+    assert nt.bind(fn, 1.0, engine="ffi")() == 1.0
+    # a thunk carries no GIL policy of its own to keep: nogil= applies
+    t = nt.bind(nt.bind(fn, nt.ARG), 2.0, nogil=False)
+    assert t.nogil is False and t() == 2.0
+
+
+def test_a_capsule_without_a_name_is_no_target(cfn):
+    new = ctypes.pythonapi["PyCapsule_New"]  # a private function object: its argtypes are ours
+    new.restype = ctypes.py_object
+    new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    addr = cfn("f_d_d", "double (double a)").address
+    unnamed = new(addr, None, None)
+    with pytest.raises(TypeError, match=r"^the capsule has no name: a target capsule's name is "
+                                        r"its C signature \(pass numthunk.Function\(address, "
+                                        r"signature\) instead\)$"):
+        nt.bind(unnamed, 1.0)
+    name = b"double (double)"
+    named = new(addr, name, None)
+    assert nt.bind(named, 3.0)() == 3.0

@@ -9,6 +9,7 @@ with NumPy. Run under NUMTHUNK_BACKEND=native and =ffi.
 
 import importlib.util
 import os
+import re
 import sys
 import time
 
@@ -369,6 +370,78 @@ def test_unsupported_types_refused(fake_module):
             nt.cython(mod, name)
 
 
+def test_typedefs_and_memoryview_dtypes_numthunk_cannot_use_are_refused(fake_module):
+    D = "__pyx_t_7fakepkg_4defs_"
+    mod = fake_module(h=f"void ({D}nothing_here)",
+                      cbp=f"void ({D}callback_t *)",
+                      cb=f"void ({D}callback_t, void *)",
+                      take="void (__Pyx_memviewslice, int, __Pyx_memviewslice)")
+    where = "numthunk.cython(fakepkg.mod, 'take')"
+    # a typedef to a dtype that is no C number: refused as no C type
+    for bad in (np.dtype(">i2"), np.dtype("M8[s]"), np.str_, np.dtype([("x", "f8")])):
+        with pytest.raises(TypeError, match=r"^typedefs must map names \(str\) to C types "
+                                            r"\(str\) or NumPy dtypes"):
+            nt.cython(mod, "h", typedefs={"nothing_here": bad})
+    assert nt.cython(mod, "h", typedefs={"nothing_here": np.dtype("<i2")}).csig == \
+        nt.Signature("void (int16_t)")
+    # a C type numthunk has no kind for, reached through a typedef
+    with pytest.raises(TypeError, match=r"^numthunk.cython\(fakepkg.mod, 'h'\): C type "
+                                        r"'long double' is not supported by numthunk$"):
+        nt.cython(mod, "h", typedefs={"nothing_here": "long double"})
+    assert nt.cython(mod, "h", typedefs={"nothing_here": "double"}).csig == \
+        nt.Signature("void (double)")
+    # a function pointer typedef: a parameter of its own only
+    with pytest.raises(TypeError, match=r"^numthunk.cython\(fakepkg.mod, 'cbp'\): function "
+                                        rf"pointer typedef '{D}callback_t' is supported only "
+                                        r"as a parameter type of its own$"):
+        nt.cython(mod, "cbp")
+    assert nt.cython(mod, "cb").csig == nt.Signature("void (double (*)(double, void *), "
+                                                     "void *)")
+    # memoryview dtypes: no function pointer typedef, no pointer, no long double
+    good = {0: "defs.real[:, ::1]", 2: "const sgl[:]"}
+    with pytest.raises(TypeError, match=rf"^{re.escape(where)}: 'defs.callback_t' is a function "
+                                        r"pointer typedef; it is supported as a parameter of "
+                                        r"its own, not inside another type \(memoryview 0: "
+                                        r"'defs.callback_t\[:, ::1\]'\)$"):
+        nt.cython(mod, "take", memoryviews={**good, 0: "defs.callback_t[:, ::1]"})
+    with pytest.raises(TypeError, match=rf"^{re.escape(where)}: memoryview 0 "
+                                        r"\('defs.dptr\[:, ::1\]'\): dtype 'defs.dptr' is a "
+                                        r"pointer type$"):
+        nt.cython(mod, "take", memoryviews={**good, 0: "defs.dptr[:, ::1]"})
+    with pytest.raises(TypeError, match=rf"^{re.escape(where)}: C type 'long double' is not "
+                                        r"supported by numthunk \(memoryview 2: "):
+        nt.cython(mod, "take", memoryviews={**good, 2: "long double[:]"})
+    assert nt.cython(mod, "take", memoryviews=good).memoryviews == {
+        0: ("double", 2, "C", False), 2: ("float", 1, None, True)}
+
+
+def test_a_capsule_without_a_name_is_refused(S):
+    import ctypes
+    import types
+
+    new = ctypes.pythonapi["PyCapsule_New"]   # a private function object: its argtypes are ours
+    new.restype = ctypes.py_object
+    new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    addr = nt.cython(S, "add").address
+    mod = types.ModuleType("fakepkg.unnamed")
+    mod.name = b"double (double, double)"      # kept alive with the module
+    mod.__pyx_capi__ = {"f": new(addr, None, None), "g": new(addr, mod.name, None)}  # never called
+    with pytest.raises(TypeError, match=r"^numthunk.cython\(fakepkg.unnamed, 'f'\): the capsule "
+                                        r"has no name \(Cython names it by the function's C "
+                                        r"signature\)$"):
+        nt.cython(mod, "f")
+    assert nt.cython(mod, "g").csig == nt.Signature("double (double, double)")
+
+
+def test_the_function_name_must_be_text(S):
+    for bad in (3, b"add", None, ("add",)):
+        with pytest.raises(TypeError, match=rf"^numthunk.cython\(ntk_cy.scalar, "
+                                            rf"{re.escape(repr(bad))}\): the function name must "
+                                            r"be a str$"):
+            nt.cython(S, bad)
+    assert nt.cython(S, "add").name == "ntk_cy.scalar.add"
+
+
 def test_versioned_pxd_includes_and_star_cimports(tmp_path, monkeypatch, S):
     """The .pxd read is the one Cython itself reads (Cython's own
     find_versioned_file is the oracle): a versioned __init__.cython-NN.pxd
@@ -488,6 +561,12 @@ def test_fused_takes_indexes_and_types_not_bools(S):
                                             r"types \(str\), not .*\n.*fused=0: float"):
             nt.cython(S, "twice", fused=bad)
     assert nt.cython(S, "twice", fused=(1,)).csig == nt.Signature("double (double)")
+    # a list names parameter types; indexes go in a tuple
+    for bad in ([1], [0, 1], ["double", 1]):
+        with pytest.raises(TypeError, match=r"^fused= takes an index, a tuple of indexes, a C "
+                                            r"signature or a tuple of parameter types$"):
+            nt.cython(S, "twice", fused=bad)
+    assert nt.cython(S, "twice", fused=["double"]).csig == nt.Signature("double (double)")
 
 
 def test_capsule_name_that_is_not_utf8_is_refused():
@@ -744,6 +823,19 @@ def test_memoryview_bad_inputs(M):
         nt.cython(M, "sum1d", memoryviews={0: "NOPE[:]"})
     with pytest.raises(ValueError, match="each axis must be"):
         nt.cython(M, "sum1d", memoryviews={0: "double[2]"})
+    for bad in ("double", "double[:", "[:]"):
+        with pytest.raises(ValueError, match=rf"^memoryview declaration {re.escape(repr(bad))}: "
+                                             r"expected e\.g\. 'double\[:, ::1\]'$"):
+            nt.cython(M, "sum1d", memoryviews={0: bad})
+    for bad in ("double[:, ::1, :]", "double[::1, ::1]", "double[::1, :, ::1]"):
+        with pytest.raises(ValueError, match=rf"^memoryview declaration {re.escape(repr(bad))}: "
+                                             r"'::1' must be the first or the last axis$"):
+            nt.cython(M, "sum1d", memoryviews={0: bad})
+    for good, contig in (("double[::1]", "C"), ("double[::1, :]", "F"), ("double[:, ::1]", "C"),
+                         ("double[:]", None)):
+        assert nt.Function(0x1000, "void (__Pyx_memviewslice)",
+                           memoryviews={0: good}).memoryviews[0][2] == contig
+    assert nt.cython(M, "sum1d", memoryviews={0: "double[:]"})(np.arange(4.0)) == 6.0
     with pytest.raises(TypeError, match="0-based parameter indexes"):
         nt.cython(M, "sum1d", memoryviews={"x": "double[:]"})
 

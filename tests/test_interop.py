@@ -6,6 +6,7 @@ is what the pointer points at)."""
 import ctypes
 import gc
 import os
+import re
 import sys
 import weakref
 
@@ -549,6 +550,54 @@ def test_pointee_checked_for_typed_pointers(api):
     assert nt.bind(first, ctypes.pointer(d))() == 2.5
     assert nt.bind(first, ctypes.c_void_p(ctypes.addressof(d)))() == 2.5   # untyped
     assert nt.bind(first, api.ffi.new("double *", 4.5))() == 4.5
+
+
+def test_cffi_values_that_are_no_pointer_are_refused_for_pointer_parameters(api):
+    first = as_function(api.lib.first_of)
+    pt = api.ffi.new("struct pt *", [1.0, 2.0])
+    for bad, cname in [(api.ffi.cast("int", 3), "int"), (api.ffi.cast("double", 2.5), "double"),
+                       (pt[0], "struct pt")]:
+        with pytest.raises(TypeError, match=rf"^argument 1 \(double \*\): expected a pointer, "
+                                            rf"got cffi '{cname}'$"):
+            nt.bind(first, bad)
+    assert nt.bind(first, api.ffi.new("double[2]", [6.5, 1.0]))() == 6.5
+    assert nt.bind(first, api.ffi.cast("double *", pt))() == 1.0
+
+
+def test_cffi_objects_that_are_no_function_are_no_target(api):
+    for bad, cname in [(api.ffi.new("double *"), "double *"),
+                       (api.ffi.new("struct pt *"), "struct pt *"),
+                       (api.ffi.cast("int", 3), "int")]:
+        with pytest.raises(TypeError, match=rf"^cffi object of type '{re.escape(cname)}' is not "
+                                            r"a function$"):
+            nt.bind(bad, nt.ARG, 2.0)
+    fp = api.ffi.addressof(api.lib, "scale")
+    assert nt.bind(fp, nt.ARG, 2.0)(1.5) == 3.0
+
+
+def test_cffi_api_function_whose_module_is_not_imported_by_name(api, monkeypatch):
+    scale = api.lib.scale
+    assert nt.bind(scale, nt.ARG, 2.0)(1.5) == 3.0
+    # the module loaded outside sys.modules: lib.f cannot find its ffi
+    monkeypatch.delitem(sys.modules, "_nt_cffi_api")
+    with pytest.raises(TypeError, match=r"^cffi function 'scale': its module '_nt_cffi_api' has "
+                                        r"no 'ffi' to take its address with; pass "
+                                        r"module\.ffi\.addressof\(module\.lib, name\)$"):
+        nt.bind(scale, nt.ARG, 2.0)
+    # what the message asks for
+    assert nt.bind(api.ffi.addressof(api.lib, "scale"), nt.ARG, 2.0)(1.5) == 3.0
+
+
+def test_thunk_cffi_refuses_a_forwarded_memoryview(api, ilib):
+    addr = ctypes.cast(ilib.pt_sum, ctypes.c_void_p).value       # never called
+    fn = nt.Function(addr, "double (__Pyx_memviewslice a, int n)", memoryviews={0: "double[::1]"})
+    t = nt.bind(fn, nt.ARG, 3)
+    with pytest.raises(TypeError, match=r"^thunk\.cffi\(\): the signature "
+                                        r"double \(__Pyx_memviewslice\) has a Cython memoryview "
+                                        r"parameter, which cffi cannot declare$"):
+        t.cffi(api.ffi)
+    bound = nt.bind(fn, np.ones(3), nt.ARG)               # the memoryview bound: int forwarded
+    assert api.ffi.typeof(bound.cffi(api.ffi)) is api.ffi.typeof("double(*)(int)")
 
 
 # -------------------------------------------------- lifetimes

@@ -857,6 +857,41 @@ def test_signature_errors_name_the_problem():
         nt.Signature("double (float complex)").to_numba()
 
 
+def test_numba_signatures_without_a_c_form_are_refused_through_signature_and_bind(cfn):
+    addr = cfn("f_d_d", "double (double a)").address
+    no_return = typing.signature(None, types.float64)
+    for make in (lambda s: nt.Signature(s), lambda s: nt.bind(addr, 1.0, signature=s)):
+        with pytest.raises(ValueError, match=r"^Numba signature \(float64,\) -> None has no "
+                                             r"return type: a C signature needs one \(write "
+                                             r"e\.g\. float64\(float64\) or void\(float64\)\)$"):
+            make(no_return)
+        for sig, where in [(typing.signature(types.float64, types.unicode_type), "argument 1"),
+                           (typing.signature(types.float64, types.float64, types.pyobject),
+                            "argument 2"),
+                           (typing.signature(types.unicode_type, types.float64), "return type")]:
+            with pytest.raises(TypeError, match=rf"^{where}: Numba type '\w+' has no C "
+                                                r"equivalent numthunk supports$"):
+                make(sig)
+    assert str(nt.Signature(typing.signature(types.none, types.float64))) == "void (double)"
+    assert str(nt.Signature(typing.signature(types.void, types.float64))) == "void (double)"
+    assert nt.bind(addr, 2.5, signature=typing.signature(types.float64, types.float64))() == 2.5
+
+
+def test_a_protocol_signature_outliving_its_function_says_so(cfn):
+    t = nt.bind(cfn("f_d_d", "double (double a)"), nt.ARG)
+    fn = cfn("f_d_d", "double (double a)")
+    sigs = (t.signature, fn.signature)
+    want = typing.signature(types.float64, types.float64)
+    assert [s() for s in sigs] == [want, want]
+    del t, fn
+    gc.collect()
+    for s in sigs:
+        with pytest.raises(ReferenceError, match="^the function this signature belongs to no "
+                                                 "longer exists$"):
+            s()
+        assert str(s) == "double (double)"      # still the C signature it was
+
+
 def test_unsupported_signature_cannot_be_a_numba_value(lib, monkeypatch):
     """The TypeError says why; Numba's hasattr probe of _numba_type_ gets
     False, not an exception that CPython 3.13 would print as ignored."""
@@ -873,7 +908,11 @@ def test_unsupported_signature_cannot_be_a_numba_value(lib, monkeypatch):
             call0(obj)
         with pytest.raises(TypeError, match=f"cannot be a Numba function value.*{what}"):
             numba.typeof(obj)
+        with pytest.raises(AttributeError, match=f"^no Numba type: .*{what}"):
+            obj._numba_type_  # noqa: B018  (what Numba's probe reads)
     assert unraisable == []
+    ok = nt.bind(nt.Function(addr, "double (double complex, int)"), nt.ARG, 3)
+    assert str(ok._numba_type_) == "numthunk.Thunk[(complex128,) -> float64]"
 
 
 def test_released_thunk_is_refused_not_called(f_sum):
@@ -1412,6 +1451,47 @@ def test_inline_mixed_containers():
 
     assert Holder(a).f(3.0) == 7.0 and Holder(c).f(3.0) == 9.0
 
+
+
+def test_a_thunk_called_in_njit_takes_its_arguments_by_position_and_count():
+    f = nt.bind(LIBM_POW, nt.ARG, 2.0)                  # double (double)
+
+    @njit
+    def by_keyword(f):
+        return f(a=2.0)
+
+    @njit
+    def with_two(f):
+        return f(2.0, 3.0)
+
+    @njit
+    def with_none(f):
+        return f()
+
+    with pytest.raises(numba.core.errors.TypingError,
+                       match=r"numthunk\.Thunk\[\(float64,\) -> float64\]: a C function takes "
+                             "no keyword arguments"):
+        by_keyword(f)
+    for call, n in ((with_two, 2), (with_none, 0)):
+        with pytest.raises(numba.core.errors.TypingError,
+                           match=rf"numthunk\.Thunk\[\(float64,\) -> float64\] takes 1 "
+                                 rf"argument\(s\), got {n}"):
+            call(f)
+    assert call1(f, 3.0) == f(3.0) == 9.0
+
+
+def test_a_function_typed_list_refuses_a_thunk_of_another_signature(cfn):
+    one = cfn("f_d_d", "double (double a)")
+    two = LIBM_POW
+    lst = numba.typed.List.empty_list(types.FunctionType(types.float64(types.float64)))
+    lst.append(one)
+    with pytest.warns(numba.core.errors.NumbaTypeSafetyWarning), \
+            pytest.raises(numba.core.errors.TypingError,
+                          match=r"cannot convert numthunk\.Thunk\[\(float64, float64\) -> "
+                                r"float64\] to FunctionType\[float64\(float64\)\]: the "
+                                r"signatures differ"):
+        lst.append(two)
+    assert len(lst) == 1 and call1(lst[0], 2.5) == 2.5
 
 
 def test_thunk_passed_for_a_function_pointer(cfn):

@@ -1,6 +1,7 @@
 """numthunk.Signature: parsing, canonical form, conversions."""
 
 import ctypes
+import re
 import subprocess
 import sys
 
@@ -104,6 +105,44 @@ def test_from_cffi():
     ffi = cffi.FFI()
     assert str(nt.Signature(ffi.typeof("double(*)(double *, int)"))) == "double (double *, int)"
     assert str(nt.Signature(ffi.typeof("void(*)(int64_t, float)"))) == "void (int64_t, float)"
+
+
+def test_cffi_types_that_are_no_function_or_have_no_c_text_are_refused():
+    ffi = cffi.FFI()
+    ffi.cdef("struct pt { double x, y; }; enum colour { RED, GREEN };")
+    for text, cname in [("int *", "int *"), ("double", "double"), ("struct pt", "struct pt"),
+                        ("double[3]", "double[3]")]:
+        with pytest.raises(TypeError, match=rf"^cffi type '{re.escape(cname)}' is not a "
+                                            r"function type$"):
+            nt.Signature(ffi.typeof(text))
+    for text, cname in [("double(*)(struct pt)", "struct pt"), ("struct pt(*)(double)",
+                                                                 "struct pt"),
+                        ("int(*)(enum colour)", "enum colour")]:
+        with pytest.raises(TypeError, match=rf"^cffi type '{cname}' has no C equivalent "
+                                            r"numthunk supports$"):
+            nt.Signature(ffi.typeof(text))
+    assert str(nt.Signature(ffi.typeof("double(*)(struct pt *)"))) == "double (struct pt *)"
+    assert str(nt.Signature(ffi.typeof("double(*)(double *)"))) == "double (double *)"
+
+
+def test_what_is_no_signature_is_refused_by_its_type():
+    for bad, name in [(3, "int"), (b"double (double)", "bytes"), (None, "NoneType"),
+                      (["double", "double"], "list"), (ctypes.c_double, "PyCSimpleType")]:
+        with pytest.raises(TypeError, match=rf"^cannot make a C signature from '{name}': "
+                                            r"expected C text, a ctypes prototype, a cffi "
+                                            r"function type or a Numba signature$"):
+            nt.Signature(bad)
+    assert nt.Signature("double (double)").nargs == 1
+
+
+def test_typedefs_apply_to_text_only():
+    sig = nt.Signature("REAL (REAL *x)", typedefs={"REAL": "double"})
+    with pytest.raises(TypeError, match=r"^typedefs apply to C text only$"):
+        nt.Signature(sig, typedefs={"REAL": "float"})
+    for again in (nt.Signature(sig), nt.Signature(sig, typedefs={}),
+                  nt.Signature(sig, typedefs=None)):
+        assert again == sig and str(again) == "double (double *)" and again.names == ("x",)
+    assert str(nt.Signature("REAL (REAL *x)", typedefs={"REAL": "float"})) == "float (float *)"
 
 
 def test_to_ctypes_roundtrip():

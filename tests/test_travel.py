@@ -11,6 +11,7 @@ import math
 import os
 import pathlib
 import pickle
+import re
 import subprocess
 import sys
 import textwrap
@@ -399,6 +400,19 @@ def test_from_library_missing_library():
         nt.Function.from_library("./nope/libx.so", "f_x", "double (double)")
 
 
+def test_from_library_file_that_is_no_library(fixture_path, tmp_path):
+    text = tmp_path / "libntk_text.so"
+    text.write_text("not a shared library\n")
+    with pytest.raises(OSError, match=rf"^Function\.from_library\({re.escape(repr(str(text)))}, "
+                                      rf"'f_d_d'\): cannot load library "
+                                      rf"{re.escape(repr(str(text)))} for symbol 'f_d_d': .*"
+                                      r"(invalid ELF header|file too short)"):
+        nt.Function.from_library(str(text), "f_d_d", "double (double)")
+    lib = tmp_path / "libntk_copy.so"
+    lib.write_bytes(pathlib.Path(fixture_path).read_bytes())
+    assert nt.Function.from_library(str(lib), "f_d_d", "double (double)")(1.5) == 1.5
+
+
 def test_from_library_missing_symbol(fixture_path):
     with pytest.raises(OSError) as info:
         nt.Function.from_library(os.path.relpath(fixture_path), "f_no_such", SUM)
@@ -568,6 +582,199 @@ def test_refuse_released_thunk(fixture_path):
         pickle.dumps(t)
     with pytest.raises(ValueError, match="released thunk"):
         copy.copy(t)
+    with pytest.raises(ValueError, match=r"^cannot copy a released thunk \(see "
+                                         r"docs/lifetime\.md\)$"):
+        copy.deepcopy(t)
+
+
+def test_refuse_a_function_owned_by_an_object_numthunk_cannot_name(lib, fixture_path):
+    addr = ctypes.cast(lib.f_d_pi, ctypes.c_void_p).value
+    for owner, what in (([lib], "list"), (np.ones(2), "ndarray"), ("libfixture", "str")):
+        fn = nt.Function(addr, SUM, owner=owner, name="f_d_pi")
+        with pytest.raises(PicklingRefused, match=rf"^cannot pickle the function f_d_pi "
+                                                  rf"'double \(const double \*, int\)': "
+                                                  rf"numthunk does not know how to name a "
+                                                  rf"function owned by a '{what}' object in "
+                                                  rf"another process; name the function instead"):
+            pickle.dumps(fn)
+    named = nt.Function(addr, SUM, owner=lib, name="f_d_pi")
+    assert pickle.loads(pickle.dumps(nt.bind(named, np.ones(3), 3)))() == 3.0
+
+
+def test_refuse_a_thunk_whose_target_is_no_function(lib):
+    addr = ctypes.cast(lib.f_d_d, ctypes.c_void_p).value
+    sig = nt.Signature("double (double a)")
+    t = nt.Thunk(sig, addr, (2.0,), lib)
+    assert t() == 2.0
+    with pytest.raises(PicklingRefused, match=r"^cannot pickle the thunk: its target is a CDLL, "
+                                              r"not a numthunk\.Function$"):
+        pickle.dumps(t)
+    fn = nt.Function(addr, sig, owner=lib, name="f_d_d")
+    assert pickle.loads(pickle.dumps(nt.Thunk(sig, addr, (2.0,), fn)))() == 2.0
+
+
+CFUNC_MODULE = """\
+from numba import cfunc, types
+
+
+@cfunc(types.float64(types.float64))
+def sq(x):
+    return x * x
+
+
+@cfunc(types.float64(types.float64))
+def cube(x):
+    return x * x * x
+
+
+def plain(x):
+    return x
+"""
+
+
+def test_a_cfunc_travels_only_as_the_module_attribute_it_is(tmp_path, monkeypatch):
+    """Pickling finds the @cfunc again by its module and name (refused when
+    that name is gone or is another @cfunc); unpickling checks the same."""
+    (tmp_path / "ntk_travel_cfmod.py").write_text(CFUNC_MODULE)
+    spec = importlib.util.spec_from_file_location("ntk_travel_cfmod",
+                                                  tmp_path / "ntk_travel_cfmod.py")
+    mod = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "ntk_travel_cfmod", mod)    # imported until the test ends
+    spec.loader.exec_module(mod)
+    sq = mod.sq
+    label = r"^cannot pickle the thunk: the function sq 'double \(double\)': "
+    del mod.sq
+    with pytest.raises(PicklingRefused, match=label + r"the @cfunc cannot be found as "
+                                              r"ntk_travel_cfmod\.sq \(module "
+                                              r"'ntk_travel_cfmod' has no attribute 'sq'\); "
+                                              r"define it at the top level"):
+        pickle.dumps(nt.bind(sq, nt.ARG))
+    mod.sq = mod.cube
+    with pytest.raises(PicklingRefused, match=label + r"ntk_travel_cfmod\.sq is not this "
+                                              r"@cfunc \(it was redefined or made by a "
+                                              r"factory\)"):
+        pickle.dumps(nt.bind(sq, nt.ARG))
+    mod.sq = sq
+    blob = pickle.dumps(nt.bind(sq, nt.ARG))
+    back = pickle.loads(blob)
+    assert back(3.0) == 9.0
+    del back
+    gc.collect()                        # no unpickled Function of it is left to reuse
+    mod.sq = mod.plain
+    with pytest.raises(TypeError, match=r"^ntk_travel_cfmod\.sq is a function, not a Numba "
+                                        r"@cfunc, in this process$"):
+        pickle.loads(blob)
+    del mod.sq
+    with pytest.raises(AttributeError, match=r"^cannot find the @cfunc ntk_travel_cfmod\.sq in "
+                                             r"this process \(AttributeError: module "
+                                             r"'ntk_travel_cfmod' has no attribute 'sq'\); a "
+                                             r"@cfunc travels by name"):
+        pickle.loads(blob)
+
+
+def test_refuse_cffi_pointers_to_code_under_no_exported_name(fixture_path, lib, paths):
+    import cffi
+    import ntk_travel_cffi as api
+
+    ffi = cffi.FFI()
+    # in the cffi module, but at an address no name of its lib has (its
+    # module init function); in a library, one byte into f_d_d: never called
+    init = ctypes.cast(ctypes.CDLL(api.__file__).PyInit_ntk_travel_cffi, ctypes.c_void_p).value
+    f_d_d = ctypes.cast(lib.f_d_d, ctypes.c_void_p).value
+    label = r"^cannot pickle the thunk: the function at 0x[0-9a-f]+ 'double \(double\)': "
+    with pytest.raises(PicklingRefused, match=label + r"the function is in the cffi module "
+                                              r"ntk_travel_cffi, but no name of "
+                                              r"ntk_travel_cffi\.lib has its address$"):
+        pickle.dumps(nt.bind(ffi.cast("double(*)(double)", init), nt.ARG))
+    with pytest.raises(PicklingRefused, match=label + r"the function is in \S+ but not under an "
+                                              r"exported name there; use Function\.from_library"
+                                              r"\(library, symbol, ffi\.typeof\(f\)\)$"):
+        pickle.dumps(nt.bind(ffi.cast("double(*)(double)", f_d_d + 1), nt.ARG))
+    # the exact addresses of an exported function and of a lib function travel
+    assert pickle.loads(pickle.dumps(nt.bind(ffi.cast("double(*)(double)", f_d_d), 2.5)))() == 2.5
+    twice = api.ffi.addressof(api.lib, "twice")
+    assert pickle.loads(pickle.dumps(nt.bind(ffi.cast("double(*)(double)", twice), 2.5)))() == 5.0
+
+
+CFFI_OTHER_CDEF = "double poly(double x, const double *p, int n);"
+
+
+def test_unpickling_where_the_library_or_name_is_gone_says_so(fixture_path, tmp_path, paths):
+    """Another process without the library file, with a library of that path
+    that lacks the symbol, or with a cffi module of that name that lacks the
+    function: each refusal names what is missing."""
+    import cffi
+
+    from ntbuild import compile_shared
+
+    gone, other = tmp_path / "libntk_gone.so", tmp_path / "libntk_other.so"
+    for where in (gone, other):
+        where.write_bytes(pathlib.Path(fixture_path).read_bytes())
+    blobs = {}
+    for key, where in (("gone", gone), ("other", other)):
+        fn = nt.Function.from_library(str(where), "f_d_d", "double (double)")
+        assert fn(1.5) == 1.5
+        blobs[key] = pickle.dumps(nt.bind(fn, nt.ARG))
+    import ntk_travel_cffi as api
+    blobs["cffi"] = pickle.dumps(nt.bind(api.lib.twice, nt.ARG))
+    # the files change under new inodes: this process keeps its mappings
+    os.remove(gone)
+    interop = compile_shared(os.path.join(HERE, "fixtures", "interop.c"), "interop")
+    (tmp_path / "swap.so").write_bytes(pathlib.Path(interop).read_bytes())
+    os.replace(tmp_path / "swap.so", other)
+    # a cffi module of the same name without twice()
+    ffi = cffi.FFI()
+    ffi.cdef(CFFI_OTHER_CDEF)
+    ffi.set_source("ntk_travel_cffi", CFFI_SOURCE)
+    with no_preload():
+        ffi.compile(tmpdir=str(tmp_path / "cffi"))
+    for key, blob in blobs.items():
+        (tmp_path / f"{key}.pickle").write_bytes(blob)
+    code = textwrap.dedent("""
+        import pickle, sys
+        for key in ("gone", "other", "cffi"):
+            try:
+                pickle.loads(open(f"{key}.pickle", "rb").read())
+                print(key, "loaded")
+            except Exception as exc:
+                print(key, type(exc).__name__, exc)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code],
+                          env=fresh_env([ROOT, str(tmp_path / "cffi")]), capture_output=True,
+                          text=True, timeout=300, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    out = dict(line.split(" ", 1) for line in proc.stdout.splitlines())
+    assert out["gone"].startswith(f"OSError cannot load library {str(gone)!r} for symbol "
+                                  "'f_d_d' in this process: "), out["gone"]
+    assert out["other"] == (f"OSError symbol 'f_d_d' not found in library {str(other)!r} "
+                            f"(loaded from {other}) in this process"), out["other"]
+    assert out["cffi"] == ("AttributeError the cffi module ntk_travel_cffi has no function "
+                           "'twice' in this process"), out["cffi"]
+    # in this process, which has them, the same pickles load
+    for key in ("other", "cffi"):
+        assert pickle.loads(blobs[key])(2.0) == (2.0 if key == "other" else 4.0)
+
+
+def test_unpickling_an_unknown_recipe_is_refused(fixture_path):
+    fn = nt.Function.from_library(fixture_path, "f_d_d", "double (double)")
+    blob = pickle.dumps(nt.bind(fn, 2.0))
+    assert blob.count(b"symbol") == 1 and pickle.loads(blob)() == 2.0
+    # a pickle made by a numthunk that names its targets another way
+    with pytest.raises(pickle.UnpicklingError, match=r"^unknown numthunk target recipe "
+                                                     r"'symbal'$"):
+        pickle.loads(blob.replace(b"symbol", b"symbal"))
+
+
+def test_unpickling_a_subclass_that_is_no_longer_a_thunk_is_refused(fixture_path, monkeypatch):
+    fn = nt.Function.from_library(fixture_path, "f_d_pi", SUM)
+    a = np.arange(4.0)
+    blob = pickle.dumps(LabelledThunk(fn.signature, fn.address, (a, nt.size(a)), fn))
+    assert type(pickle.loads(blob)) is LabelledThunk
+    # the class the pickle names is something else in this process
+    monkeypatch.setattr(sys.modules[LabelledThunk.__module__], "LabelledThunk", dict)
+    with pytest.raises(pickle.UnpicklingError, match=r"^<class 'dict'> is not a subclass of "
+                                                     r"numthunk\.Thunk$"):
+        pickle.loads(blob)
 
 
 def test_unpickling_a_missing_cfunc_names_it(fixture_path, tmp_path, paths):
