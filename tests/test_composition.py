@@ -277,6 +277,36 @@ def test_a_libffi_thunk_anywhere_below_limits_a_native_chain_to_128(fns):
     assert native[-1].chain == 127 and native[-1](3.0) == 3.0
 
 
+@pytest.mark.parametrize("bound_chain, declared_chain, fits",
+                         [(126, 126, True), (126, 127, False), (127, 126, False)])
+def test_a_rebind_counts_the_depth_of_every_other_dependency(cfn, fns, bound_chain,
+                                                             declared_chain, fits):
+    """commit.c prepare_dep: the chain a rebind of one function pointer makes
+    is one more than the deepest of all: the new value, the other bound
+    function pointers and the declared dependencies, whichever comes first
+    (here native chains, under the libffi limit the new value brings in)."""
+    def chain_of(levels):
+        c = [bind("native", fns.d, nt.ARG)]
+        for _ in range(levels):
+            c.append(bind("native", fns.apply, c[-1], nt.ARG))
+        return c
+
+    bound, declared = chain_of(bound_chain), chain_of(declared_chain)
+    both = cfn("f_d_FFd", "double (double (*f)(double), double (*g)(double), double x)")
+    fn = nt.Function(both.address, both.csig, owner=both.owner, depends=(declared[-1],))
+    t = bind("native", fn, bound[-1], bind("native", fns.d, nt.ARG), nt.ARG)
+    deepest = max(bound_chain, declared_chain) + 1
+    assert t.chain == deepest and t(1.5) == 3.0
+    g = bind("ffi", fns.d, nt.ARG)
+    if fits:
+        t.rebind(1, g)
+        assert t.chain == deepest and t.dependencies[1] is g and t(1.5) == 3.0
+    else:
+        with pytest.raises(ValueError, match=r"chain of 129 thunks.*at most 128 levels"):
+            t.rebind(1, g)
+        assert g not in t.dependencies and t(1.5) == 3.0
+
+
 def test_a_thunk_used_by_many(fns, engine):
     inner = bind(engine, fns.d, nt.ARG)
     outers = [bind(engine, fns.apply, inner, nt.ARG) for _ in range(20_000)]
