@@ -598,7 +598,7 @@ static int array_kind(PyArrayObject *a)
     int type = PyArray_TYPE(a);
     if (!PyArray_ISNOTSWAPPED(a) || !(PyTypeNum_ISBOOL(type) || PyTypeNum_ISNUMBER(type)))
         return NT_VOID;
-    if (type < 0 || type >= (int)sizeof(kind_of_type))
+    if ((unsigned)type >= sizeof(kind_of_type))
         return array_kind_of(a); /* a user-defined number type */
     int known = __atomic_load_n(&kind_of_type[type], __ATOMIC_RELAXED);
     if (known == 0) {
