@@ -378,3 +378,57 @@ def test_a_typedef_of_a_struct_or_union_keeps_its_name():
     assert str(sig) == "void (X *, union u *, const X *)"
     assert sig == nt.Signature("void (X *, union u *, const X *)", typedefs={"X": "struct pt"})
     assert sig != nt.Signature("void (void *, void *, const void *)")
+
+
+def _first_line_and_column(text):
+    with pytest.raises(ValueError) as info:
+        nt.Signature(text)
+    lines = str(info.value).splitlines()
+    assert lines[-2] == "    " + text
+    return lines[0], lines[-1].index("^") - 4
+
+
+@pytest.mark.parametrize("text, message, column, neighbour", [
+    ("", "empty signature", 0, "void (void)"),
+    ("   ", "empty signature", 0, "void ()"),
+    ("long double (double)", "long double is not supported", 0, "double (double)"),
+    ("void (long double x)", "long double is not supported", 6, "void (double x)"),
+    # '*' after a function pointer read whole (Numba's spelling) / inside its declarator
+    ("void (FunctionType[float64(float64)] *)", "pointers to function pointers are not supported",
+     37, "void (FunctionType[float64(float64)])"),
+    ("void (int (**)(int))", "pointers to function pointers are not supported", 12,
+     "void (int (*)(int))"),
+    ("void (int (* const *f)(int))", "pointers to function pointers are not supported", 19,
+     "void (int (* const f)(int))"),
+    # a parameter of function type whose return type is a function pointer
+    ("void (FunctionType[f8(f8)](int))",
+     "a function returning a function pointer is not supported", 27, "void (f8 (int))"),
+    ("FunctionType[float64(float64)](void)",
+     "a function pointer as the return type is not supported", 0, "CPointer(float64)(void)"),
+    ("(int) -> FunctionType[f8()]", "a function pointer as the return type is not supported",
+     9, "(FunctionType[f8()]) -> int"),
+])
+def test_parser_refusals_name_the_construct_next_to_what_is_accepted(text, message, column,
+                                                                     neighbour):
+    assert _first_line_and_column(text) == (message, column)
+    nt.Signature(neighbour)
+
+
+def test_signature_typedefs_must_be_a_dict_of_str_to_str():
+    for typedefs in ([("T", "int")], (("T", "int"),), "T=int"):
+        with pytest.raises(TypeError) as info:
+            nt.Signature("void (T)", typedefs)
+        assert str(info.value) == "typedefs must be a dict of name -> C type"
+    for typedefs in ({"T": 3}, {b"T": "int"}, {1: "int"}, {"T": b"int"}):
+        with pytest.raises(TypeError) as info:
+            nt.Signature("void (T)", typedefs)
+        assert str(info.value) == "typedefs must map str names to str C types"
+    assert str(nt.Signature("void (T)", {"T": "int"})) == "void (int)"
+
+
+def test_core_signature_takes_c_text_only():
+    for text in (b"void (void)", None, 3):
+        with pytest.raises(TypeError) as info:
+            nt._core.Signature(text)
+        assert str(info.value) == f"Signature() takes C text, not {type(text).__name__}"
+    assert str(nt._core.Signature("void (void)")) == "void (void)"
