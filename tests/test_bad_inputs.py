@@ -326,6 +326,29 @@ def test_rebind_keys_name_the_parameter_range(cfn):
     assert t() == 0.0
 
 
+def test_rebind_keeps_bound_parameters_bound_and_forwarded_ones_forwarded(cfn):
+    t = nt.bind(cfn("f_d_pi", SUM), nt.ARG, 2)
+    with pytest.raises(ValueError) as info:
+        t.rebind(1, nt.ARG)
+    assert str(info.value) == "rebind cannot turn a bound parameter into a forwarded one"
+    with pytest.raises(ValueError) as info:
+        t.rebind(0, np.ones(2))
+    assert str(info.value) == ("parameter 0 is forwarded (numthunk.ARG), not bound; it cannot "
+                               "be rebound")
+    t.rebind(1, 1)                              # the bound one takes a value
+    assert t(np.array([2.0, 5.0])) == 2.0
+
+
+def test_derived_kind_is_one_of_three_names():
+    a = np.zeros((2, 3))
+    for kind in ("size", "shape", "stride"):
+        assert nt._core.Derived(kind, a).kind == kind
+    for kind in ("sizes", "siz", "Size", "", "length"):
+        with pytest.raises(ValueError) as info:
+            nt._core.Derived(kind, a)
+        assert str(info.value) == f"Derived kind must be 'size', 'shape' or 'stride', not '{kind}'"
+
+
 def test_marker_axes_out_of_range_name_the_range():
     a = np.zeros((2, 3))
     for make in (nt.shape, nt.stride):
@@ -366,6 +389,34 @@ def test_memoryview_declarations_through_the_core_are_checked(cfn):
                            ({0: ("double", 1)}, TypeError, None)]:
         with pytest.raises(exc, match=text):
             nt.Thunk(sig, addr, (np.zeros(2),), None, True, bad)
+
+
+def test_memoryview_declarations_through_the_core_are_a_dict(cfn):
+    addr = cfn("f_d_pi", SUM).address
+    spec = ("double", 1, None, False)
+    for sig, values, goods in [(nt.Signature("void (__Pyx_memviewslice)"), (np.zeros(2),),
+                                ({0: spec},)),
+                               (nt.Signature("void (int n)"), (2,), ({}, None))]:
+        for bad in ([spec], (spec,), "0", 0):
+            with pytest.raises(TypeError) as info:
+                nt.Thunk(sig, addr, values, None, True, bad)
+            assert str(info.value) == "memviews must be a dict {index: spec}"
+        for ok in goods:
+            nt.Thunk(sig, addr, values, None, True, ok).release()
+
+
+def test_a_target_returning_a_memoryview_slice_is_refused(cfn):
+    addr = cfn("f_d_pi", SUM).address
+    fn = nt.Function(addr, "__Pyx_memviewslice (int n)")
+    for make in (lambda: nt.bind(fn, 1), lambda: nt.bind(fn, nt.ARG),
+                 lambda: nt.Thunk(fn._signature, addr, (1,))):
+        with pytest.raises(TypeError) as info:
+            make()
+        assert str(info.value) == "targets returning a memoryview slice are not supported"
+    # the slice as a parameter, and a pointer result, are accepted (never called)
+    nt.bind(nt.Function(addr, "void (__Pyx_memviewslice a)", memoryviews={0: "double[:]"}),
+            nt.ARG).release()
+    nt.bind(nt.Function(addr, "void *(int n)"), 1).release()
 
 
 def test_memoryview_declarations_through_the_core_find_every_memoryview_parameter(cfn):
