@@ -412,6 +412,23 @@ def test_declared_dependencies(fns, engine):
         bind(engine, fn, 2.0)
 
 
+def test_thunk_via_takes_a_thunk_or_a_tuple_of_thunks(fns):
+    sig, addr = fns.d._signature, fns.d.address
+    used = nt.bind(fns.d, 1.0)
+    for via in (1, [used], {used}, "t"):
+        with pytest.raises(TypeError) as info:
+            nt.Thunk(sig, addr, (2.0,), via=via)
+        assert str(info.value) == ("Thunk(via=...) takes the thunks the target uses: a thunk or a "
+                                   f"tuple of thunks (Function.depends), not a "
+                                   f"{type(via).__name__}")
+    with pytest.raises(TypeError, match=r"must be thunks; item 1 is a list$"):
+        nt.Thunk(sig, addr, (2.0,), via=(used, [used]))
+    for via, deps in [(used, (used,)), ((used,), (used,)), ((used, used), (used, used)),
+                      ((), ()), (None, ())]:
+        t = nt.Thunk(sig, addr, (2.0,), via=via)
+        assert t.dependencies == deps and t() == 2.0
+
+
 def test_declared_dependencies_count_in_depth_and_gil(fns, engine, gil_check):
     holder = bind(engine, gil_check.needs)
     fn = nt.Function(fns.d.address, D_D, owner=fns.d.owner, depends=(holder,))
