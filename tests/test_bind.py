@@ -423,6 +423,65 @@ def test_register_refuses_what_is_not_a_hook(cfn):
     assert nt.bind(fn, nt.ref(3.0, "double"), 1)() == 3.0
 
 
+def _with_hooks(**changed):
+    """The package's hooks with some replaced: a context that registers
+    them, and the package's own again on the way out."""
+    import contextlib
+
+    from numthunk import _api
+
+    own = dict(thunk_class=nt.Thunk, resolve_values=nt.Thunk._resolve_values,
+               resolve_call=nt.Thunk._resolve_call, resolve_rebind=_api._resolve_rebind,
+               numba_type=nt.Thunk._make_numba_type)
+
+    @contextlib.contextmanager
+    def registered():
+        nt._core._register(**dict(own, **changed))
+        try:
+            yield own
+        finally:
+            nt._core._register(**own)
+    return registered()
+
+
+def test_resolve_values_must_give_back_a_tuple_of_as_many_values(cfn):
+    fn = cfn("f_d_pi", SUM)
+    message = "the package's resolve_values must return a tuple of the same length"
+    for result in (lambda v: list(v), lambda v: v[:1], lambda v: v + (1,), lambda v: None):
+        def hook(sig, values, owner, result=result):
+            return result(nt.Thunk._resolve_values(sig, values, owner))
+        with _with_hooks(resolve_values=hook):
+            with pytest.raises(TypeError) as info:
+                nt.bind(fn, nt.ref(2.0, "double"), 1)
+            assert str(info.value) == message
+            assert nt.bind(fn, np.ones(2), 2)() == 2.0      # nothing to resolve: not called
+    # a tuple of the same length is taken
+    seen = []
+    def counted(sig, values, owner):
+        seen.append(len(values))
+        return nt.Thunk._resolve_values(sig, values, owner)
+    with _with_hooks(resolve_values=counted):
+        assert nt.bind(fn, nt.ref(2.0, "double"), 1)() == 2.0
+    assert seen == [2]
+    assert nt.bind(fn, nt.ref(3.0, "double"), 1)() == 3.0   # the package's hook is back
+
+
+def test_resolve_call_must_give_back_a_tuple(cfn):
+    fn = cfn("f_d_pi", SUM)
+    t = nt.bind(fn, nt.ARG, 1)
+    for result in (list, lambda args: None, lambda args: iter(args)):
+        def hook(thunk, args, result=result):
+            return result(nt.Thunk._resolve_call(thunk, args))
+        with _with_hooks(resolve_call=hook):
+            with pytest.raises(TypeError) as info:
+                t(nt.ref(2.0, "double"))
+            assert str(info.value) == "the package's resolve_call must return a tuple"
+            assert t(np.array([4.0])) == 4.0                # nothing to resolve: not called
+    with _with_hooks(resolve_call=lambda thunk, args: nt.Thunk._resolve_call(thunk, args)):
+        assert t(nt.ref(2.0, "double")) == 2.0
+    assert t(nt.ref(5.0, "double")) == 5.0
+
+
 # ---------------------------------------------------------------- one label
 
 
