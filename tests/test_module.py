@@ -128,3 +128,48 @@ def test_a_subinterpreter_is_refused():
     else:
         assert ONCE in line, line
     assert "FIRST 2.0" in r.stdout
+
+
+class _Pair(tuple):
+    """A tuple subclass, as SciPy's LowLevelCallable is."""
+
+
+def test_capsules_of_address_0_are_refused():
+    sig = "double (double)"
+    for make in (lambda a: nt._core._capsule(a, sig, None),
+                 lambda a: nt._core._lowlevelcallable(_Pair, a, sig, None)):
+        with pytest.raises(ValueError) as info:
+            make(0)
+        assert str(info.value) == "address is 0 (NULL)"
+    assert nt._core._capsule_pointer(nt._core._capsule(1, sig, None)) == (1, sig)
+    made = nt._core._lowlevelcallable(_Pair, 1, sig, None)
+    assert type(made) is _Pair and nt._core._capsule_pointer(made[0]) == (1, sig)
+
+
+def test_lowlevelcallable_takes_a_tuple_subclass_an_address_a_name_and_an_owner():
+    sig = "double (double)"
+    for args in [(list, 4096, sig, None), (_Pair(), 4096, sig, None), (int, 4096, sig, None),
+                 (_Pair, 4096, sig.encode(), None), (_Pair, 4096, None, None),
+                 (_Pair, 4096, sig), (_Pair, 4096, sig, None, None)]:
+        with pytest.raises(TypeError) as info:
+            nt._core._lowlevelcallable(*args)
+        assert str(info.value) == ("_lowlevelcallable(cls, address, name, owner): cls a tuple "
+                                   "subclass, name a str")
+    for cls in (tuple, _Pair):
+        made = nt._core._lowlevelcallable(cls, 4096, sig, None)
+        assert type(made) is cls and len(made) == 3 and made[2] is None
+
+
+def test_capsule_pointer_takes_a_capsule():
+    import ctypes
+
+    new = ctypes.pythonapi["PyCapsule_New"]
+    new.restype = ctypes.py_object
+    new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    for obj in (None, 4096, "double (double)", (new(4096, None, None),)):
+        with pytest.raises(TypeError) as info:
+            nt._core._capsule_pointer(obj)
+        assert str(info.value) == "expected a PyCapsule"
+    assert nt._core._capsule_pointer(new(4096, None, None)) == (4096, None)
+    assert nt._core._capsule_pointer(nt._core._capsule(8192, "void (int)", None)) == (8192,
+                                                                                      "void (int)")
