@@ -213,6 +213,28 @@ def test_bad_calls_raise(ext):
         ext.call0(t)
 
 
+def test_null_text_and_null_value_are_refused_through_c(ext):
+    """capi.c: numthunk_signature(NULL) and numthunk_rebind(t, i, NULL) are
+    ValueErrors naming the function; empty text reaches the parser, and a
+    value is taken."""
+    with pytest.raises(ValueError) as info:
+        ext.signature(None)
+    assert str(info.value) == "numthunk_signature: text is NULL"
+    with pytest.raises(ValueError, match="^empty signature"):
+        ext.signature("")
+    assert str(ext.signature("void (void)")) == "void (void)"
+    t = ext.make_sum(np.ones(2))
+    for i in (0, 5):
+        with pytest.raises(ValueError) as info:
+            ext.rebind_null(t, i)
+        assert str(info.value) == "numthunk_rebind: value is NULL"
+    with pytest.raises(TypeError, match="^numthunk_rebind: expected a numthunk Thunk"):
+        ext.rebind_null(np.ones(2), 0)
+    assert ext.call0(t) == 2.0                 # the refused rebind changed nothing
+    ext.rebind(t, 0, np.ones(3))
+    assert ext.call0(t) == 3.0
+
+
 def test_create_takes_only_a_numthunk_signature(ext):
     """capi.c capi_create: the signature is a numthunk Signature (from
     numthunk_signature or numthunk.Signature); NULL, its text, a ctypes

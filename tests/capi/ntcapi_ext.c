@@ -80,12 +80,12 @@ static PyObject *make_psum(PyObject *self, PyObject *args)
     return numthunk_create(psum_sig, (void *)psum_kernel, values, 2, self, 0);
 }
 
-/* signature(text) */
+/* signature(text) (None: NULL) */
 static PyObject *signature(PyObject *self, PyObject *args)
 {
     (void)self;
     const char *text;
-    if (!PyArg_ParseTuple(args, "s", &text))
+    if (!PyArg_ParseTuple(args, "z", &text))
         return NULL;
     return numthunk_signature(text);
 }
@@ -177,6 +177,19 @@ static PyObject *rebind(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OnO", &thunk, &i, &value))
         return NULL;
     if (numthunk_rebind(thunk, i, value) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* rebind_null(thunk, i) -> numthunk_rebind with value NULL */
+static PyObject *rebind_null(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *thunk;
+    Py_ssize_t i;
+    if (!PyArg_ParseTuple(args, "On", &thunk, &i))
+        return NULL;
+    if (numthunk_rebind(thunk, i, NULL) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -320,6 +333,7 @@ static PyMethodDef methods[] = {
     { "call1", call1, METH_VARARGS, NULL },
     { "release", release, METH_O, NULL },
     { "rebind", rebind, METH_VARARGS, NULL },
+    { "rebind_null", rebind_null, METH_VARARGS, NULL },
     { "is_thunk", is_thunk, METH_O, NULL },
     { "dltensor_sum", dltensor_sum, METH_VARARGS, NULL },
     { "create_release_loop", create_release_loop, METH_VARARGS, NULL },
