@@ -632,7 +632,7 @@ static int check_via(PyObject *via)
             if (!PyObject_TypeCheck(d, nt_get_state()->thunk_type)) {
                 PyErr_Format(PyExc_TypeError,
                              "the thunks a target uses (Function.depends, Thunk(via=...)) "
-                             "must be thunks; item %zd is a %.100s",
+                             "must be thunks; item %zd is of type %.100s",
                              k, Py_TYPE(d)->tp_name);
                 return -1;
             }
@@ -643,7 +643,7 @@ static int check_via(PyObject *via)
         return 0;
     PyErr_Format(PyExc_TypeError,
                  "Thunk(via=...) takes the thunks the target uses: a thunk or a tuple of "
-                 "thunks (Function.depends), not a %.100s",
+                 "thunks (Function.depends), got %.100s",
                  Py_TYPE(via)->tp_name);
     return -1;
 }

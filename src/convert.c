@@ -962,7 +962,7 @@ static int convert_pointer(const nt_type *t, PyObject *value, void *cell, nt_hel
         PyObject *inner = ((nt_StridedObject *)value)->obj;
         if (t->kind == NT_PTR && PyObject_CheckBuffer(inner))
             return convert_buffer(t, inner, 1, cell, held, key, what);
-        PyErr_Format(PyExc_TypeError, "%s: strided() takes an array, not a %.100s", W(what),
+        PyErr_Format(PyExc_TypeError, "%s: strided() takes an array, got %.100s", W(what),
                      Py_TYPE(inner)->tp_name);
         return -1;
     }

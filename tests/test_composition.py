@@ -408,7 +408,7 @@ def test_declared_dependencies(fns, engine):
     with pytest.raises(TypeError, match="depends= takes thunks"):
         nt.Function(fns.d.address, D_D, depends=(1,))
     fn.depends = ("not a thunk",)
-    with pytest.raises(TypeError, match="must be thunks; item 0 is a str"):
+    with pytest.raises(TypeError, match="must be thunks; item 0 is of type str"):
         bind(engine, fn, 2.0)
 
 
@@ -419,9 +419,9 @@ def test_thunk_via_takes_a_thunk_or_a_tuple_of_thunks(fns):
         with pytest.raises(TypeError) as info:
             nt.Thunk(sig, addr, (2.0,), via=via)
         assert str(info.value) == ("Thunk(via=...) takes the thunks the target uses: a thunk or a "
-                                   f"tuple of thunks (Function.depends), not a "
+                                   f"tuple of thunks (Function.depends), got "
                                    f"{type(via).__name__}")
-    with pytest.raises(TypeError, match=r"must be thunks; item 1 is a list$"):
+    with pytest.raises(TypeError, match=r"must be thunks; item 1 is of type list$"):
         nt.Thunk(sig, addr, (2.0,), via=(used, [used]))
     for via, deps in [(used, (used,)), ((used,), (used,)), ((used, used), (used, used)),
                       ((), ()), (None, ())]:
