@@ -438,8 +438,8 @@ static PyObject *export_capsule(PyObject *obj, dl_label *what)
         return NULL;
     }
     if (!PyCallable_Check(meth)) {
-        PyErr_Format(PyExc_TypeError, "%s: %.200s.__dlpack__ is of type %.100s, not a method", L(what),
-                     Py_TYPE(obj)->tp_name, Py_TYPE(meth)->tp_name);
+        PyErr_Format(PyExc_TypeError, "%s: %.200s.__dlpack__ is of type %.100s, not a method",
+                     L(what), Py_TYPE(obj)->tp_name, Py_TYPE(meth)->tp_name);
         Py_DECREF(meth);
         return NULL;
     }
