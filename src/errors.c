@@ -88,7 +88,7 @@ void nt_raise_chained(PyObject *exc, const char *fmt, ...)
     PyObject *type, *cause, *tb;
     PyErr_Fetch(&type, &cause, &tb);
     PyErr_NormalizeException(&type, &cause, &tb);
-    if (tb != NULL && cause != NULL)
+    if (tb != NULL) /* (never without a cause) */
         PyException_SetTraceback(cause, tb);
     va_list ap;
     va_start(ap, fmt);

@@ -6,6 +6,7 @@ import ctypes
 import re
 import subprocess
 import sys
+import traceback
 
 import numpy as np
 import pytest
@@ -257,10 +258,42 @@ def test_conversion_failures_name_the_parameter_with_the_cause(cfn, scalar):
     with pytest.raises(TypeError, match=r"argument 1 \(a: .*\): expected .*raised"
                                         r": ZeroDivisionError: inside$") as info:
         nt.bind(cfn(name, sig), Raising(ZeroDivisionError("inside")))
-    assert isinstance(info.value.__cause__, ZeroDivisionError)
+    cause = info.value.__cause__
+    assert isinstance(cause, ZeroDivisionError)
+    # the cause keeps its traceback, down to the frame that raised it
+    frames = traceback.extract_tb(cause.__traceback__)
+    assert frames and frames[-1].name in ("__index__", "__float__", "__complex__")
     # a cause with no text is named by its type alone
     with pytest.raises(TypeError, match=r"raised: ZeroDivisionError$"):
         nt.bind(cfn(name, sig), Raising(ZeroDivisionError()))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("scalar", SCALARS, ids=lambda s: s[1])
+def test_a_cause_raised_in_c_without_a_traceback_is_chained_alone(cfn, engine, scalar):
+    """A conversion slot that is a builtin (len here) raises from C, with no
+    traceback: the cause is chained as it is, and nothing else is raised on
+    the way (its context is the cause), in bind, rebind and a call."""
+    class FromC:
+        __index__ = __float__ = __complex__ = len
+
+    name, sig, good, result = scalar
+    fn = cfn(name, sig)
+    t = nt.bind(fn, good, engine=engine)
+    fwd = nt.bind(fn, nt.ARG, engine=engine)
+    for attempt in (lambda: nt.bind(fn, FromC(), engine=engine),
+                    lambda: t.rebind(0, FromC()), lambda: fwd(FromC())):
+        with pytest.raises(TypeError) as info:
+            attempt()
+        cause = info.value.__cause__
+        assert type(cause) is TypeError and cause.__traceback__ is None
+        assert info.value.__context__ is cause and info.value.__suppress_context__
+        assert str(info.value).startswith("argument 1 (a: ")
+        slot = {"int": "index", "double": "float"}.get(sig.split()[0], "complex")
+        if "complex" in sig:
+            slot = "complex"
+        assert str(info.value).endswith(f"FromC.__{slot}__() raised: TypeError: {cause}")
+    assert t() == result and fwd(good) == result
 
 
 # ------------------------------------------- values beyond a floating type
