@@ -71,3 +71,17 @@ def foreign_layouts(draw):
         readonly=draw(st.booleans()), honour=draw(st.booleans()),
         const=draw(st.booleans()), strided=draw(st.booleans()),
         engine=draw(st.sampled_from(ENGINES)))
+
+
+class OnlyDL:
+    """An array seen through DLPack alone (no buffer protocol): the capsule
+    path of a DLTensor parameter."""
+
+    def __init__(self, arr):
+        self.arr = arr
+
+    def __dlpack__(self, **kw):
+        return self.arr.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self.arr.__dlpack_device__()

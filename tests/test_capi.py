@@ -25,6 +25,7 @@ from numba import njit
 
 import numthunk as nt
 
+from layouts import OnlyDL
 from ntbuild import compiler_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -62,17 +63,6 @@ def cy(built):
 def layouts():
     a = np.arange(35, dtype=np.float64).reshape(5, 7) / 4.0 - 3.0
     return [np.linspace(0.0, 1.0, 9), a, a[:, ::3], a.T, a[1:4, 6:0:-2], np.zeros((2, 0))]
-
-
-class OnlyDL:
-    def __init__(self, arr):
-        self.arr = arr
-
-    def __dlpack__(self, **kw):
-        return self.arr.__dlpack__(**kw)
-
-    def __dlpack_device__(self):
-        return self.arr.__dlpack_device__()
 
 
 # ---------------------------------------------------------------- the capsule

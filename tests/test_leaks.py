@@ -24,6 +24,7 @@ import pytest
 import numthunk as nt
 
 from conftest import ENGINES
+from layouts import OnlyDL
 from ntbuild import compile_shared
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -99,19 +100,6 @@ def fns(lib):
     }
 
 
-class _OnlyDL:
-    """DLPack without the buffer protocol: the capsule path."""
-
-    def __init__(self, arr):
-        self.arr = arr
-
-    def __dlpack__(self, **kw):
-        return self.arr.__dlpack__(**kw)
-
-    def __dlpack_device__(self):
-        return self.arr.__dlpack_device__()
-
-
 def _cases(fns, engine):
     """name -> (step, objects whose reference counts must come back); each
     step makes a thunk, checks a call against NumPy or Python, drops it."""
@@ -121,7 +109,7 @@ def _cases(fns, engine):
     ints = array.array("i", [1, 2, 3])
     raw = bytearray(b"banana")
     cbuf = (ctypes.c_double * 3)(1.0, 2.0, 3.0)
-    only = _OnlyDL(a)
+    only = OnlyDL(a)
     inner = nt.bind(fns["ident"], nt.ARG, engine=engine)
     x = np.zeros(4)
     e = engine
