@@ -618,17 +618,3 @@ def test_strided_of_what_is_no_array_is_refused_at_bind(cfn):
                                    f"got {type(inner).__name__}")
     a = np.arange(4.0)
     assert nt.bind(fn, nt.strided(a[::2]), 1, 2, 0, 16)() == 2.0
-
-
-def test_a_dlpack_attribute_that_is_no_method_is_refused(cfn):
-    class NotCallable:
-        __dlpack__ = 5
-
-        def __dlpack_device__(self):
-            return (1, 0)
-
-    fn = cfn("f_p_p", "void *(const DLTensor *)")
-    with pytest.raises(TypeError) as info:
-        nt.bind(fn, NotCallable())
-    assert str(info.value) == ("argument 1 (const DLTensor *): NotCallable.__dlpack__ is of "
-                               "type int, not a method")

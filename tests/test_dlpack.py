@@ -662,8 +662,8 @@ def test_failing_dlpack_exporters_name_the_parameter(kern, engine):
     class NotCallable:
         __dlpack__ = 5
 
-    with pytest.raises(TypeError, match=label + r".*NotCallable.__dlpack__ is a int, not a "
-                                              "method"):
+    with pytest.raises(TypeError, match=label + r".*NotCallable.__dlpack__ is of type int, "
+                                              "not a method"):
         nt.bind(fn, NotCallable(), engine=engine)
 
     class BadDevice(OnlyDL):
