@@ -7,6 +7,8 @@ the one test command covers them:
   random driver (ASan and UBSan);
 - tests/c/test_handler_plan.c: the native engines' handler planner run on
   a machine model, for several ABI descriptions (ASan and UBSan);
+- tests/c/test_quarantine.c: the quarantine's schedule (which item leaves
+  during which release) against a model of its contract (ASan and UBSan);
 - tests/c/test_native.c: the native backend's differential test over
   thousands of random signatures, with fixtures compiled by gcc and by
   clang, plus W^X, release trap, fork, threads and quarantine.
@@ -79,6 +81,13 @@ def test_handler_planner_c_tests():
     out = run(exe, "8000", "20261129")
     assert "all handler planner tests passed" in out
     assert "riscv64-lp64d  8000 plans" in out and "x86_64-sysv    8000 plans" in out
+
+
+def test_quarantine_c_tests():
+    exe = build("test_quarantine", [f"{SRC}/quarantine.c", f"{HERE}/c/test_quarantine.c"], SAN,
+                ["-lpthread"])
+    assert "78 items left as the contract says (quarantine 8)" in run(exe)
+    assert "0 items left as the contract says (no reuse)" in run(exe, "noreuse")
 
 
 NATIVE_SOURCES = ["backend.c",  # includes the arch file and mem_*.c on its platform

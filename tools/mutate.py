@@ -540,7 +540,7 @@ OP_TESTS = {
     "src/mem_memfd.c": [T_ENGINE],
     "src/mem_mprotect.c": [T_ENGINE],
     "src/native.c": [T_ENGINE, T_HARNESS],
-    "src/quarantine.c": [T_ENGINE],
+    "src/quarantine.c": [T_HARNESS, T_ENGINE],
     "numthunk/_cython.py": [T_CYTHON],
     "numthunk/_numba.py": [T_NUMBA, T_TABLES],
     "numthunk/_numba_ext.py": [T_NUMBA],
