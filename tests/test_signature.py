@@ -371,6 +371,20 @@ def test_a_type_name_after_type_words_is_refused_not_read_as_a_name(words, name)
     assert nt.Signature(f"void (float64 {name})", typedefs=typedefs).names == (name,)
 
 
+def test_py_long_long_follows_a_lone_unsigned_only():
+    """Cython's 'unsigned PY_LONG_LONG' is one type (unsigned long long);
+    after any other type words PY_LONG_LONG is a type name out of place."""
+    for text in ("unsigned PY_LONG_LONG", "const unsigned PY_LONG_LONG",
+                 "unsigned const PY_LONG_LONG"):
+        sig = nt.Signature(f"void ({text} x)")
+        same = nt.Signature(f"void ({text.replace('PY_LONG_LONG', 'long long')} x)")
+        assert sig.names == ("x",) and sig == same
+    for words in ("unsigned long", "unsigned int", "unsigned short", "signed", "long", "int"):
+        with pytest.raises(ValueError, match=rf"'PY_LONG_LONG' is a type name: it cannot "
+                                             rf"follow '{words.split()[0]}'"):
+            nt.Signature(f"void ({words} PY_LONG_LONG)")
+
+
 def test_a_typedef_of_a_struct_or_union_keeps_its_name():
     """A typedef'd struct prints as its typedef name, a typedef of a union
     pointer as the union: never as the void of a tag lost on the way."""
