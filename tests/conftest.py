@@ -143,6 +143,25 @@ def cfn(lib):
 
 
 @pytest.fixture(scope="session")
+def dllib():
+    """tests/fixtures/dlpack_kernels.c (DLTensor kernels), loaded."""
+    return ctypes.CDLL(compile_shared(os.path.join(HERE, "fixtures", "dlpack_kernels.c"),
+                                      "dlpack_kernels", extra=["-I", nt.get_include()]))
+
+
+@pytest.fixture(scope="session")
+def dlkern(dllib):
+    """dlkern(name, signature) -> numthunk.Function for a function of dllib."""
+    dl = dllib
+
+    def make(name, signature):
+        addr = ctypes.cast(getattr(dl, name), ctypes.c_void_p).value
+        return nt.Function(addr, signature, owner=dl, name=name)
+
+    return make
+
+
+@pytest.fixture(scope="session")
 def ntexport():
     """tests/exporters/ntexport.c, built for this interpreter: buffer and
     DLPack exporters of exactly the layouts a test asks for."""

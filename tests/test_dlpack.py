@@ -27,24 +27,13 @@ import numthunk as nt
 
 from conftest import ENGINES
 from layouts import foreign_layouts
-from ntbuild import compile_shared
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 @pytest.fixture(scope="module")
-def dl():
-    path = compile_shared(os.path.join(HERE, "fixtures", "dlpack_kernels.c"), "dlpack_kernels",
-                          extra=["-I", nt.get_include()])
-    return ctypes.CDLL(path)
-
-
-@pytest.fixture(scope="module")
-def kern(dl):
-    def make(name, signature):
-        addr = ctypes.cast(getattr(dl, name), ctypes.c_void_p).value
-        return nt.Function(addr, signature, owner=dl, name=name)
-    return make
+def kern(dlkern):
+    return dlkern
 
 
 class OnlyDL:
@@ -129,10 +118,10 @@ def arrays():
 # ---------------------------------------------------------------- the header
 
 
-def test_header_helpers_on_hand_made_descriptors(dl):
+def test_header_helpers_on_hand_made_descriptors(dllib):
     # NULL strides (compact row-major), a nonzero byte_offset, a transposed
     # view and an empty tensor, checked by the C compiler's own arithmetic
-    assert dl.dl_helpers_selftest() == 0
+    assert dllib.dl_helpers_selftest() == 0
 
 
 def test_get_include_has_the_headers():

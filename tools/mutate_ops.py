@@ -42,10 +42,10 @@ def c_mask(text):
     i, n = 0, len(text)
     line_start = True
 
-    def blank(a, b):
+    def blank(a, b, fill=" "):
         for k in range(a, b):
             if out[k] != "\n":
-                out[k] = " "
+                out[k] = fill
 
     while i < n:
         c = text[i]
@@ -86,9 +86,7 @@ def c_mask(text):
                 j += 2 if text[j] == "\\" else 1
             # a literal stays one token ('$'s, lexed as "lit"): an operand
             # that ends in one ends with it
-            for k in range(i, min(j + 1, n)):
-                if out[k] != "\n":
-                    out[k] = "$"
+            blank(i, min(j + 1, n), "$")
             i = j + 1
         else:
             i += 1
