@@ -127,6 +127,15 @@ def test_release_and_reclaim(cfn, engine):
 _IMPORT_ROUNDS = r"""
 import glob, importlib.util, json, os, sys
 import numpy, _testcapi
+try:
+    import numpy._core._multiarray_umath
+except ImportError:
+    # NumPy 1.x, under a core built against NumPy 2: its import_array asks
+    # for numpy._core (2.x's name) first, then numpy.core. That miss runs
+    # CPython's finders, whose own failures under no memory are CPython's
+    # ("can't allocate lock", SystemError). The alias makes it the hit it
+    # is on NumPy 2, so each round fails an allocation of the core's.
+    sys.modules["numpy._core._multiarray_umath"] = numpy.core._multiarray_umath
 pkg = importlib.util.find_spec("numthunk").submodule_search_locations[0]
 [path] = glob.glob(os.path.join(pkg, "_core*.so"))
 assert "numthunk._core" not in sys.modules
