@@ -769,8 +769,10 @@ def operator_mode(args):
         free = list(workers)
         # Each test selection once on the unmutated tree: it must pass (else
         # every mutant would look killed), and its time sets the timeout.
+        # Selections of the same files in another order (each mutant's own
+        # file first) share one clean run.
         budget = {}
-        selections = {tuple(tests_of(m)) for m in order}
+        selections = {tuple(sorted(tests_of(m))): tuple(tests_of(m)) for m in order}
 
         def clean(sel):
             w = free.pop()
@@ -782,20 +784,21 @@ def operator_mode(args):
 
         if not args.no_baseline:
             with concurrent.futures.ThreadPoolExecutor(jobs) as ex:
-                for sel, (status, test, secs) in ex.map(clean, sorted(selections)):
+                for sel, (status, test, secs) in ex.map(clean, sorted(selections.values())):
                     if status != "passed":
                         print(f"the unmutated tree fails its tests ({status}: {test}); "
                               f"selection: {' '.join(sel)}")
                         return 2
-                    budget[sel] = max(args.timeout, 3 * secs + 30)
-                    print(f"  clean run {secs:6.1f}s (timeout {budget[sel]:.0f}s): "
+                    budget[tuple(sorted(sel))] = max(args.timeout, 3 * secs + 30)
+                    print(f"  clean run {secs:6.1f}s (timeout {budget[tuple(sorted(sel))]:.0f}s): "
                           f"{' '.join(os.path.basename(t) for t in sel)}", flush=True)
 
         def one(m):
             w = free.pop()
             try:
                 sel = tuple(tests_of(m))
-                return m, w.run_op(m, budget.get(sel, args.timeout), args.engine, list(sel))
+                return m, w.run_op(m, budget.get(tuple(sorted(sel)), args.timeout), args.engine,
+                                   list(sel))
             finally:
                 free.append(w)
 
