@@ -466,6 +466,46 @@ def test_resolve_values_must_give_back_a_tuple_of_as_many_values(cfn):
     assert nt.bind(fn, nt.ref(3.0, "double"), 1)() == 3.0   # the package's hook is back
 
 
+def test_values_the_core_knows_never_reach_the_package_resolver(cfn):
+    """Arrays, buffers, None, ints, address(), strided() and the derived
+    values are the core's own, to take or refuse by name: only foreign
+    objects (ctypes, cffi, ref(), thunks as function pointers) go to the
+    package's resolve_values, a call into Python on each bind."""
+    a = np.arange(4.0)
+    ptr = cfn("f_d_pi", SUM)
+    fnp = cfn("f_i_F", "int (int (*f)(void))")
+    gil_check = ctypes.cast(ctypes.pythonapi.PyGILState_Check, ctypes.c_void_p).value
+    own = [(ptr, a), (ptr, bytearray(32)), (ptr, memoryview(a)), (ptr, None), (ptr, 5),
+           (ptr, nt.address(a.ctypes.data)), (ptr, nt.strided(a)), (ptr, nt.size(a)),
+           (ptr, nt.shape(a, 0)), (ptr, nt.stride(a, 0)),
+           (fnp, None), (fnp, 5), (fnp, nt.address(gil_check)), (fnp, nt.strided(a)),
+           (fnp, nt.size(a)), (fnp, nt.shape(a, 0)), (fnp, nt.stride(a, 0))]
+
+    def outcome(fn, v):
+        try:
+            t = nt.bind(fn, v, 4) if fn is ptr else nt.bind(fn, v)
+        except Exception as e:
+            return type(e), str(e)
+        return t() if fn is ptr and v is a else "bound"
+
+    expected = [outcome(fn, v) for fn, v in own]
+    assert expected[0] == 6.0 and expected[4][0] is TypeError      # taken; refused
+    assert expected[7] == (TypeError, "argument 1 (x: const double *): size(), shape() "
+                           "and stride() bind integer parameters only")
+    seen = []
+
+    def counted(sig, values, owner):
+        seen.append(values)
+        return nt.Thunk._resolve_values(sig, values, owner)
+    with _with_hooks(resolve_values=counted):
+        assert [outcome(fn, v) for fn, v in own] == expected
+        assert seen == []
+        x = ctypes.c_double(2.5)
+        assert nt.bind(ptr, ctypes.pointer(x), 1)() == 2.5   # foreign: resolved
+        assert nt.bind(fnp, seven := ctypes.CFUNCTYPE(ctypes.c_int)(lambda: 7))() == 7
+        assert len(seen) == 2 and seen[1][0] is seven
+
+
 def test_resolve_call_must_give_back_a_tuple(cfn):
     fn = cfn("f_d_pi", SUM)
     t = nt.bind(fn, nt.ARG, 1)

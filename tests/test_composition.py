@@ -471,6 +471,27 @@ def test_a_gil_needing_thunk_bound_as_a_function_keeps_the_gil(fns, engine, gil_
     assert other.nogil and top.nogil and top() == 0
 
 
+def test_a_rebind_recomputes_the_gil_from_the_target_and_every_value(fns, engine, gil_check):
+    needs, free = bind(engine, gil_check.needs), bind(engine, gil_check.free)
+    # a plain Function that needs the GIL, rebound in and out (no thunk below)
+    outer = bind(engine, fns.call_int, free)
+    assert outer.nogil and outer() == 0
+    outer.rebind(0, gil_check.needs)
+    assert not outer.nogil and outer() == 1
+    outer.rebind(0, gil_check.free)
+    assert outer.nogil and outer() == 0
+    # a target that needs the GIL itself keeps it whatever lies below, when
+    # a thunk below changes too
+    held = nt.Function(fns.call_int.address, fns.call_int.signature, nogil=False,
+                       owner=fns.call_int)
+    middle = bind(engine, fns.call_int, needs)
+    top = bind(engine, held, middle)
+    assert not top.nogil and top() == 1
+    middle.rebind(0, free)                           # nothing below needs it now
+    assert middle.nogil and middle() == 0
+    assert not top.nogil and top() == 1              # the target still does
+
+
 def test_a_gil_needing_function_forwarded_keeps_the_gil(fns, engine, gil_check):
     fwd = bind(engine, fns.call_int, nt.ARG)
     assert fwd.nogil
