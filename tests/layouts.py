@@ -1,10 +1,12 @@
 """Layouts for the buffer exporter of tests/exporters/ntexport.c, drawn by
 hypothesis: any element format and stated itemsize, 0 to 2 dimensions,
 negative, zero and odd byte strides, a base at any alignment, NULL format
-or strides, read-only or not, request flags honoured or ignored; and what
+or strides, any byte-order prefix, read-only or not, request flags honoured
+or ignored; and what
 such a layout holds, read with struct (the tests' oracle)."""
 
 import struct
+import sys
 
 import numpy as np
 from hypothesis import strategies as st
@@ -36,6 +38,13 @@ def pep3118_c_contiguous(shape, strides, itemsize, length):
     return True
 
 
+def swapped(lay):
+    """Whether the layout's format states the other byte order than the
+    host's (struct's rules: '<' little, '>' and '!' big)."""
+    order = "" if lay["null_format"] else lay["order"]
+    return order in ("<", ">", "!") and (order == "<") != (sys.byteorder == "little")
+
+
 def read_elements(raw, code, offset, shape, strides):
     """The elements a layout describes, read from the bytes in row-major order."""
     n0, n1, s0, s1 = flat2(shape, strides)
@@ -64,8 +73,12 @@ def foreign_layouts(draw):
     offset = 8 - lo + draw(st.sampled_from([0] * 3 + list(range(1, size))))
     raw = np.random.default_rng(draw(st.integers(0, 2**32 - 1))).integers(
         0, 0x40, offset + hi + max(itemsize, size) + 8, dtype=np.uint8)   # finite floats
+    # a byte-order prefix: native ('', '@', '='), or little, big or network
+    # ('<', '>', '!'); the codes drawn have the same size either way
+    order = draw(st.sampled_from(["", "", "", "@", "=", "<", ">", "!"]))
     return dict(
-        code=code, itemsize=itemsize, shape=shape, strides=strides, offset=offset, raw=raw,
+        code=code, order=order, format=order + code, itemsize=itemsize, shape=shape,
+        strides=strides, offset=offset, raw=raw,
         null_format=draw(st.sampled_from([False] * 5 + [True])),
         null_strides=contiguous and draw(st.booleans()),
         readonly=draw(st.booleans()), honour=draw(st.booleans()),

@@ -23,6 +23,7 @@ import ctypes
 import math
 import re
 import struct
+import sys
 
 import numpy as np
 import pytest
@@ -33,7 +34,15 @@ import numthunk as nt
 
 import ntbuild
 from conftest import ENGINES
-from layouts import FOREIGN, c_strides, flat2, foreign_layouts, pep3118_c_contiguous, read_elements
+from layouts import (
+    FOREIGN,
+    c_strides,
+    flat2,
+    foreign_layouts,
+    pep3118_c_contiguous,
+    read_elements,
+    swapped,
+)
 
 # C spelling -> ctypes type with the same width and signedness (the oracle)
 INT_SPELLINGS = {
@@ -372,6 +381,8 @@ def foreign_verdict(lay):
     fmt = "B" if lay["null_format"] else code
     if fmt != code or itemsize != size:
         return TypeError, r"expected a buffer of"
+    if swapped(lay) and size > 1:
+        return TypeError, rf"the buffer is in non-native byte order \(format '{lay['format']}'\)"
     if lay["readonly"] and not lay["const"]:
         return ValueError, r"the buffer is read-only"
     address = lay["raw"].ctypes.data + lay["offset"]
@@ -383,13 +394,40 @@ def foreign_verdict(lay):
     return None
 
 
+@pytest.mark.parametrize("order", ["", "@", "=", "<", ">", "!"])
+@pytest.mark.parametrize("code", sorted(FOREIGN))
+def test_every_byte_order_prefix_of_every_code(ntexport, code, order):
+    """Each code under each byte-order prefix, row by row: the host's order
+    ('', '@', '=' and the host's own of '<' and '>', '!' being big) is read
+    as is; the other is refused for elements wider than a byte."""
+    raw = np.random.default_rng(ord(code)).integers(0, 0x40, 32, dtype=np.uint8)
+    size = struct.calcsize(order + code)
+    buf = ntexport.Buffer(raw, order + code, size, (32 // size,))
+    T = f"const {FOREIGN[code]} *"
+    kern = nt.Function(ntexport.kernels["nt_x_sum"], KERNEL_SUM.format(T=T))
+    host = "<" if sys.byteorder == "little" else ">"
+    if order in ("<", ">", "!") and order != host and size > 1:
+        message = (rf"^argument 1 \(p: {re.escape(T)}\): the buffer is in non-native byte "
+                   rf"order \(format '{order}{code}'\)")
+        with pytest.raises(TypeError, match=message):
+            nt.bind(kern, buf, ord(code), 32 // size, 1, size, 0)
+        assert buf.exports == 0
+        return
+    t = nt.bind(kern, buf, ord(code), 32 // size, 1, size, 0)
+    assert t() == sum(float(v) for v in read_elements(raw.tobytes(), code, 0, (32 // size,),
+                                                      (size,)))
+    t.release()
+    assert buf.exports == 0
+
+
 @settings(deadline=None)
 @given(foreign_layouts())
 def test_foreign_buffer_layouts_bind_or_are_refused(ntexport, lay):
     code, shape, strides = lay["code"], lay["shape"], lay["strides"]
     ctype = FOREIGN[code]
     T = f"{'const ' if lay['const'] else ''}{ctype} *"
-    buf = ntexport.Buffer(lay["raw"], None if lay["null_format"] else code, lay["itemsize"],
+    fmt = None if lay["null_format"] else lay["format"]
+    buf = ntexport.Buffer(lay["raw"], fmt, lay["itemsize"],
                           shape, None if lay["null_strides"] else strides,
                           offset=lay["offset"], readonly=lay["readonly"],
                           honour=lay["honour"])
@@ -434,7 +472,7 @@ def test_size_shape_stride_of_foreign_buffers(ntexport, cfn, case):
     lay, kind, axis, elements = case
     shape, itemsize = lay["shape"], lay["itemsize"]
     strides = c_strides(shape, itemsize) if lay["null_strides"] else lay["strides"]
-    buf = ntexport.Buffer(lay["raw"], None if lay["null_format"] else lay["code"], itemsize,
+    buf = ntexport.Buffer(lay["raw"], None if lay["null_format"] else lay["format"], itemsize,
                           shape, None if lay["null_strides"] else lay["strides"],
                           offset=lay["offset"], readonly=lay["readonly"],
                           honour=lay["honour"])

@@ -26,7 +26,7 @@ from numba import njit
 import numthunk as nt
 
 from conftest import ENGINES
-from layouts import foreign_layouts
+from layouts import foreign_layouts, swapped
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -1079,19 +1079,22 @@ def test_foreign_buffers_as_descriptors(kern, ntexport, data):
     descriptor's strides in elements, or a refusal (strides that are not
     whole elements, data not aligned, a format a DLTensor cannot carry)."""
     lay = data.draw(foreign_layouts())
-    code, shape, itemsize = lay["code"], lay["shape"], lay["itemsize"]
+    shape, itemsize = lay["shape"], lay["itemsize"]
     strides = lay["strides"]
-    buf = ntexport.Buffer(lay["raw"], None if lay["null_format"] else code, itemsize, shape,
+    buf = ntexport.Buffer(lay["raw"], None if lay["null_format"] else lay["format"], itemsize,
+                          shape,
                           None if lay["null_strides"] else strides, offset=lay["offset"],
                           readonly=lay["readonly"], honour=lay["honour"])
     T = "const DLTensor *" if lay["const"] else "DLTensor *"
     out = np.full(12, -99, dtype=np.int64)
     fn = kern("dl_describe", f"int64_t ({T} t, int64_t *out)")
-    fmt = "B" if lay["null_format"] else code       # no format: unsigned bytes
+    fmt = "B" if lay["null_format"] else lay["format"]   # no format: unsigned bytes
     size = struct.calcsize(fmt)
     address = lay["raw"].ctypes.data + lay["offset"]
     if itemsize != size:
         err = TypeError, rf"the array's element format '{re.escape(fmt)}' cannot be described"
+    elif swapped(lay) and size > 1:
+        err = TypeError, rf"the buffer is in non-native byte order \(format '{re.escape(fmt)}'\)"
     elif lay["readonly"] and not lay["const"]:
         err = ValueError, r"the array is read-only"
     elif any(s % itemsize for s in strides):
