@@ -300,6 +300,28 @@ def test_stride_not_a_multiple_of_alignment_is_refused(ctype, np_type):
             nt.bind(fn, wrap(off))
 
 
+def test_an_axis_of_one_element_has_no_stride_to_align(cfn, ntexport):
+    """The alignment of a stride matters only where the axis steps: an axis
+    of 0 or 1 elements may state any stride; one of 2 may not. NumPy's own
+    arrays, and exporters that state the odd stride as given."""
+    fn = cfn("f_d_pi", "double (const double *x, int n)")
+    base = np.arange(8.0) + 5.0
+    for n in (0, 1, 2):
+        arr = np.lib.stride_tricks.as_strided(base, shape=(n,), strides=(3,))
+        exported = ntexport.Buffer(base, "d", 8, (n,), (3,), honour=False)
+        for obj in (arr, memoryview(arr), exported):
+            for wrap in (lambda a: a, nt.strided):
+                if n == 2:
+                    with pytest.raises(ValueError, match=r"^argument 1 \(x: const double \*\): "
+                                                         r"the buffer's data is not aligned"):
+                        nt.bind(fn, wrap(obj), n)
+                else:
+                    assert nt.bind(fn, wrap(obj), n)() == 5.0 * n
+    for two in (np.lib.stride_tricks.as_strided(base, shape=(2, 1), strides=(16, 3)),
+                ntexport.Buffer(base, "d", 8, (2, 1), (16, 3))):
+        assert nt.bind(fn, nt.strided(two), 1)() == 5.0   # the 1-element axis's stride is free
+
+
 def test_aligned_strides_are_accepted(cfn):
     """Strides that are multiples of the alignment, contiguous or not."""
     fn = cfn("f_d_pzzzz", "double (const double *x, ptrdiff_t n0, ptrdiff_t n1, "
