@@ -125,7 +125,7 @@ def test_release_and_reclaim(cfn, engine):
 # failed in turn. The core loads once per process, so each round is a fork
 # of a process that has imported NumPy but never the core.
 _IMPORT_ROUNDS = r"""
-import glob, importlib.util, json, os, sys
+import glob, importlib.machinery, importlib.util, json, os, sys
 import numpy, _testcapi
 try:
     import numpy._core._multiarray_umath
@@ -137,7 +137,9 @@ except ImportError:
     # is on NumPy 2, so each round fails an allocation of the core's.
     sys.modules["numpy._core._multiarray_umath"] = numpy.core._multiarray_umath
 pkg = importlib.util.find_spec("numthunk").submodule_search_locations[0]
-[path] = glob.glob(os.path.join(pkg, "_core*.so"))
+# the file this interpreter would import (a tree built for two has two)
+[path, *_] = [p for s in importlib.machinery.EXTENSION_SUFFIXES
+              for p in glob.glob(os.path.join(pkg, "_core" + s))]
 assert "numthunk._core" not in sys.modules
 
 def load():
