@@ -133,6 +133,23 @@ def test_unsupported_target():
         nt.bind("f_d_d", 1.0)
 
 
+def test_lookalikes_of_supported_targets_are_refused_by_name():
+    """A Numba @cfunc is known by its module and both of its attributes
+    (address, _sig), not by any one of them: objects with some are refused
+    with the message that lists what a target may be."""
+    def lookalike(name, module, **attrs):
+        return type(name, (), {"__module__": module, **attrs})()
+
+    for obj in (lookalike("HasAddress", __name__, address=0x1000),
+                lookalike("HasSig", __name__, _sig=None),
+                lookalike("HasBoth", __name__, address=0x1000, _sig=None),
+                lookalike("Dispatcher", "numba.core.registry"),
+                lookalike("Addressed", "numba.core.ccallback", address=0x1000)):
+        with pytest.raises(TypeError, match=rf"^cannot use a '{type(obj).__name__}' object as "
+                                            rf"a target: expected a numthunk.Function"):
+            nt.bind(obj, 1.0)
+
+
 def test_ctypes_function_without_argtypes(lib):
     f = ctypes.CDLL(None).abs
     with pytest.raises(TypeError, match=r"^the ctypes function has no argtypes: set fn\.argtypes "

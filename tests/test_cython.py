@@ -554,6 +554,21 @@ def test_fused(S):
         nt.cython(S, "add", fused=0)
 
 
+def test_fused_memoryview_after_a_plain_parameter(S):
+    """The fused type of a memoryview declared after a parameter of a plain
+    type ('double k, const real[::1] x'): each specialisation reads the
+    array as its own element type, and refuses the other's."""
+    x = np.arange(1.0, 5.0)
+    for index, ctype, dtype, other in ((0, "float", np.float32, np.float64),
+                                       (1, "double", np.float64, np.float32)):
+        f = nt.cython(S, "scaled_sum", fused=index)
+        assert f.csig == nt.Signature(f"{ctype} (double, __Pyx_memviewslice)")
+        assert f.memoryviews == {1: (ctype, 1, "C", True)}
+        assert nt.bind(f, 0.5, x.astype(dtype))() == 5.0
+        with pytest.raises(TypeError, match="memoryview is declared"):
+            nt.bind(f, 0.5, x.astype(other))
+
+
 def test_fused_takes_indexes_and_types_not_bools(S):
     for bad in (True, False, (True,), (0, True), 1.5, (1.5,), None.__class__):
         with pytest.raises(TypeError, match=r"fused= takes an index \(int\), a tuple of "

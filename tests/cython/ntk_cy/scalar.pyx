@@ -61,6 +61,14 @@ cpdef double hypot2(double x, double y) noexcept nogil:
 cpdef real twice(real x) noexcept nogil:
     return 2 * x
 
+cdef real scaled_sum(double k, const real[::1] x) noexcept nogil:
+    # a fused memoryview after a parameter of a plain type
+    cdef real s = 0
+    cdef Py_ssize_t i
+    for i in range(x.shape[0]):
+        s += x[i]
+    return <real>(k * s)
+
 cdef double apply_t(unary_t f, double x) noexcept nogil:
     return f(x) + 1
 
