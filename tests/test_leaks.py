@@ -28,6 +28,8 @@ from layouts import OnlyDL
 WARM = 40_000              # past the quarantine (32,768 releases)
 RUNS = 4_000               # measured after it
 BYTES_PER_RUN = 4          # a leak is at least one 16-byte block a run
+BOUND = RUNS * BYTES_PER_RUN
+WINDOWS = 6                # windows of RUNS steps that may show a high-water mark
 
 
 class _Mallinfo2(ctypes.Structure):
@@ -50,24 +52,50 @@ def _malloc_in_use():
     return info.uordblks + info.hblkhd
 
 
+def _window(step, measure):
+    """What measure() grows by over RUNS steps."""
+    before = measure()
+    for _ in range(RUNS):
+        step()
+    return measure() - before
+
+
+def _traced():
+    return tracemalloc.get_traced_memory()[0]
+
+
+def _windows(step, measure):
+    """The growth of up to WINDOWS consecutive windows, until one keeps less
+    than the bound."""
+    grown = [_window(step, measure)]
+    while grown[-1] >= BOUND and len(grown) < WINDOWS:
+        grown.append(_window(step, measure))
+    return grown
+
+
 def _growth(step):
-    """Bytes kept by RUNS more steps after WARM, by Python's allocators and by
-    malloc, measured apart (tracemalloc's own tables live in malloc)."""
+    """Bytes kept over RUNS steps after WARM, by Python's allocators and by
+    malloc, measured apart (tracemalloc's own tables live in malloc): for
+    each, every window's growth, up to the first that keeps less than the
+    bound.
+
+    A leak keeps its bytes in every window. What grows for a while and then
+    stops is a high-water mark, not a leak: seen on CPython 3.13 with the
+    libffi engine, malloc kept 0 to 99 kB in one window of 4,000 pickle
+    round trips in twenty, and 0 in the next. The collector runs once,
+    before the first window, and is off from there on: a collection empties
+    CPython's free lists, which the next window fills again (110 kB of
+    deepcopies' tuples and dicts on 3.13), and a step's garbage must go by
+    reference counting alone."""
     for _ in range(WARM):
         step()
     gc.collect()
     gc.disable()
     try:
-        before = _malloc_in_use()
-        for _ in range(RUNS):
-            step()
-        by_malloc = _malloc_in_use() - before
+        by_malloc = _windows(step, _malloc_in_use)
         tracemalloc.start()
         try:
-            before = tracemalloc.get_traced_memory()[0]
-            for _ in range(RUNS):
-                step()
-            by_python = tracemalloc.get_traced_memory()[0] - before
+            by_python = _windows(step, _traced)
         finally:
             tracemalloc.stop()
     finally:
@@ -199,10 +227,9 @@ def test_nothing_is_kept(fns, engine, case):
     by_python, by_malloc = _growth(step)
     gc.collect()
     assert [sys.getrefcount(o) for o in held] == counts, "a bound object's reference was kept"
-    assert by_python < RUNS * BYTES_PER_RUN, \
-        f"{case}: {by_python} bytes kept by Python's allocators over {RUNS} runs"
-    assert by_malloc < RUNS * BYTES_PER_RUN, \
-        f"{case}: {by_malloc} bytes kept by malloc over {RUNS} runs"
+    assert by_python[-1] < BOUND, \
+        f"{case}: Python's allocators kept {by_python} bytes in windows of {RUNS} runs"
+    assert by_malloc[-1] < BOUND, f"{case}: malloc kept {by_malloc} bytes in windows of {RUNS} runs"
     raw = held[4]
     raw.extend(b"!")          # no buffer export of it is left
     del raw[-1]
