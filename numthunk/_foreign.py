@@ -79,6 +79,13 @@ def _param_pointee(sig, i):
     return (base, depth, struct)
 
 
+def _aggregate_word(sig, i):
+    """'union' where parameter i of sig points to a union by that word, else
+    'struct' (a struct, or a typedef's name)."""
+    words = [w for w in sig.argtypes[i].replace("*", " ").split() if w != "const"]
+    return "union" if words[:1] == ["union"] else "struct"
+
+
 def _c_name(kind):
     try:
         return Signature(f"void ({kind})").argtypes[0]
@@ -86,10 +93,11 @@ def _c_name(kind):
         return kind
 
 
-def _pointee_text(p):
-    """What a pointer points to: 'double', 'struct pt', 'double *'."""
+def _pointee_text(p, word="struct"):
+    """What a pointer points to: 'double', 'struct pt', 'double *'; word is
+    the aggregate's ('union' for a union)."""
     base, depth, struct = p
-    name = f"struct {struct}" if struct else _c_name(base)
+    name = f"{word} {struct}" if struct else _c_name(base)
     return name + (" " + "*" * (depth - 1) if depth > 1 else "")
 
 
@@ -137,7 +145,7 @@ def resolve(obj, sig, i):
         return None
     if not _compatible(param, given):
         raise TypeError(f"{param_label(sig, i)}: {what} points to {_pointee_text(given)}, "
-                        f"the parameter to {_pointee_text(param)}; pass "
+                        f"the parameter to {_pointee_text(param, _aggregate_word(sig, i))}; pass "
                         "numthunk.address(...) to bind a pointer value as it is")
     return Address(value, owner=obj)
 
@@ -195,16 +203,22 @@ def resolve_struct(obj, sig, i, structs):
     name = param[2]
     what = param_label(sig, i)
     declared = (structs or {}).get(name)
+    # the parameter's own word for its pointee: 'union num', or 'struct pt'
+    # (also for a typedef's name)
+    pointee = f"{_aggregate_word(sig, i)} {name}"
     inner = obj.obj if type(obj).__name__ == "Strided" else obj
     ct = _ctypes.struct_of(inner)
     if ct is not None:
+        held = f"{'union' if issubclass(ct, ctypes.Union) else 'struct'} {ct.__name__}"
         if ct.__name__ != name:
-            raise TypeError(f"{what}: a ctypes {type(inner).__name__} holds struct "
-                            f"{ct.__name__}, the parameter points to struct {name}")
+            raise TypeError(f"{what}: a ctypes {type(inner).__name__} holds {held}, the "
+                            f"parameter points to {pointee}")
         if declared is not None and declared != ctypes.sizeof(ct):
-            raise TypeError(f"{what}: ctypes struct {name} is {ctypes.sizeof(ct)} bytes, but "
-                            f"the target declares struct {name} as {declared} bytes")
+            raise TypeError(f"{what}: ctypes {held} is {ctypes.sizeof(ct)} bytes, but "
+                            f"the target declares {pointee} as {declared} bytes")
         if issubclass(ct, ctypes.Union) and inner is obj:
+            # ctypes exports a Union's buffer as bytes ('B'), with no layout
+            # the core could check: its address, the Union its owner
             return Address(ctypes.addressof(inner), owner=inner)
         return obj
     try:
@@ -220,13 +234,14 @@ def resolve_struct(obj, sig, i, structs):
                             f"{name} is declared {declared} bytes: it would be read past "
                             "its end, or misread")
         return obj
-    given = ("a structured array, but numthunk knows no layout of struct " + name
+    given = (f"a structured array, but numthunk knows no layout of {pointee}"
              if structured else f"a buffer of format {fmt!r}, which has no struct layout")
+    ctypes_class = "Union" if pointee.startswith("union ") else "Structure"
     raise TypeError(f"{what}: {given}; declare the struct once, "
                     f"numthunk.Function(..., structs={{'{name}': dtype}}) (a NumPy dtype, a "
                     f"ctypes Structure or a cffi type), and bind a NumPy structured array of "
-                    f"it; or bind a ctypes Structure named {name} (an instance or an array), a "
-                    f"cffi '{_pointee_text(param)} *', or numthunk.address(p)")
+                    f"it; or bind a ctypes {ctypes_class} named {name} (an instance or an "
+                    f"array), a cffi '{pointee} *', or numthunk.address(p)")
 
 
 # ---------------------------------------------------------------- cffi

@@ -697,16 +697,16 @@ static int refuse_datetime(PyObject *obj, nt_label *what)
 static int refuse_undeclared_struct(const nt_type *t, const Py_buffer *v, nt_label *what)
 {
     const char *tag = nt_tag_name(t->spelling);
-    const char *core = strncmp(tag, "struct ", 7) == 0 ? tag + 7
-        : strncmp(tag, "union ", 6) == 0               ? tag + 6
-                                                       : tag;
+    int is_union = strncmp(tag, "union ", 6) == 0;
+    const char *core = strncmp(tag, "struct ", 7) == 0 ? tag + 7 : is_union ? tag + 6 : tag;
     PyErr_Format(PyExc_TypeError,
                  "%s: a buffer of format '%s' has no declared layout for %s; bind a "
                  "NumPy structured array whose struct is declared "
-                 "(numthunk.Function(..., structs={'%s': dtype})), a ctypes Structure "
+                 "(numthunk.Function(..., structs={'%s': dtype})), a ctypes %s "
                  "named %s (an instance or an array), a cffi '%s *', or "
                  "numthunk.address(p)",
-                 W(what), v->format != NULL ? v->format : "B", tag, core, core, tag);
+                 W(what), v->format != NULL ? v->format : "B", tag, core,
+                 is_union ? "Union" : "Structure", core, tag);
     return -1;
 }
 

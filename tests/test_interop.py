@@ -473,6 +473,68 @@ def test_struct_pointer_takes_ctypes_structures_by_name(ifn, engine):
         nt.bind(small, pts, 3, engine=engine)
 
 
+class num(ctypes.Union):                                        # noqa: N801: C's name
+    _fields_ = [("d", ctypes.c_double), ("i", ctypes.c_int64)]
+
+
+NUM_SUM = "double (const union num *u, int n, int tag)"
+NUM_LABEL = r"argument 1 \(u: const union num \*\): "
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_union_pointer_takes_ctypes_unions_by_name(ifn, engine):
+    # ctypes exports a Union's buffer as bytes, with no layout: an instance
+    # binds by its address (kept alive, read live), an array by its items'
+    # class, both checked by name and size like a Structure
+    total = ifn("num_sum", NUM_SUM)
+    one = num(d=2.5)
+    t = nt.bind(total, one, 1, 0, engine=engine)
+    assert t() == 2.5
+    one.i = 7
+    assert nt.bind(total, one, 1, 1, engine=engine)() == 7.0
+    one.d = -1.25
+    assert t() == -1.25                       # live: the union as it is now
+    many = (num * 3)(num(d=1.0), num(d=2.0), num(d=4.5))
+    assert nt.bind(total, many, 3, 0, engine=engine)() == 7.5
+    many[1].i = 40
+    many[0].i, many[2].i = 1, 2
+    assert nt.bind(total, many, 3, 1, engine=engine)() == 43.0
+    fwd = nt.bind(total, nt.ARG, 1, 1, engine=engine)
+    assert fwd(num(i=9)) == fwd(ctypes.pointer(num(i=9))) == 9.0
+    ref = weakref.ref(one)
+    del one
+    gc.collect()
+    assert ref() is not None and t() == -1.25  # the thunk holds the union
+    t.release()
+    gc.collect()
+    assert ref() is None
+
+    class other(ctypes.Union):                                  # noqa: N801
+        _fields_ = [("d", ctypes.c_double)]
+
+    with pytest.raises(TypeError, match=NUM_LABEL + "a ctypes other holds union other, the "
+                                                    "parameter points to union num$"):
+        nt.bind(total, other(), 1, 0, engine=engine)
+    with pytest.raises(TypeError, match=NUM_LABEL + "a ctypes pt holds struct pt, the "
+                                                    "parameter points to union num$"):
+        nt.bind(total, Pt(), 1, 0, engine=engine)
+    small = nt.Function(total.address, NUM_SUM, structs={"num": 4})
+    with pytest.raises(TypeError, match=NUM_LABEL + "ctypes union num is 8 bytes, but the "
+                                                    "target declares union num as 4 bytes$"):
+        nt.bind(small, num(), 1, 0, engine=engine)
+    # a union's bytes carry no layout: the same memory as a plain buffer, or
+    # through strided(), is refused, and the message names a ctypes Union
+    for value, fmt in ((bytearray(8), "'B'"), (nt.strided(many), "'B'")):
+        with pytest.raises(TypeError, match=NUM_LABEL + rf"a buffer of format {fmt}.*a ctypes "
+                                                        r"Union named num \(an instance or an "
+                                                        r"array\), a cffi 'union num \*'"):
+            nt.bind(total, value, 1, 0, engine=engine)
+    with pytest.raises(TypeError, match=NUM_LABEL + r"a buffer of format 'B' has no declared "
+                                                    r"layout for union num; .* a ctypes Union "
+                                                    r"named num"):
+        nt._core.Thunk(total._signature, total.address, (bytearray(8), 1, 0), engine=engine)
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 def test_ctypes_and_cffi_signatures_declare_their_structs(ilib, api, engine):
     proto = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.POINTER(Pt), ctypes.c_int)
