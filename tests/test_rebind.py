@@ -213,6 +213,20 @@ def test_derived_values_of_other_kinds_are_no_peers_when_pairing(cfn, engine):
     assert t() == c.sum() + 10 * big[:3].sum()
 
 
+def test_shapes_of_other_axes_are_no_peers_when_pairing(cfn, engine):
+    # shape(a, 0) and shape(a, 1) before two parameters holding a: one
+    # derived value per axis, two buffers, so no pairing by rank: each
+    # follows the nearest buffer, x, and a rebind of y moves neither
+    a, big, c = np.arange(12.0).reshape(3, 4), np.arange(60.0).reshape(6, 10), np.arange(10.0)
+    t = bind(engine, cfn("f_d_iipp", IIPP), nt.shape(a, 0), nt.shape(a, 1), a, a)
+    flat = a.ravel()
+    assert t() == flat[:3].sum() + 10 * flat[:4].sum()
+    t.rebind(3, big)
+    assert t() == flat[:3].sum() + 10 * big.ravel()[:4].sum()
+    t.rebind(2, c.reshape(2, 5))        # n and m follow x
+    assert t() == c[:2].sum() + 10 * big.ravel()[:5].sum()
+
+
 def test_kernel_reads_each_array_by_its_own_size_under_asan(engine):
     """The issue's case: one array bound to two pointer parameters, each with
     its size(); after rebind(0, big) the kernel reads n elements of x and m
