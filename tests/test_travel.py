@@ -4,6 +4,7 @@ raw addresses, copy and deepcopy."""
 
 import copy
 import ctypes
+import ctypes.util
 import gc
 import hashlib
 import importlib.util
@@ -322,6 +323,55 @@ def test_library_paths_without_dlinfo_come_from_the_cdll_name(fixture_path, monk
     assert os.sep in rel
     assert _loader.loaded_path(ctypes.CDLL(rel)) == os.path.abspath(fixture_path)
     assert _loader.loaded_path(ctypes.CDLL("libm.so.6")) == "libm.so.6"
+
+
+_DL_NAMES = ("dladdr", "dlinfo", "dladdr1", "dl_iterate_phdr")
+
+
+def _cdll_hiding(hidden):
+    """A ctypes.CDLL whose libraries lack the loader functions hidden(name)
+    names: as a C library without them (glibc before 2.34 keeps them in
+    libdl; musl has no dladdr1 or dlinfo)."""
+    class CDLL(ctypes.CDLL):
+        def __getattr__(self, sym):
+            if sym in hidden(self._name):
+                raise AttributeError(sym)
+            return super().__getattr__(sym)
+    return CDLL
+
+
+def test_loader_functions_come_from_libdl_or_not_at_all(fixture_path, monkeypatch):
+    # each of the four is taken from the first of the C library and libdl
+    # that has it, and is None where neither has it; without them the
+    # loader's answers degrade to what the CDLL says of itself
+    from numthunk import _loader
+    libdl = ctypes.util.find_library("dl")
+    assert libdl is not None
+    lib = ctypes.CDLL(fixture_path)
+    addr = ctypes.cast(lib.f_d_pi, ctypes.c_void_p).value
+    path = _loader.loaded_path(lib)          # as the C library's dlinfo says
+    monkeypatch.setattr(_loader, "_dl_functions", None)
+    monkeypatch.setattr(_loader.ctypes, "CDLL",
+                        _cdll_hiding(lambda name: _DL_NAMES if name is None else ()))
+    found = _loader._dl()
+    assert all(f is not None for f in found)
+    assert [f.__name__ for f in found] == list(_DL_NAMES)
+    assert _loader.loaded_path(lib) == path
+    # libdl without dlinfo and dladdr1, the C library without any
+    monkeypatch.setattr(_loader, "_dl_functions", None)
+    monkeypatch.setattr(_loader.ctypes, "CDLL", _cdll_hiding(
+        lambda name: _DL_NAMES if name is None else ("dlinfo", "dladdr1")))
+    dladdr, dlinfo, dladdr1, phdr = _loader._dl()
+    assert dlinfo is None and dladdr1 is None and dladdr is not None and phdr is not None
+    assert _loader.dladdr(addr)[1] == "f_d_pi"
+    # none at all: no path from the loader, no symbol check, no lookup
+    monkeypatch.setattr(_loader, "_dl_functions", None)
+    monkeypatch.setattr(_loader.ctypes, "CDLL", _cdll_hiding(lambda name: _DL_NAMES))
+    assert _loader._dl() == (None, None, None, None)
+    assert _loader.dladdr(addr) is None
+    assert _loader.code_symbol_problem(addr) is None
+    rel = os.path.relpath(fixture_path)
+    assert _loader.loaded_path(ctypes.CDLL(rel)) == os.path.abspath(fixture_path)
 
 
 def test_one_pickle_keeps_identity_between_thunks():
