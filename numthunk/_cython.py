@@ -979,7 +979,8 @@ def _fused_memviews(resolver, modname, name, key, mv_params, mvs, given, where):
         try:
             dtype = resolver.short(member)
         except CythonError as exc:
-            detail = str(exc)[len(where) + 2:] if str(exc).startswith(where) else str(exc)
+            detail = str(exc)
+            detail = detail[len(where) + 2:] if detail.startswith(where) else detail
             raise CythonError(f"{where}: specialisation {key} has memoryview {k} of "
                               f"{member} ({fused_name}): {detail}") from None
         derived = (dtype,) + tuple(spec[1:])
