@@ -813,6 +813,36 @@ BYTE_KINDS = [("f_c_c", "int8_t", True), ("f_C_C", "uint8_t", False),
               ("f_c_c" if CHAR_SIGNED else "f_C_C", "char", CHAR_SIGNED)]
 
 
+class _Real(float):
+    pass
+
+
+# every float-like form: Python's float and complex (and a subclass), and
+# each NumPy floating and complex scalar type
+FLOATLIKE = [1.5, _Real(2.0), 1j, 3 + 0j, np.float16(1.0), np.float32(1.0), np.float64(-2.0),
+             np.longdouble(2.0), np.complex64(1.0), np.complex128(1j), np.clongdouble(2.0)]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("name, ctype", [(k[0], k[1]) for k in INT_KINDS] + [("f_B_B", "bool")])
+def test_float_like_values_are_refused_for_integers_by_name(cfn, engine, name, ctype):
+    """convert.c index_of: a float or complex value, Python's or NumPy's of
+    any width, is no integer (none is truncated), and the message says so
+    with the value, bound and forwarded; where an int of its value binds."""
+    fn = cfn(name, f"{ctype} ({ctype} x)")
+    fwd = nt.bind(fn, nt.ARG, engine=engine)
+    for bad in FLOATLIKE:
+        # the type's C name: NumPy's scalar types are numpy.NAME
+        tp_name = ("numpy." if isinstance(bad, np.generic) else "") + type(bad).__name__
+        text = (f"argument 1 (x: {ctype}): expected an integer, got {tp_name} {bad!r} (no "
+                "silent truncation: convert it explicitly if that is what you mean)")
+        for make in (lambda v: nt.bind(fn, v, engine=engine), fwd):
+            with pytest.raises(TypeError) as info:
+                make(bad)
+            assert str(info.value) == text, bad
+    assert nt.bind(fn, 1, engine=engine)() == 1 and fwd(1) == 1
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("name, ctype, signed", BYTE_KINDS)
 def test_one_byte_bytes_keep_the_sign_of_their_kind(cfn, engine, name, ctype, signed):
