@@ -941,11 +941,6 @@ static int convert_pointer(const nt_type *t, PyObject *value, void *cell, nt_hel
                      W(what), value);
         return -1;
     }
-    if (nt_is_derived(value)) {
-        PyErr_Format(PyExc_TypeError,
-                     "%s: size(), shape() and stride() bind integer parameters only", W(what));
-        return -1;
-    }
     if (t->kind == NT_PTR && t->base == NT_DLTENSOR) {
         if (nt_is_strided(value) && t->depth == 1) {
             PyErr_Format(PyExc_TypeError,
@@ -1055,8 +1050,9 @@ int nt_convert(const nt_sig *sig, int i, PyObject *value, void *cell, nt_held **
     label.i = i;
     label.done = 0;
     nt_label *what = &label;
-    if (nt_is_derived(value) && value_class != NT_VALUE_POINTER
-        && value_class != NT_VALUE_MEMVIEW) {
+    /* size(), shape() and stride() bind integers; for any other
+       parameter, derived_from says so */
+    if (nt_is_derived(value)) {
         nt_DerivedObject *d = (nt_DerivedObject *)value;
         return derived_from(t, d, d->obj, cell, key, what);
     }

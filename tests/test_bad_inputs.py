@@ -106,6 +106,33 @@ def test_bad_input(cfn, row):
     assert text in str(info.value)
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("ctype, memoryviews", [
+    ("double", None), ("float", None), ("double complex", None), ("bool", None),
+    ("const double *", None), ("void *", None), ("double **", None), ("double (*p)(double)", None),
+    ("DLTensor *", None), ("const struct pt *", None), ("__Pyx_memviewslice", {0: "double[:]"})])
+def test_derived_values_bind_integer_parameters_only(cfn, engine, ctype, memoryviews):
+    # size(), shape() and stride() are refused by one message for every
+    # parameter that is no integer, bound, forwarded and rebound
+    addr = cfn("f_d_pi", "double (const double *x, int n)").address
+    param = ctype if "(*p)" in ctype else f"{ctype} p"
+    fn = nt.Function(addr, f"double ({param}, int n)", memoryviews=memoryviews)
+    a = np.ones((2, 3))
+    want = f"argument 1 (p: {fn.signature.argtypes[0]}): size(), shape() and stride() bind " \
+        "integer parameters only"
+    fwd = nt.bind(fn, nt.ARG, 6, engine=engine)
+    for marker in (nt.size(a), nt.shape(a, 1), nt.stride(a, 0)):
+        for make in (lambda m: nt.bind(fn, m, 6, engine=engine), fwd,
+                     lambda m: nt._core.Thunk(fn._signature, addr, (m, 6), engine=engine,
+                                              memviews={0: ("double", 1, None, False)}
+                                              if memoryviews else None)):
+            with pytest.raises(TypeError) as info:
+                make(marker)
+            assert str(info.value) == want
+    # the integer parameter beside takes one
+    assert nt.bind(fn, nt.ARG, nt.size(a), engine=engine).bindings[1].obj is a
+
+
 def test_unparsable_signature(cfn):
     with pytest.raises(ValueError, match="unknown type name 'dubble'"):
         cfn("f_d_d", "dubble (double)")
