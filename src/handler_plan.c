@@ -219,9 +219,11 @@ static void schedule_moves(const nt_abi *abi, move *m, int n, nt_handler_plan *h
         for (int i = 0; i < n; i++) {
             if (m[i].done)
                 continue;
+            /* no move reads its own destination (a value already in
+               place is no move: nt_handler_plan_make) */
             int blocked = 0;
             for (int j = 0; j < n && !blocked; j++)
-                blocked = j != i && !m[j].done && loc_eq(m[j].src, m[i].dst);
+                blocked = !m[j].done && loc_eq(m[j].src, m[i].dst);
             if (blocked)
                 continue;
             add_step(hp, NT_STEP_MOVE, m[i].cls, m[i].ext, m[i].dst, m[i].src);
@@ -237,7 +239,7 @@ static void schedule_moves(const nt_abi *abi, move *m, int n, nt_handler_plan *h
             if (m[i].done)
                 continue;
             for (int j = 0; j < n; j++) {
-                if (j == i || m[j].done || !loc_eq(m[j].src, m[i].dst))
+                if (m[j].done || !loc_eq(m[j].src, m[i].dst))
                     continue;
                 nt_loc park = abi->cycle[m[j].cls];
                 add_step(hp, NT_STEP_MOVE, m[j].cls, m[j].ext, park, m[j].src);

@@ -190,7 +190,7 @@ static Py_hash_t hash_type(const nt_type *t, Py_uhash_t h)
         h = (h ^ t->depth) * 1099511628211u;
         h = (h ^ (t->cflags & NT_CONST_BASE)) * 1099511628211u;
     }
-    if (t->kind == NT_FNPTR && t->fn != NULL)
+    if (t->fn != NULL) /* a function pointer's signature (sig.c sets no other) */
         h = hash_sig(t->fn, h);
     return (Py_hash_t)h;
 }
