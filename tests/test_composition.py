@@ -604,3 +604,56 @@ def test_composed_depth_of_native_chains(cfn):
         assert run_bounded(lambda: chain[-1](2.5)) == 2.5
     finally:
         threading.stack_size(0)
+
+
+# Random rebinds of users' function-pointer parameters among two thunks and
+# a plain function, then a release: a user that holds the released thunk is
+# refused from Python, one that does not still runs. Every edge is moved
+# around the dependency and user lists (commit.c commit_dep, unlink_user),
+# so a list left stale by one move shows as a user refused wrongly, or not
+# refused and calling the trap (an abort): run in a child process.
+DEPENDENCY_WALK = """
+import ctypes, random, sys
+import numthunk as nt
+lib = ctypes.CDLL({path!r})
+def fn(name, sig):
+    return nt.Function(ctypes.cast(getattr(lib, name), ctypes.c_void_p).value, sig, owner=lib)
+plain = fn("f_d_d", "double (double)")
+both = fn("f_d_FFd", "double (double (*f)(double), double (*g)(double), double x)")
+engine = {engine!r}
+for trial in range({trials}):
+    rnd = random.Random(trial)
+    deps = [nt.bind(plain, nt.ARG, engine=engine) for _ in range(2)]
+    users = [nt.bind(both, plain, plain, nt.ARG, engine=engine) for _ in range(3)]
+    holds = [[None, None] for _ in users]
+    for _ in range(rnd.randint(1, 14)):
+        u, i, d = rnd.randrange(3), rnd.randrange(2), rnd.choice([None, 0, 1])
+        users[u].rebind(i, plain if d is None else deps[d])
+        holds[u][i] = d
+    order = rnd.sample(range(2), 2)
+    released = set()
+    for victim in order:
+        deps[victim].release()
+        released.add(victim)
+        for u, t in enumerate(users):
+            if t is None:
+                continue
+            broken = any(d in released for d in holds[u])
+            try:
+                value = t(1.5)
+            except ValueError as exc:
+                assert "uses a released thunk" in str(exc), exc
+                assert broken, (trial, u, holds[u], "refused, but holds no released thunk")
+            else:
+                assert not broken and value == 3.0, (trial, u, holds[u], value)
+        # a user dropped before the next release leaves no entry behind
+        gone = rnd.randrange(3)
+        users[gone] = None
+print("walked", {trials})
+"""
+
+
+def test_users_follow_every_rebind_of_their_dependencies(fixture_path, engine):
+    from thunks import run_py
+    out = run_py(DEPENDENCY_WALK.format(path=fixture_path, engine=engine, trials=400))
+    assert out.returncode == 0 and out.stdout.strip() == "walked 400", out.stderr[-3000:]
