@@ -290,6 +290,30 @@ def test_every_c_space_separates_tokens(space):
             nt.Signature(f"double{other}(double)")
 
 
+def test_a_stray_character_is_named_as_printed_or_by_its_byte():
+    """sig.c fail_token: a character the parser has no token for is quoted
+    when it prints (0x20 to 0x7e), else named by its byte (below 0x20,
+    0x7f, and UTF-8's bytes past 0x7f), with the caret at its column."""
+    head = "expected '(' and the parameter list, got unexpected "
+    seen = 0
+    for code in range(1, 0x80):
+        c = chr(code)
+        try:
+            nt.Signature(f"double{c}(double)")
+        except ValueError as exc:
+            first, _text, caret = str(exc).split("\n")
+            if "unexpected" not in first:
+                continue
+            want = f"character '{c}'" if 0x20 <= code < 0x7F else f"byte 0x{code:02x}"
+            assert first == head + want, code
+            assert caret == " " * (4 + 6) + "^", code
+            seen += 1
+    assert seen > 40                     # the controls, and '!', '$', '@', '`', '~' ...
+    for text, byte in (("\x85", 0xC2), ("\xa0", 0xC2), ("\u00e9", 0xC3), ("\u2028", 0xE2)):
+        with pytest.raises(ValueError, match=rf"^{re.escape(head)}byte 0x{byte:02x}\n"):
+            nt.Signature(f"double{text}(double)")
+
+
 @pytest.mark.parametrize("kw, longest", [("struct", 248), ("union", 249)])
 @pytest.mark.parametrize("space", [" ", "   ", "\t"])
 def test_struct_names_up_to_255_characters_as_kept(kw, longest, space):
