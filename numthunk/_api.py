@@ -963,8 +963,8 @@ def _resolve_one(obj, sig, i, desc, structs=None):
     arr = _numpy_ctypes_array(obj)
     if arr is not None:
         obj = arr
-    if desc[0] == "pointer" and desc[1] == "void" and desc[2] == 1 \
-            and not _foreign.is_foreign(obj):
+    if not _foreign.is_foreign(obj):
+        # a buffer for a struct S * (resolve_struct leaves any other alone)
         obj = _foreign.resolve_struct(obj, sig, i, structs)
     if arr is not None:
         return obj
