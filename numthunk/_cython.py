@@ -323,11 +323,12 @@ def _cython_reads(directory, stem, ext):
 
 def _source_files(modname, hint=None):
     """The .pxd and .pyx of ``modname`` next to where it is installed, as
-    Cython would pick them (see _cython_reads)."""
+    Cython would pick them (see _cython_reads); ``hint``: the module itself,
+    where it is imported."""
     parts = modname.split(".")
     last = parts[-1]
     dirs, pkg_dirs = [], []
-    if hint is not None and getattr(hint, "__name__", None) == modname:
+    if hint is not None:
         f = getattr(hint, "__file__", None)
         if f:
             dirs.append(os.path.dirname(os.path.abspath(f)))
