@@ -12,6 +12,7 @@ import math
 import os
 import pathlib
 import pickle
+import struct
 import re
 import subprocess
 import sys
@@ -372,6 +373,44 @@ def test_loader_functions_come_from_libdl_or_not_at_all(fixture_path, monkeypatc
     assert _loader.code_symbol_problem(addr) is None
     rel = os.path.relpath(fixture_path)
     assert _loader.loaded_path(ctypes.CDLL(rel)) == os.path.abspath(fixture_path)
+
+
+def _load_segments(path, base):
+    """[(start, end, executable)] of the PT_LOAD program headers of an ELF64
+    file, read from the file itself, relocated by base."""
+    with open(path, "rb") as f:
+        elf = f.read()
+    assert elf[:4] == b"\x7fELF" and elf[4] == 2, "an ELF64 file"
+    phoff, = struct.unpack_from("<Q", elf, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", elf, 0x36)
+    out = []
+    for k in range(phnum):
+        p_type, p_flags, _off, vaddr, _paddr, _filesz, memsz, _align = struct.unpack_from(
+            "<IIQQQQQQ", elf, phoff + k * phentsize)
+        if p_type == 1:                                   # PT_LOAD
+            out.append((base + vaddr, base + vaddr + memsz, bool(p_flags & 1)))
+    return out
+
+
+def test_segments_are_found_by_their_bounds(fixture_path):
+    # _segment_of (dl_iterate_phdr) against the file's own program headers:
+    # each loaded segment holds its first and last byte, and neither the
+    # byte before it nor the one past its end (unless a neighbour does)
+    from numthunk import _loader
+    lib = ctypes.CDLL(fixture_path)
+    info = _loader._DlInfo()
+    assert _loader._dl()[0](ctypes.cast(lib.f_d_pi, ctypes.c_void_p).value,
+                            ctypes.byref(info))
+    segments = _load_segments(fixture_path, info.dli_fbase)
+    assert any(x for _s, _e, x in segments) and not all(x for _s, _e, x in segments)
+    name = os.fsdecode(info.dli_fname)
+    for start, end, executable in segments:
+        assert _loader._segment_of(start) == (name, executable)
+        assert _loader._segment_of(end - 1) == (name, executable)
+        for outside in (start - 1, end):
+            if not any(s <= outside < e for s, e, _x in segments):
+                found = _loader._segment_of(outside)
+                assert found is None or found[0] != name, hex(outside)
 
 
 def test_one_pickle_keeps_identity_between_thunks():
