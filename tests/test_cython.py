@@ -495,6 +495,22 @@ def test_versioned_pxd_includes_and_star_cimports(tmp_path, monkeypatch, S):
     assert _cython._source_files("vpkg", mod) == [str(pkg / f"__init__.cython-{now + 1}.pxd")]
 
 
+def test_a_module_whose_origin_is_no_file_is_looked_for_on_sys_path(tmp_path, monkeypatch):
+    """A built-in or frozen module's spec has an origin that is no path
+    ('built-in', 'frozen'): it names no directory (not the working one),
+    and its .pxd is looked for on sys.path as for a .pxd-only module."""
+    import importlib.util
+    assert importlib.util.find_spec("itertools").origin == "built-in"
+    on_path, cwd = tmp_path / "on_path", tmp_path / "cwd"
+    on_path.mkdir()
+    cwd.mkdir()
+    for d in (on_path, cwd):
+        (d / "itertools.pxd").write_text("ctypedef double real\n")
+    monkeypatch.chdir(cwd)
+    monkeypatch.setattr(sys, "path", [str(on_path), *sys.path])
+    assert _cython._source_files("itertools") == [str(on_path / "itertools.pxd")]
+
+
 def test_top_level_pxd_only_module_found_on_sys_path(tmp_path, monkeypatch, S):
     """A top-level module with only a .pxd (no spec to find) is looked for in
     every sys.path directory, and an empty entry is the working directory."""
