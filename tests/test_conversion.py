@@ -533,6 +533,25 @@ def test_size_shape_stride_of_foreign_buffers(ntexport, cfn, case):
     assert buf.exports == 0                  # read at bind time, not held
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("shape", [(5,), (2, 3), (3, 1, 4), (2, 3, 4, 5)])
+def test_strides_of_a_buffer_exported_without_them_are_c_order(ntexport, cfn, engine, shape):
+    """A C-contiguous buffer may export no strides (NULL): each axis's
+    stride is then the item size times the extents after it, in bytes and
+    in elements, at every axis counted from either end."""
+    itemsize = 4
+    raw = np.zeros(math.prod(shape) * itemsize, dtype=np.uint8)
+    buf = ntexport.Buffer(raw, "i", itemsize, shape, None)
+    ident = cfn("f_l_l", "int64_t (int64_t v)")
+    for axis in range(len(shape)):
+        want = itemsize * math.prod(shape[axis + 1:])
+        for spelled in (axis, axis - len(shape)):
+            assert nt.bind(ident, nt.stride(buf, spelled), engine=engine)() == want
+            assert nt.bind(ident, nt.stride(buf, spelled, elements=True),
+                           engine=engine)() == want // itemsize
+    assert buf.exports == 0
+
+
 def test_stride_in_elements_of_zero_byte_elements_is_refused(cfn):
     """An empty structured dtype has 0-byte elements: no stride counts them
     (NumPy's own arrays, read without a buffer export)."""
