@@ -287,7 +287,7 @@ MUTANTS = [
     M("plan-frame-align", "src/handler_plan.c", "frame leaves sp misaligned at the call",
       "abi->stack_align) - above;", "abi->stack_align) - above + abi->stack_slot;", [T_ENGINE]),
     M("plan-parallel-moves", "src/handler_plan.c", "moves emitted without ordering",
-      "blocked = j != i && !m[j].done && loc_eq(m[j].src, m[i].dst);", "blocked = 0;",
+      "blocked = !m[j].done && loc_eq(m[j].src, m[i].dst);", "blocked = 0;",
       [T_BIND, T_DIFF]),
     M("plan-park-ext", "src/handler_plan.c", "a narrow int parked in a cycle loses its extension",
       "add_step(hp, NT_STEP_MOVE, m[j].cls, m[j].ext, park,",
@@ -514,14 +514,19 @@ T_MAIN = "tests/test_main.py"
 T_COMP = "tests/test_composition.py"
 T_NOMEM = "tests/test_nomemory.py"
 T_LEAKS = "tests/test_leaks.py"
+T_MODULE = "tests/test_module.py"
+T_STRUCTURE = "tests/test_structure.py"
 # the boundary tests of the core's guards (a few seconds in all)
 T_GUARDS = sorted(f"tests/{f}" for f in os.listdir(os.path.join(ROOT, "tests"))
                   if f.startswith("test_guards_") and f.endswith(".py"))
 
-# What every C mutant runs: the core of the suite (a minute or two), not
-# the slow Cython/Numba/documentation files.
+# What every C mutant runs: the core of the suite (a few minutes), and the
+# feature files that take seconds (the module's own functions, SciPy,
+# Cython, ctypes/cffi, pickling); not Numba's (a minute), nor the
+# documentation's.
 OP_CORE = [T_BIND, T_BAD, T_CONV, T_SIG, T_TABLES, T_DIFF, T_LIFE, T_COMP, T_REBIND,
-           T_THREADS, T_ENGINE, T_HARNESS, T_DLPACK, T_CAPI, T_NOMEM, T_LEAKS, *T_GUARDS]
+           T_THREADS, T_ENGINE, T_HARNESS, T_DLPACK, T_CAPI, T_NOMEM, T_LEAKS, *T_GUARDS,
+           T_MODULE, T_STRUCTURE, T_SCIPY, T_CYTHON, T_INTEROP, T_TRAVEL]
 
 # Files whose behaviour other test files reach first (they run before the
 # core, so that a kill comes early); a file not named here gets OP_CORE.
@@ -531,6 +536,7 @@ OP_TESTS = {
     "src/descr.c": [T_CONV, T_INTEROP],
     "src/convert.c": [T_BIND, T_CONV, T_INTEROP],
     "src/capi.c": [T_CAPI],
+    "src/module.c": [T_MODULE, T_SCIPY],
     "src/signature.c": [T_SIG, T_TABLES],
     "src/sig.c": [T_SIG, T_HARNESS, T_TABLES, T_BAD],
     "src/types.c": [T_TABLES, T_SIG],
