@@ -259,6 +259,28 @@ def test_cpointer_nesting_is_refused_cleanly_however_deep():
             nt.Signature(_cpointers(k))
 
 
+def _function_types(k):
+    t = "int64"
+    for _ in range(k):
+        t = f"FunctionType[int64({t})]"
+    return f"int64({t})"
+
+
+def test_numba_function_types_nest_to_the_same_64_levels():
+    """Numba's FunctionType[R(A)] counts two levels, its brackets and its
+    parameter list: 31 inside the signature's own level are 63, taken; the
+    32nd's parameter list would be the 65th, and is refused by the
+    signature's message, however deep the text goes."""
+    inner = "intptr_t"
+    for _ in range(31):
+        inner = f"intptr_t (*)({inner})"
+    assert str(nt.Signature(_function_types(31))) == f"intptr_t ({inner})"
+    for k in (32, 33, 1000):
+        with pytest.raises(ValueError) as info:
+            nt.Signature(_function_types(k))
+        assert str(info.value).split("\n")[0] == "signature nested too deeply (at most 64 levels)"
+
+
 def test_pointer_depth_255_and_no_more():
     sig = nt.Signature("int (int " + "*" * 255 + " p)")
     assert str(sig) == "int (int " + "*" * 255 + ")"
