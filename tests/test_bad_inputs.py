@@ -133,6 +133,48 @@ def test_derived_values_bind_integer_parameters_only(cfn, engine, ctype, memoryv
     assert nt.bind(fn, nt.ARG, nt.size(a), engine=engine).bindings[1].obj is a
 
 
+LONE = "T\ud800"     # a lone surrogate: a str with no UTF-8 form
+
+SURROGATE_ENTRIES = {
+    "signature text": lambda f: nt.Signature(f"void ({LONE})"),
+    "core signature text": lambda f: nt._core.Signature(f"void ({LONE})"),
+    "typedef name": lambda f: nt.Signature("void (T)", {LONE: "int"}),
+    "typedef type": lambda f: nt.Signature("void (T)", {"T": LONE}),
+    "core typedef name": lambda f: nt._core.Signature("void (T)", {"T": "int", LONE: "int"}),
+    "core typedef type": lambda f: nt._core.Signature("void (T)", {"T": "int", "U": LONE}),
+    "Function signature": lambda f: nt.Function(f.address, LONE),
+    "engine=": lambda f: nt.bind(f, 1, engine=LONE),
+    "rebind by name": lambda f: nt.bind(f, 1).rebind(LONE, 2),
+    "ref type": lambda f: nt.ref(1, LONE),
+    "LowLevelCallable name": lambda f: nt._core._lowlevelcallable(tuple, f.address, LONE, None),
+    "memoryview dtype": lambda f: nt.Thunk(nt.Signature("double (__Pyx_memviewslice, int)"),
+                                           f.address, (np.zeros(3), 0), None, True,
+                                           {0: (LONE, 1, None, False)}),
+}
+
+
+@pytest.mark.parametrize("entry", sorted(SURROGATE_ENTRIES))
+def test_text_with_no_utf8_form_is_refused_where_the_core_reads_it(cfn, entry):
+    # each str the core reads as C text: a lone surrogate raises
+    # UnicodeEncodeError naming the character, and nothing is made
+    fn = cfn("f_i_i", "int (int a)")
+    with pytest.raises(UnicodeEncodeError, match=r"can't encode character '\\ud800' in "
+                                                 r"position \d+: surrogates not allowed"):
+        SURROGATE_ENTRIES[entry](fn)
+
+
+def test_text_with_no_utf8_form_is_refused_in_a_declaration(cfn):
+    # a memoryview's contiguity or declaration with a lone surrogate is no
+    # spelling of one: refused by the declaration's own message
+    addr = cfn("f_d_pi", "double (const double *x, int n)").address
+    with pytest.raises(ValueError, match=r"^memoryview 0: contig must be 'C', 'F' or None, "
+                                         r"got str 'T\\ud800'$"):
+        nt.Thunk(nt.Signature("double (__Pyx_memviewslice, int)"), addr, (np.zeros(3), 0),
+                 None, True, {0: ("double", 1, LONE, False)})
+    with pytest.raises(ValueError, match=r"memoryview declaration 'T\\ud800': expected"):
+        nt.Function(addr, "double (__Pyx_memviewslice, int)", memoryviews={0: LONE})
+
+
 def test_unparsable_signature(cfn):
     with pytest.raises(ValueError, match="unknown type name 'dubble'"):
         cfn("f_d_d", "dubble (double)")
