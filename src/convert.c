@@ -637,11 +637,12 @@ int nt_ndarray_kind(PyObject *obj)
 }
 
 /* A pointer to a struct the signature names (struct S *, a typedef'd
-   struct): its buffer must carry a struct layout (below). */
+   struct): its buffer must carry a struct layout (below). A pointer keeps
+   its base's spelling (sig.c push_pointer), and only a struct's base, void,
+   has a name from the tag pool. */
 static int is_struct_pointer(const nt_type *t)
 {
-    return t->kind == NT_PTR && t->depth == 1 && t->base == NT_VOID
-        && nt_tag_name(t->spelling) != NULL;
+    return t->kind == NT_PTR && t->depth == 1 && nt_tag_name(t->spelling) != NULL;
 }
 
 static int array_fast(const nt_type *t, PyObject *obj, int strided, void *cell, uint64_t *key)
