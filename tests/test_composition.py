@@ -607,7 +607,8 @@ def test_composed_depth_of_native_chains(cfn):
 
 
 # Random rebinds of users' function-pointer parameters among two thunks and
-# a plain function, then a release: a user that holds the released thunk is
+# a plain function, with thunks over those two made and dropped between,
+# then a release: a user that holds the released thunk is
 # refused from Python, one that does not still runs. Every edge is moved
 # around the dependency and user lists (commit.c commit_dep, unlink_user),
 # so a list left stale by one move shows as a user refused wrongly, or not
@@ -626,10 +627,16 @@ for trial in range({trials}):
     deps = [nt.bind(plain, nt.ARG, engine=engine) for _ in range(2)]
     users = [nt.bind(both, plain, plain, nt.ARG, engine=engine) for _ in range(3)]
     holds = [[None, None] for _ in users]
+    overs = []        # thunks whose target is a dependency: (thunk, which)
     for _ in range(rnd.randint(1, 14)):
         u, i, d = rnd.randrange(3), rnd.randrange(2), rnd.choice([None, 0, 1])
-        users[u].rebind(i, plain if d is None else deps[d])
-        holds[u][i] = d
+        if d is not None and rnd.random() < 0.2:
+            overs.append((nt.bind(deps[d], nt.ARG, engine=engine), d))
+        elif overs and rnd.random() < 0.1:
+            del overs[rnd.randrange(len(overs))]
+        else:
+            users[u].rebind(i, plain if d is None else deps[d])
+            holds[u][i] = d
     order = rnd.sample(range(2), 2)
     released = set()
     for victim in order:
@@ -646,6 +653,13 @@ for trial in range({trials}):
                 assert broken, (trial, u, holds[u], "refused, but holds no released thunk")
             else:
                 assert not broken and value == 3.0, (trial, u, holds[u], value)
+        for t, d in overs:
+            try:
+                value = t(1.5)
+            except ValueError as exc:
+                assert "released" in str(exc) and d in released, (trial, d, exc)
+            else:
+                assert d not in released and value == 1.5, (trial, d, value)
         # a user dropped before the next release leaves no entry behind
         gone = rnd.randrange(3)
         users[gone] = None
