@@ -505,19 +505,19 @@ static int parse_mvspec(const nt_sig *sig, PyObject *key, PyObject *value, nt_mv
     return 0;
 }
 
-/* memviews: {index: (type_text, ndim, contig, const)} */
+/* memviews: {index: (type_text, ndim, contig, const)}, or None */
 static int collect_mvspecs(ThunkObject *self, PyObject *memviews)
 {
     const nt_sig *sig = self->sig->sig;
     int any = 0;
     for (int i = 0; i < sig->nargs; i++)
         any |= sig->args[i].kind == NT_MEMVIEW;
-    if (memviews != NULL && memviews != Py_None && !PyDict_Check(memviews)) {
+    if (memviews != Py_None && !PyDict_Check(memviews)) {
         PyErr_SetString(PyExc_TypeError, "memviews must be a dict {index: spec}");
         return -1;
     }
     if (!any) {
-        if (memviews != NULL && memviews != Py_None && PyDict_Size(memviews) > 0) {
+        if (memviews != Py_None && PyDict_Size(memviews) > 0) {
             PyErr_SetString(PyExc_ValueError,
                             "memoryview declarations given, but the signature has no "
                             "__Pyx_memviewslice parameter");
@@ -533,7 +533,7 @@ static int collect_mvspecs(ThunkObject *self, PyObject *memviews)
         PyErr_NoMemory();
         return -1;
     }
-    if (memviews == NULL || memviews == Py_None)
+    if (memviews == Py_None)
         return 0;
     Py_ssize_t pos = 0;
     PyObject *key, *value;
