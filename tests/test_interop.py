@@ -335,6 +335,24 @@ def test_struct_pointer_takes_one_byte_fields_in_either_byte_order(ilib, ntexpor
 NATIVE = "<" if sys.byteorder == "little" else ">"
 
 
+@pytest.mark.parametrize("order", ["", "@", "=", "<", ">", "!"])
+def test_struct_pointer_takes_a_struct_format_after_any_byte_order(ilib, ntexport, order):
+    # a byte-order character may open the whole format, before its T{: the
+    # buffer is a struct's all the same; the order then holds for the fields
+    # (native ones read, the other order refused by its field)
+    addr = ctypes.cast(ilib.pt_sum, ctypes.c_void_p).value
+    total = nt.Function(addr, PT_SUM, structs={"pt": 16}, owner=ilib)
+    raw = np.array([1.0, 2.0, 3.0, 4.0])
+    buf = ntexport.Buffer(raw.view(np.uint8), order + "T{d:x:d:y:}", 16, (2,), (16,))
+    if order in ("", "@", "=", NATIVE):
+        assert nt.bind(total, buf, 2)() == 10.0
+    else:
+        with pytest.raises(TypeError, match=LABEL + "the struct's field 'x' is in non-native"):
+            nt.bind(total, buf, 2)
+    tiny = ntexport.Buffer(np.zeros(32, dtype=np.uint8), order + "T{(16)B:b:}", 16, (2,), (16,))
+    assert nt.bind(total, tiny, 2)() == 0.0
+
+
 @pytest.mark.parametrize("fmt, field", [
     ("T{O(8)B:a:@d:x:}", None), ("T{O(8)B:a:=d:x:}", None), ("T{O(8)B:a:^d:x:}", None),
     ("T{O(8)B:a:Nd:x:}", None), ("T{O(8)B:a:d:x:}", "x"), ("T{=(8)B:a:OH:h:(3)H:x:}", "h"),
