@@ -354,6 +354,35 @@ DTYPES = ["?", "i1", "u1", "i2", "u2", "i4", "u4", "i8", "u8", "f4", "f8", "c8",
           "byte", "ubyte", "short", "ushort"]
 
 
+@pytest.mark.parametrize("fmt, itemsize, ctype", [
+    # a standard-size 'l'/'L' (order given) is 4 bytes...
+    ("<l", 4, "int32_t"), ("=l", 4, "int32_t"), ("<L", 4, "uint32_t"), ("!L", 4, "uint32_t"),
+    # ... but an exporter that states the native long's 8 bytes (as ctypes
+    # did) is believed: a C long
+    ("<l", 8, "int64_t"), ("=l", 8, "int64_t"), ("<L", 8, "uint64_t"), ("=L", 8, "uint64_t"),
+    # no other code is: '<q' is 8 bytes whatever, '<i' 4
+    ("<q", 8, "int64_t"), ("<i", 4, "int32_t")])
+def test_long_codes_take_the_itemsize_the_exporter_states(ntexport, fmt, itemsize, ctype):
+    size = 8 if "64" in ctype else 4
+    values = np.array([1, 2, 3], dtype=f"{'u' if ctype[0] == 'u' else 'i'}{size}")
+    if fmt[0] in "!>" and sys.byteorder == "little":
+        values = values.byteswap()
+    buf = ntexport.Buffer(values.view(np.uint8), fmt, itemsize, (3,), (itemsize,))
+    fn = nt.Function(0x1000, f"void (const {ctype} *x)")
+    if fmt[0] in "!>" and sys.byteorder == "little" and itemsize > 1:
+        with pytest.raises(TypeError, match=r"non-native byte order"):
+            nt.bind(fn, buf)
+        return
+    assert nt.bind(fn, buf).bindings[0] is buf
+    other = "int32_t" if "64" in ctype else "int64_t"
+    with pytest.raises(TypeError, match=r"^argument 1 \(x: const " + other + r" \*\): expected a "
+                                        r"buffer of"):
+        nt.bind(nt.Function(0x1000, f"void (const {other} *x)"), buf)
+    # the read-through: the kernel gets the exporter's bytes
+    t = nt.bind(nt.Function(ntexport.kernels["nt_x_addr"], f"uintptr_t (const {ctype} *p)"), buf)
+    assert t() == values.ctypes.data
+
+
 @pytest.mark.parametrize("ctype", sorted(POINTEE))
 def test_pointer_takes_its_own_dtype_only(ctype):
     fn = nt.Function(0x1000, f"void (const {ctype} *x)")
