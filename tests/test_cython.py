@@ -585,6 +585,30 @@ def test_fused_memoryview_after_a_plain_parameter(S):
             nt.bind(f, 0.5, x.astype(other))
 
 
+def test_fused_memoryview_declared_by_the_user_must_agree_with_the_specialisation(S):
+    """memoryviews= for a fused memoryview: the specialisation's own element
+    type (in any layout) is taken as declared; the fused type's name takes
+    the specialisation's; another element type is refused, naming both."""
+    x = np.arange(1.0, 5.0)
+    for index, ctype, other, dtype in ((0, "float", "double", np.float32),
+                                       (1, "double", "float", np.float64)):
+        mine = nt.cython(S, "scaled_sum", fused=index, memoryviews={1: f"{ctype}[:]"})
+        assert mine.memoryviews == {1: (ctype, 1, None, False)}
+        assert nt.bind(mine, 0.5, x.astype(dtype))() == 5.0
+        assert nt.cython(S, "scaled_sum", fused=index,
+                         memoryviews={1: f"const {ctype}[::1]"}).memoryviews == {
+            1: (ctype, 1, "C", True)}
+        assert nt.cython(S, "scaled_sum", fused=index,
+                         memoryviews={1: "real[::1]"}).memoryviews == {1: (ctype, 1, "C", True)}
+        with pytest.raises(TypeError) as info:
+            nt.cython(S, "scaled_sum", fused=index, memoryviews={1: f"{other}[::1]"})
+        assert str(info.value) == (
+            f"numthunk.cython(ntk_cy.scalar, 'scaled_sum'): memoryviews={{1: '{other}[::1]'}} "
+            f"contradicts the chosen specialisation __pyx_fuse_{index}scaled_sum, whose "
+            f"memoryview 1 is {ctype}[...] (real = {ctype}, C {ctype}); declare "
+            f"'{ctype}[::1]' or leave it out")
+
+
 def test_fused_takes_indexes_and_types_not_bools(S):
     for bad in (True, False, (True,), (0, True), 1.5, (1.5,), None.__class__):
         with pytest.raises(TypeError, match=r"fused= takes an index \(int\), a tuple of "
