@@ -233,22 +233,17 @@ static void schedule_moves(const nt_abi *abi, move *m, int n, nt_handler_plan *h
         }
         if (progressed || left == 0)
             continue;
-        /* Only cycles remain: park the value the first pending move would
-           overwrite, and let its reader take it from the cycle register. */
-        for (int i = 0; i < n; i++) {
-            if (m[i].done)
-                continue;
-            for (int j = 0; j < n; j++) {
-                if (m[j].done || !loc_eq(m[j].src, m[i].dst))
-                    continue;
-                nt_loc park = abi->cycle[m[j].cls];
-                add_step(hp, NT_STEP_MOVE, m[j].cls, m[j].ext, park, m[j].src);
-                m[j].src = park;
-                m[j].ext = NT_EXT_NONE;
-                break;
-            }
-            break;
-        }
+        /* Only cycles remain (every pending move's destination is another
+           one's source): park the first pending move's value in the cycle
+           register, extended, and let the move take it from there. Its
+           source is free then, and its cycle a chain that ends with it. */
+        int i = 0;
+        while (m[i].done)
+            i++;
+        nt_loc park = abi->cycle[m[i].cls];
+        add_step(hp, NT_STEP_MOVE, m[i].cls, m[i].ext, park, m[i].src);
+        m[i].src = park;
+        m[i].ext = NT_EXT_NONE;
     }
 }
 
