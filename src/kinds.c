@@ -230,7 +230,7 @@ uint32_t nt_fmt_bit(char code)
    class, signedness and size, by [value][signed][size]: the rows' columns
    read the other way, so that decoding a buffer's format or a NumPy
    dtype is one load, not a scan of the table. 0 (NT_VOID) for none. */
-static uint8_t by_code[2][2][128];
+static uint8_t by_code[2][2][256]; /* every byte a code: no bound to check */
 static uint8_t by_class[NT_VALUE_MEMVIEW + 1][2][17];
 static int inverses_built;
 
@@ -258,8 +258,7 @@ void nt_kinds_ready(void)
 int nt_kind_of_format(char code, int standard, int is_complex)
 {
     nt_kinds_ready();
-    unsigned char c = (unsigned char)code;
-    return c < 128 ? by_code[standard != 0][is_complex != 0][c] : NT_VOID;
+    return by_code[standard != 0][is_complex != 0][(unsigned char)code];
 }
 
 int nt_kind_find(int value, int is_signed, size_t size)

@@ -557,6 +557,30 @@ test_abi_check(const char *name, const nt_abi *abi)
     bad = *abi;
     bad.n_arg_regs[NT_CLS_FP] = NT_MAX_ARG_REGS + 1;
     CHECK(nt_abi_check(&bad) != 0, "%s: too many argument registers", name);
+    bad = *abi;
+    bad.n_arg_regs[NT_CLS_INT] = NT_MAX_ARG_REGS + 1;
+    CHECK(nt_abi_check(&bad) != 0, "%s: too many integer argument registers", name);
+    bad = *abi;
+    bad.max_args = -1;
+    CHECK(nt_abi_check(&bad) != 0, "%s: a negative argument count", name);
+    bad.max_args = 0;
+    CHECK(nt_abi_check(&bad) == 0, "%s: no arguments at all is refused", name);
+    bad.max_args = NT_PLAN_MAX_ARGS;
+    CHECK(nt_abi_check(&bad) == 0, "%s: as many arguments as the planner holds is "
+          "refused", name);
+    bad = *abi;
+    bad.stack_slot = 0;
+    CHECK(nt_abi_check(&bad) != 0, "%s: stack slots of 0 bytes", name);
+    bad = *abi;
+    bad.stack_slot = 2 * abi->stack_align;
+    CHECK(nt_abi_check(&bad) != 0, "%s: an alignment that is no multiple of the slot",
+          name);
+    bad = *abi;
+    bad.copy[NT_LOC_GPR] = abi->ctx_reg;
+    CHECK(nt_abi_check(&bad) != 0, "%s: the context register as the copy register", name);
+    bad = *abi;
+    bad.cycle[NT_CLS_INT] = (nt_loc){ NT_LOC_GPR, abi->ctx_reg, 0 };
+    CHECK(nt_abi_check(&bad) != 0, "%s: the context register as a cycle register", name);
     uint8_t ext[NT_KIND_COUNT];
     for (int k = 0; k < NT_KIND_COUNT; k++)
         ext[k] = (uint8_t)fwd_ext(abi, k);
