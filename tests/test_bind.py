@@ -843,6 +843,38 @@ def test_float_like_values_are_refused_for_integers_by_name(cfn, engine, name, c
     assert nt.bind(fn, 1, engine=engine)() == 1 and fwd(1) == 1
 
 
+class _IndexStr(str):
+    def __index__(self):
+        return 3
+
+
+class _IndexBytes(bytes):
+    def __index__(self):
+        return 3
+
+
+class _IndexByteArray(bytearray):
+    def __index__(self):
+        return 3
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("name, ctype", [(k[0], k[1]) for k in INT_KINDS] + [("f_B_B", "bool")])
+def test_text_is_no_integer_even_with_an_index_method(cfn, engine, name, ctype):
+    """convert.c index_of: no text is read as a number, a str, bytes or
+    bytearray subclass with __index__ neither; the message names its type,
+    bound and forwarded."""
+    fn = cfn(name, f"{ctype} ({ctype} x)")
+    fwd = nt.bind(fn, nt.ARG, engine=engine)
+    for bad in (_IndexStr("7"), _IndexBytes(b"77"), _IndexByteArray(b"77")):
+        want = f"argument 1 (x: {ctype}): expected an integer, got {type(bad).__name__}"
+        for make in (lambda v: nt.bind(fn, v, engine=engine), fwd):
+            with pytest.raises(TypeError) as info:
+                make(bad)
+            assert str(info.value) == want
+    assert nt.bind(fn, Index(1), engine=engine)() == 1      # __index__ alone is an integer
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("name, ctype, signed", BYTE_KINDS)
 def test_one_byte_bytes_keep_the_sign_of_their_kind(cfn, engine, name, ctype, signed):

@@ -48,6 +48,33 @@ def test_equality_is_structural():
     assert hash(nt.Signature("int (int)")) == hash(nt.Signature("int32_t (intc)"))
 
 
+def test_hash_follows_equality_and_tells_signatures_apart():
+    """Equal signatures hash alike, however spelled; distinct ones (every
+    pair of scalar kinds, pointer depths and constness, function pointers
+    of other signatures, parameter counts) hash apart, so that a dict or
+    a cache keyed by signatures does not degrade into one bucket."""
+    texts = set()
+    kinds = sorted(nt._core.kinds)
+    for r in kinds[:6]:
+        for a in kinds:
+            texts.add(f"{r} ({a})")
+            texts.add(f"{r} ({a} *, {a})")
+    for depth in range(1, 5):
+        texts.add("void (double " + "*" * depth + ")")
+        texts.add("void (const double " + "*" * depth + ")")
+    for k in range(8):
+        texts.add("void (" + ", ".join(["int"] * k) + ")" if k else "void (void)")
+        texts.add(f"double (double (*f)({', '.join(['double'] * (k + 1))}))")
+    sigs = {nt.Signature(t) for t in texts}
+    assert len(sigs) == len(texts) > 150             # all distinct as signatures
+    hashes = {hash(sig) for sig in sigs}
+    assert len(hashes) == len(sigs)
+    for t in texts:
+        respelled = nt.Signature(t.replace(" (", "(").replace(", ", " ,"))
+        assert respelled == nt.Signature(t) and hash(respelled) == hash(nt.Signature(t))
+    assert -1 not in hashes
+
+
 def test_platform_widths():
     widths = {"long": ctypes.sizeof(ctypes.c_long), "int": 4, "short": 2,
               "ssize_t": ctypes.sizeof(ctypes.c_ssize_t), "size_t": ctypes.sizeof(ctypes.c_size_t)}
