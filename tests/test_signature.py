@@ -231,6 +231,29 @@ def test_duplicate_parameter_names_are_refused():
     assert nt.Signature("double (double, double, double (*)(double x), int x)").nargs == 4
 
 
+def _spelling_table():
+    """The names of src/types.c's spelling table, in its order."""
+    import os
+    from conftest import HERE
+    with open(os.path.join(os.path.dirname(HERE), "src", "types.c"), encoding="utf-8") as f:
+        text = f.read()
+    table = text[text.index("const nt_spelling nt_spellings[] = {"):]
+    return re.findall(r'^    \{ "([^"]+)", NT_', table[:table.index("\n};")], flags=re.M)
+
+
+def test_no_name_of_the_spelling_table_can_be_a_typedef():
+    # every one-word name the parser knows, the table's first (void) and
+    # last included, is refused as a typedef's name by the same message
+    names = [n for n in _spelling_table() if " " not in n]
+    assert names[0] == "void" and len(names) > 40
+    for name in names:
+        with pytest.raises(ValueError) as info:
+            nt.Signature("double (double)", {name: "float"})
+        assert str(info.value).split("\n")[0] == (
+            f"typedef '{name}' would redefine a type name numthunk knows; a typedef names a "
+            "new type (give it another name)"), name
+
+
 def test_a_typedef_cannot_redefine_a_known_name():
     for name in ("double", "int", "float64", "intc", "size_t", "Py_ssize_t", "CPointer"):
         with pytest.raises(ValueError, match=f"typedef '{name}' would redefine a type name"):
