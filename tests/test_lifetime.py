@@ -687,3 +687,37 @@ def test_reclaim_deep_in_nested_calls_waits_for_the_outermost(engine, depth):
     assert box["ref"]() is None
     assert t.bindings[0] is b and not t.released
     assert t(0) == 46.0
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_keep_holds_its_object_and_changes_nothing_of_the_target(cfn, engine):
+    """bind(..., keep=obj): the thunk's target is the Function as it was,
+    every attribute carried (name, nogil, memoryviews, depends, structs,
+    signature, address), with obj held as long as the thunk lives."""
+    class Held:
+        pass
+
+    base = cfn("f_d_pi", "double (const double *x, int n)")
+    inner = nt.bind(base, nt.ARG, 1, engine=engine)
+    fn = nt.Function(base.address, "double (const struct pt *p, int n)", nogil=False,
+                     owner=base, name="pt_named", depends=(inner,), structs={"pt": 8})
+    mv = nt.Function(base.address, "double (__Pyx_memviewslice m, int n)",
+                     memoryviews={0: "const double[::1]"}, name="mv_named")
+    for target, args in ((fn, (np.zeros(2, dtype=[("x", "f8")]), 2)),
+                         (mv, (np.arange(3.0), 3))):
+        held = Held()
+        alive = weakref.ref(held)
+        t = nt.bind(target, *args, keep=held, engine=engine)
+        kept = t.target
+        assert kept.owner == (target, held)
+        for attr in ("address", "name", "nogil", "memoryviews", "depends", "structs",
+                     "fixed"):
+            assert getattr(kept, attr) == getattr(target, attr), attr
+        assert kept._signature == target._signature
+        del held
+        gc.collect()
+        assert alive() is not None
+        t.release()
+        del t, kept
+        gc.collect()
+        assert alive() is None
