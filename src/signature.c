@@ -265,7 +265,7 @@ static PyObject *describe_type(const nt_type *t)
 {
     PyObject *fn = Py_None;
     Py_INCREF(fn);
-    if (t->kind == NT_FNPTR && t->fn != NULL) {
+    if (t->fn != NULL) { /* a function pointer's signature (sig.c sets no other) */
         Py_DECREF(fn);
         nt_sig *copy = nt_sig_copy(t->fn);
         if (copy == NULL)

@@ -261,9 +261,12 @@ def test_a_typedef_cannot_redefine_a_known_name():
     for name in ("const", "struct", "volatile", "typedef", "return"):
         with pytest.raises(ValueError, match=f"typedef '{name}': a C keyword"):
             nt.Signature("double (double)", {name: "float"})
-    for name in ("", "my type", "2x", "a*b"):
-        with pytest.raises(ValueError, match="is not a C identifier"):
+    for name in ("", "my type", "2x", "a*b", "x-y", "_ok but not"):
+        with pytest.raises(ValueError) as info:
             nt.Signature("double (double)", {name: "float"})
+        assert str(info.value) == f"typedef name '{name}' is not a C identifier"
+    for name in ("_", "_2x", "x_y_Z9"):
+        assert str(nt.Signature(f"double ({name})", {name: "float"})) == "double (float)"
     # a new name works, and wins nowhere else
     assert str(nt.Signature("REAL (REAL *)", {"REAL": "double"})) == "double (double *)"
     with pytest.raises(ValueError, match="typedef 'double' would redefine"):

@@ -375,6 +375,21 @@ def test_loader_functions_come_from_libdl_or_not_at_all(fixture_path, monkeypatc
     assert _loader.loaded_path(ctypes.CDLL(rel)) == os.path.abspath(fixture_path)
 
 
+def test_a_dladdr_answer_without_a_file_name_is_no_answer(fixture_path, monkeypatch):
+    # a C library's dladdr may report success and leave dli_fname NULL (the
+    # fields are its to fill): the loader takes that as not found, as it
+    # takes a failure, and a found one as the file and symbol
+    from numthunk import _loader
+    real = _loader._dl()
+    addr = ctypes.cast(ctypes.CDLL(fixture_path).f_d_pi, ctypes.c_void_p).value
+    assert _loader.dladdr(addr)[1] == "f_d_pi"
+    proto = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(_loader._DlInfo))
+    for answer in (1, 0):
+        quiet = proto(lambda _address, _info, answer=answer: answer)   # fills nothing
+        monkeypatch.setattr(_loader, "_dl_functions", (quiet, *real[1:]))
+        assert _loader.dladdr(addr) is None, answer
+
+
 def _load_segments(path, base):
     """[(start, end, executable)] of the PT_LOAD program headers of an ELF64
     file, read from the file itself, relocated by base."""
