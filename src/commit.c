@@ -974,7 +974,7 @@ static int followed(const ThunkObject *self, int j)
         if (v == NULL || !nt_is_derived(v))
             continue;
         const nt_DerivedObject *e = (const nt_DerivedObject *)v;
-        if (e->kind != d->kind || (d->kind != NT_DERIVED_SIZE && e->axis != d->axis)
+        if (e->kind != d->kind || e->axis != d->axis /* every size() has axis 0 */
             || (by_layout ? self->b[q].key != key : e->obj != d->obj))
             continue;
         rank += q < j;

@@ -155,6 +155,12 @@ static PyObject *derived_tp_new(PyTypeObject *type, PyObject *args, PyObject *kw
     for (int k = 0; k < 3; k++) {
         if (strcmp(kind, derived_names[k]) != 0)
             continue;
+        if (k == NT_DERIVED_SIZE && (axis_obj != NULL || elements)) {
+            /* the whole array's: every size() has axis 0 (commit.c pairs
+               them by it) */
+            PyErr_SetString(PyExc_TypeError, "size() takes no axis and no elements=");
+            return NULL;
+        }
         Py_ssize_t axis = 0;
         if (axis_obj != NULL) {
             char what[32];

@@ -468,6 +468,19 @@ def test_derived_kind_is_one_of_three_names():
         assert str(info.value) == f"Derived kind must be 'size', 'shape' or 'stride', not '{kind}'"
 
 
+def test_a_size_marker_takes_no_axis():
+    # size() is the whole array's: the core's Derived refuses an axis or
+    # elements= for it (every size() pairs with the others by axis 0), and
+    # takes them for shape and stride
+    a = np.zeros((2, 3))
+    for extra in ((1,), (0,), (None,), (0, True), (0, False)):
+        with pytest.raises(TypeError) as info:
+            nt._core.Derived("size", a, *extra)
+        assert str(info.value) == "size() takes no axis and no elements="
+    assert repr(nt._core.Derived("size", a)) == "size(array[float64, 2x3])"
+    assert nt._core.Derived("shape", a, 1).axis == nt._core.Derived("stride", a, 1, True).axis == 1
+
+
 def test_marker_axes_out_of_range_name_the_range():
     a = np.zeros((2, 3))
     for make in (nt.shape, nt.stride):
