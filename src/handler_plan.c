@@ -231,7 +231,7 @@ static void schedule_moves(const nt_abi *abi, move *m, int n, nt_handler_plan *h
             left--;
             progressed = 1;
         }
-        if (progressed || left == 0)
+        if (progressed) /* the last moves always progress */
             continue;
         /* Only cycles remain (every pending move's destination is another
            one's source): park the first pending move's value in the cycle
