@@ -491,7 +491,7 @@ def test_struct_pointer_takes_ctypes_structures_by_name(ifn, engine):
         nt.bind(small, pts, 3, engine=engine)
 
 
-class num(ctypes.Union):                                        # noqa: N801: C's name
+class num(ctypes.Union):                                        # noqa: N801 (C's name)
     _fields_ = [("d", ctypes.c_double), ("i", ctypes.c_int64)]
 
 

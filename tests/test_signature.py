@@ -234,6 +234,7 @@ def test_duplicate_parameter_names_are_refused():
 def _spelling_table():
     """The names of src/types.c's spelling table, in its order."""
     import os
+
     from conftest import HERE
     with open(os.path.join(os.path.dirname(HERE), "src", "types.c"), encoding="utf-8") as f:
         text = f.read()

@@ -12,8 +12,8 @@ import math
 import os
 import pathlib
 import pickle
-import struct
 import re
+import struct
 import subprocess
 import sys
 import textwrap
