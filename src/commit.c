@@ -263,7 +263,7 @@ static void chain_limits(char *buf, size_t n)
 {
     const nt_backend *native = nt_backend_native;
     int len = snprintf(buf, n, "%s: %d", nt_backend_ffi.name, nt_backend_ffi.chain_limit);
-    if (native != NULL && len >= 0 && (size_t)len < n)
+    if (native != NULL && (size_t)len < n) /* a failed snprintf's -1 is no length below n */
         snprintf(buf + len, n - (size_t)len, ", %s: %d", native->name, native->chain_limit);
 }
 
