@@ -283,8 +283,10 @@ static int chain_error(int levels, int limit)
 
 /* Whether t, and every thunk above it, stays within the chain limit when
    t's depth becomes chain and the least limit of the engines at or below
-   it limit. A thunk reached again in the same walk, no deeper and with no
-   less room, is not walked again. */
+   it limit. A thunk reached again in the same walk, no deeper, is not
+   walked again: the limit reaching a thunk x is the least of limit and
+   x->chain_limit whatever the path (x's own limit is already the least of
+   every thunk between), so a second path brings no less room. */
 static int within_limit(ThunkObject *t, int chain, int limit, uint64_t walk)
 {
     if (chain + 1 > limit)
@@ -292,11 +294,10 @@ static int within_limit(ThunkObject *t, int chain, int limit, uint64_t walk)
     extra *x = t->x;
     if ((chain <= t->chain && limit >= t->chain_limit) || x == NULL)
         return 0; /* nothing above t changes */
-    if (x->mark == walk && chain <= x->mark_chain && limit >= x->mark_limit)
+    if (x->mark == walk && chain <= x->mark_chain)
         return 0;
     x->mark = walk;
     x->mark_chain = chain;
-    x->mark_limit = limit;
     for (int k = 0; k < x->nusers; k++) {
         ThunkObject *u = x->users[k].thunk;
         if (within_limit(u, chain + 1, u->chain_limit < limit ? u->chain_limit : limit, walk) < 0)

@@ -50,8 +50,8 @@ typedef struct {
     int ndeps, capdeps;
     user *users; /* the thunks that depend on this one now */
     int nusers, capusers;
-    uint64_t mark;              /* graph walks: visited in walk number `mark`, */
-    int mark_chain, mark_limit; /*  at this depth, under this chain limit */
+    uint64_t mark;  /* graph walks: visited in walk number `mark`, */
+    int mark_chain; /*  at this depth */
 } extra;
 
 struct thunk_object {
