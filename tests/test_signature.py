@@ -401,6 +401,21 @@ def test_struct_names_up_to_255_characters_as_kept(kw, longest, space):
         nt.Signature(f"void ({kw}{space}{name}s *p)")
 
 
+@pytest.mark.parametrize("tag", ["struct pt", "union num"])
+def test_typedef_struct_names_up_to_255_characters(tag):
+    """A typedef'd struct prints as the typedef's name, kept in the pool of
+    struct names: 255 characters are taken (and 254), 256 refused naming
+    the typedef, its name cut after 64 characters."""
+    for n in (254, 255):
+        name = "N" * n
+        sig = nt.Signature(f"{name} *({name} *p, {name} **q)", typedefs={name: tag})
+        assert str(sig) == f"{name} *({name} *, {name} **)"
+    name = "N" * 256
+    with pytest.raises(ValueError, match=r"^typedef 'N{64}\.\.\.': too many struct names, "
+                                         r"or too long\n"):
+        nt.Signature(f"void ({name} *p)", typedefs={name: tag})
+
+
 def test_4096_distinct_struct_names_and_no_more():
     """sig.c intern_tag: the process-wide pool keeps 4096 distinct struct and
     union names ("struct S" and "union S" are two). The 4096th new name is
