@@ -972,7 +972,7 @@ def _resolve_one(obj, sig, i, desc, structs=None):
     if fnsig is not None:
         if isinstance(obj, (Thunk, Function)) or _is_numba_cfunc(obj) \
                 or isinstance(obj, ctypes._CFuncPtr) or type(obj).__name__ == "PyCapsule" \
-                or type(obj).__module__ == "_cffi_backend":
+                or type(obj).__module__ == "_cffi_backend" or _cffi.api_pointer(obj) is not None:
             fn = as_function(obj)
             if fn.fixed:
                 fn = as_function(fn._thunk())

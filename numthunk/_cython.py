@@ -670,7 +670,9 @@ def _parse(capsule, resolver, where):
     if not text:
         raise CythonError(f"{where}: the capsule has no name (Cython names it by the "
                           "function's C signature)")
-    if "__pyx_optional_args" in text or "__pyx_opt_args" in text:
+    # optional arguments come in a struct: 'struct ...__pyx_opt_args_<mangled>
+    # *__pyx_optional_args', the type there whatever the parameter is named
+    if "__pyx_opt_args" in text:
         raise CythonError(
             f"{where}: the function has optional arguments ('{text}'); Cython passes "
             "them through a struct pointer that numthunk does not build. Export a "

@@ -29,6 +29,8 @@ _CDEF = """
     double apply_twice(double (*f)(double), double x);
     double cabs2(double _Complex z, int k);
     double first_of(const double *p);
+    double halve(double x);
+    double halve_again(double x);
 """
 
 _SOURCE = r"""
@@ -42,6 +44,8 @@ _SOURCE = r"""
     double cabs2(double _Complex z, int k)
     { return k * (creal(z) * creal(z) + cimag(z) * cimag(z)); }
     double first_of(const double *p) { return p[0]; }
+    double halve(double x) { return x / 2; }
+    double halve_again(double x) { return x / 4; }
 """
 
 
@@ -93,6 +97,21 @@ def test_cffi_api_function_is_a_target(api):
     for x in (0.0, -3.0, 1e300, 7.25):
         assert t(x) == api.lib.scale(x, 2.5)
     assert as_function(api.lib.scale).name == "scale"
+
+
+def test_cffi_api_function_is_a_function_pointer_value(api):
+    """lib.f of a compiled cffi module binds a function-pointer parameter as
+    it is a target: its declared type checked, the module's function
+    called through the pointer, the object held in bindings."""
+    t = nt.bind(api.lib.apply_twice, api.lib.halve, nt.ARG)
+    assert t(6.0) == 1.5 == api.lib.apply_twice(api.ffi.addressof(api.lib, "halve"), 6.0)
+    assert t.bindings[0].owner is api.lib.halve
+    t.rebind(0, api.lib.halve_again)
+    assert t(6.0) == 0.375
+    with pytest.raises(TypeError, match=r"^argument 1 \(double \(\*\)\(double\)\): expected "
+                                        r"a function 'double \(double\)', got "
+                                        r"'double \(double, double\)'$"):
+        nt.bind(api.lib.apply_twice, api.lib.scale, 1.0)
 
 
 def test_cffi_api_struct_pointer_function(api):

@@ -172,6 +172,7 @@ def _cases(fixture_path, lib):
     api = ntk_travel_cffi
     case("cffi API module function",
          nt.bind(api.ffi.addressof(api.lib, "poly"), nt.ARG, p, nt.size(p)), "t(3.0)")
+    case("cffi API lib.f", nt.bind(api.lib.poly, nt.ARG, p, nt.size(p)), "t(-0.5)")
 
     a = np.arange(12.0).reshape(3, 4)
     out = np.zeros(3)
@@ -192,6 +193,8 @@ def _cases(fixture_path, lib):
     case("thunk as function-pointer value", nt.bind(fddi, inner, 0.0, 1.0, 1000), "t()")
     case("cfunc as function-pointer value", nt.bind(fddi, k.square, nt.ARG, nt.ARG, 100),
          "t(0.0, 2.0)")
+    case("cffi API lib.f as function-pointer value",
+         nt.bind(fddi, api.lib.twice, nt.ARG, nt.ARG, 100), "t(0.0, 2.0)")
     case("thunk of thunk as value",
          nt.bind(fddi, nt.bind(nt.bind(k.damped, nt.ARG, q, nt.size(q)), nt.ARG),
                  nt.ARG, 1.0, 50), "t(0.0)")
@@ -246,7 +249,7 @@ def fresh(paths, fixture_path, lib, tmp_path_factory):
 KINDS = [
     "from_library path", "from_library 'm' (a Function)", "from_library CDLL",
     "ctypes CDLL function", "ctypes prototype((name, CDLL))", "cffi ABI lib.f",
-    "cffi API module function",
+    "cffi API module function", "cffi API lib.f", "cffi API lib.f as function-pointer value",
     "cython memoryviews", "cython fused cpdef", "cython cpdef (a Function)",
     "numba cfunc", "numba cfunc, qualified name", "thunk as target",
     "thunk as function-pointer value", "cfunc as function-pointer value",
@@ -279,6 +282,8 @@ def test_round_trip_values_are_the_originals(fresh, fixture_path):
     assert got["ctypes prototype((name, CDLL))"] == -4.5
     assert got["cffi ABI lib.f"] == poly(-1.0)
     assert got["cffi API module function"] == poly(3.0)
+    assert got["cffi API lib.f"] == poly(-0.5)
+    assert abs(got["cffi API lib.f as function-pointer value"] - 4.0) < 1e-9   # of 2x on [0, 2]
     assert got["cython memoryviews"] == [6.0, 22.0, 38.0]
     assert got["cython fused cpdef"] == 5.0
     assert got["cython cpdef (a Function)"] == 25.0
