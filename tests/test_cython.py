@@ -643,6 +643,29 @@ def test_capsule_name_that_is_not_utf8_is_refused():
         nt.bind(mod.__pyx_capi__["f"], 1.0)
 
 
+def test_a_function_keeps_its_module_and_capsule_alive(S):
+    """The Function nt.cython makes owns its module and the capsule it read
+    (the code lives while they do): a module no longer in sys.modules, nor
+    anywhere else, lives while the Function or a thunk over it does."""
+    import gc
+    import types
+    import weakref
+
+    mod = types.ModuleType("ntk_cy.gone")
+    capsule = S.__pyx_capi__["add"]
+    mod.__pyx_capi__ = {"add": capsule}
+    fn = nt.cython(mod, "add")
+    assert fn.owner[0] is mod and fn.owner[1] is capsule and len(fn.owner) == 2
+    t = nt.bind(fn, nt.ARG, 2.0)
+    gone = weakref.ref(mod)
+    del mod, fn
+    gc.collect()
+    assert gone() is not None and t(1.5) == 3.5
+    del t
+    gc.collect()
+    assert gone() is None
+
+
 def test_optional_args_refused(S):
     with pytest.raises(TypeError, match="optional arguments.*struct __pyx_opt_args.*"
                                         "docs/cython.md"):
