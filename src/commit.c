@@ -222,10 +222,8 @@ static void refresh(ThunkObject *t)
     int nogil = t->own_nogil && !t->gil_values, broken = 0;
     for (int k = 0; t->x != NULL && k < t->x->ndeps; k++) {
         ThunkObject *d = t->x->deps[k].thunk;
-        if (d->chain + 1 > chain)
-            chain = d->chain + 1;
-        if (d->chain_limit < limit)
-            limit = d->chain_limit;
+        chain = Py_MAX(chain, d->chain + 1);
+        limit = Py_MIN(limit, (int)d->chain_limit);
         nogil &= d->nogil;
         broken |= NT_UNUSABLE(d);
     }
@@ -300,7 +298,7 @@ static int within_limit(ThunkObject *t, int chain, int limit, uint64_t walk)
     x->mark_chain = chain;
     for (int k = 0; k < x->nusers; k++) {
         ThunkObject *u = x->users[k].thunk;
-        if (within_limit(u, chain + 1, u->chain_limit < limit ? u->chain_limit : limit, walk) < 0)
+        if (within_limit(u, chain + 1, Py_MIN(limit, (int)u->chain_limit), walk) < 0)
             return -1;
     }
     return 0;
@@ -765,10 +763,8 @@ static int link_deps(ThunkObject *self)
             dep_label(self, x->deps[k].param, what, sizeof(what));
             return nt_thunk_refuse_released(what, d, "bind");
         }
-        if (d->chain + 1 > chain)
-            chain = d->chain + 1;
-        if (d->chain_limit < limit)
-            limit = d->chain_limit;
+        chain = Py_MAX(chain, d->chain + 1);
+        limit = Py_MIN(limit, (int)d->chain_limit);
         nogil &= d->nogil;
     }
     self->gil_values = gil && gil_of_values(self);
@@ -1114,16 +1110,12 @@ static int prepare_dep(ThunkObject *self, int i, const void *cell, ThunkObject *
         ThunkObject *o = self->x->deps[k].thunk;
         if (self->x->deps[k].param == i)
             continue;
-        if (o->chain + 1 > chain)
-            chain = o->chain + 1;
-        if (o->chain_limit < limit)
-            limit = o->chain_limit;
+        chain = Py_MAX(chain, o->chain + 1);
+        limit = Py_MIN(limit, (int)o->chain_limit);
     }
     if (d != NULL) {
-        if (d->chain + 1 > chain)
-            chain = d->chain + 1;
-        if (d->chain_limit < limit)
-            limit = d->chain_limit;
+        chain = Py_MAX(chain, d->chain + 1);
+        limit = Py_MIN(limit, (int)d->chain_limit);
         if (within_limit(self, chain, limit, ++walks) < 0 || reserve_deps(self, 1) < 0
             || reserve_user(d) < 0)
             return -1;

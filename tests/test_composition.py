@@ -676,3 +676,34 @@ def test_users_follow_every_rebind_of_their_dependencies(fixture_path, engine):
     from thunks import run_py
     out = run_py(DEPENDENCY_WALK.format(path=fixture_path, engine=engine, trials=400))
     assert out.returncode == 0 and out.stdout.strip() == "walked 400", out.stderr[-3000:]
+
+
+def test_depth_and_gil_of_every_thunk_above_follow_a_rebind_below(fns, cfn, engine):
+    """A rebind in the middle of a composition changes the depth and the GIL
+    need of every thunk above it, at once: each is checked against its own
+    computation (no thunk below: 0, else one more than the deepest thunk it
+    calls; the GIL kept if anything below keeps it) after every step of a
+    random walk, and the top still computes."""
+    import random
+
+    gil_d = cfn("f_d_d", D_D, nogil=False)
+
+    def tower(n, base):
+        t = nt.bind(base, nt.ARG, engine=engine)
+        for _ in range(n - 1):
+            t = nt.bind(t, nt.ARG, engine=engine)
+        return t
+
+    mid = nt.bind(fns.apply, fns.d, nt.ARG, engine=engine)
+    top = nt.bind(fns.apply, mid, nt.ARG, engine=engine)
+    over = nt.bind(top, nt.ARG, engine=engine)
+    rnd = random.Random(7)
+    for _ in range(60):
+        n, base = rnd.randrange(0, 6), rnd.choice([fns.d, gil_d])
+        below = base if n == 0 else tower(n, base)
+        mid.rebind(0, below)
+        depth = 0 if n == 0 else n       # the tower's top is n - 1 deep
+        assert (mid.chain, top.chain, over.chain) == (depth, depth + 1, depth + 2), n
+        nogil = base is fns.d
+        assert (mid.nogil, top.nogil, over.nogil) == (nogil,) * 3, (n, nogil)
+        assert over(2.5) == 2.5
