@@ -1001,8 +1001,7 @@ static int prepare_followers(ThunkObject *self, int i, PyObject *value, uint64_t
     PyObject *source = array_of(value);
     for (int j = 0; j < sig->nargs && holds_buffer(self, i); j++) {
         PyObject *v = self->b[j].value;
-        if (j == i || v == NULL || !nt_is_derived(v) || self->b[j].key != self->b[i].key
-            || followed(self, j) != i)
+        if (j == i || v == NULL || !nt_is_derived(v) || followed(self, j) != i)
             continue;
         nt_DerivedObject *d = (nt_DerivedObject *)v;
         if (newkey == 0) {

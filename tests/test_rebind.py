@@ -65,6 +65,23 @@ def test_rebind_follows_arrays_and_keeps_address(cfn):
     assert t() == 1.0
 
 
+def test_a_value_derived_from_the_held_array_follows_after_its_shape_changed(cfn, engine):
+    """The array a parameter holds may change its shape in place (a.shape =
+    ...): the buffer bound keeps the layout it had, and a value derived from
+    the array afterwards is still derived from the array that parameter
+    holds, so it follows a rebind of that parameter like any other."""
+    a = np.arange(12.0)
+    t = nt.bind(cfn("f_d_pi", "double (const double *x, int n)"), a, nt.size(a), engine=engine)
+    a.shape = (3, 4)
+    t.rebind("n", nt.shape(a, 0))         # 3: the first three of the 12 bound
+    assert t() == 3.0
+    b = np.arange(5.0)
+    t.rebind("x", b)
+    assert t.bindings[1].obj is b and t() == 10.0
+    t.rebind("x", a)                      # a as it is now, 3 x 4: n is its shape(a, 0) again
+    assert t.bindings[1].obj is a and t() == 3.0
+
+
 def test_rebind_keeps_old_buffers_until_reclaim(cfn):
     a, b = np.ones(3), np.ones(5)
     before_a = sys.getrefcount(a)
