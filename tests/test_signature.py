@@ -561,3 +561,29 @@ def test_core_signature_takes_c_text_only():
             nt._core.Signature(text)
         assert str(info.value) == f"Signature() takes C text, not {type(text).__name__}"
     assert str(nt._core.Signature("void (void)")) == "void (void)"
+
+
+class _MySignature(nt.Signature):
+    """A subclass at module level, so that pickle finds it by name."""
+
+
+@pytest.mark.parametrize("text", ["void (void)", "double (const double *x, int n)",
+                                  "struct pt *(union num **u, double (*f)(double), const char *)",
+                                  "int64_t (T, T *)"])
+def test_signatures_travel_by_pickle_copy_and_deepcopy(text):
+    """A Signature reduces to its class and its canonical text: every trip
+    gives back an equal one of the same class, with the same hash, text,
+    names and types (a typedef's name is resolved before the trip)."""
+    import copy
+    import pickle
+
+    for cls in (nt.Signature, _MySignature):
+        sig = cls(text, typedefs={"T": "int64_t"}) if "T" in text else cls(text)
+        trips = [pickle.loads(pickle.dumps(sig, protocol=p))
+                 for p in range(pickle.HIGHEST_PROTOCOL + 1)]
+        trips += [copy.copy(sig), copy.deepcopy(sig)]
+        for back in trips:
+            assert type(back) is cls and back == sig and hash(back) == hash(sig)
+            assert (str(back), back.restype, back.argtypes, back.nargs) == \
+                   (str(sig), sig.restype, sig.argtypes, sig.nargs)
+        assert sig.__reduce__() == (cls, (str(sig),))
