@@ -669,6 +669,41 @@ def test_failing_dlpack_exporters_name_the_parameter(kern, engine):
         nt.bind(fn, twice, engine=engine)
 
 
+class LookupRaisingDL:
+    """An object whose __dlpack__ attribute cannot even be looked up."""
+
+    def __init__(self, exc):
+        self.exc, self.lookups = exc, 0
+
+    @property
+    def __dlpack__(self):
+        self.lookups += 1
+        raise self.exc
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_dlpack_lookup_that_raises_is_seen_at_bind_and_rebind(kern, engine):
+    """Looking up __dlpack__ may raise: an interrupt, MemoryError or
+    RecursionError goes through bind() and rebind() unchanged; any other
+    error is the parameter's TypeError with it as the cause. A failed
+    rebind changes nothing."""
+    fn = kern("dl_sum_f64", "double (const DLTensor *t)")
+    label = r"^argument 1 \(t: const DLTensor \*\): reading LookupRaisingDL.__dlpack__ raised"
+    t = nt.bind(fn, np.arange(4.0), engine=engine)
+    for exc in (KeyboardInterrupt, MemoryError, RecursionError):
+        with pytest.raises(exc):
+            nt.bind(fn, LookupRaisingDL(exc()), engine=engine)
+        v = LookupRaisingDL(exc())
+        with pytest.raises(exc):
+            t.rebind("t", v)
+        assert v.lookups == 1          # nothing runs after it
+    for how in (lambda v: nt.bind(fn, v, engine=engine), lambda v: t.rebind("t", v)):
+        with pytest.raises(TypeError, match=label) as info:
+            how(LookupRaisingDL(ValueError("no lookup today")))
+        assert isinstance(info.value.__cause__, ValueError)
+    assert t() == 6.0
+
+
 class CapsuleDL(OnlyDL):
     """An exporter whose __dlpack__ returns a capsule of the given name
     (None: a capsule without a name) over a placeholder pointer."""
