@@ -204,8 +204,9 @@ def test_bad_calls_raise(ext):
 
 
 def test_null_text_and_null_value_are_refused_through_c(ext):
-    """capi.c: numthunk_signature(NULL) and numthunk_rebind(t, i, NULL) are
-    ValueErrors naming the function; empty text reaches the parser, and a
+    """capi.c: numthunk_signature(NULL), numthunk_rebind(t, i, NULL) and
+    numthunk_dltensor with a NULL object or out are ValueErrors naming the
+    function; empty text reaches the parser, and a
     value is taken."""
     with pytest.raises(ValueError) as info:
         ext.signature(None)
@@ -223,6 +224,13 @@ def test_null_text_and_null_value_are_refused_through_c(ext):
     assert ext.call0(t) == 2.0                 # the refused rebind changed nothing
     ext.rebind(t, 0, np.ones(3))
     assert ext.call0(t) == 3.0
+    # numthunk_dltensor: a NULL object or a NULL place for the tensor
+    arr = np.ones(3)
+    for obj, null_out in ((None, False), (arr, True), (None, True)):
+        with pytest.raises(ValueError) as info:
+            ext.dltensor_null(obj, null_out)
+        assert str(info.value) == "numthunk_dltensor: obj and out must not be NULL"
+    assert ext.dltensor_null(arr, False) is not None
 
 
 def test_create_takes_only_a_numthunk_signature(ext):

@@ -322,3 +322,18 @@ def test_rebind_from_a_finalizer_while_followers_are_prepared(cfn, engine):
     runs it at the k-th collection, somewhere in the outer rebind for some k."""
     inside = [_rebind_x_while_a_finalizer_rebinds_n(cfn, engine, k) for k in range(1, 16)]
     assert any(inside) or sys.version_info >= (3, 12)
+
+
+def test_a_name_with_a_nul_names_no_parameter(cfn):
+    """rebind by name compares the whole str: a NUL inside (C text would end
+    there) makes it another name, refused with the name as given, and
+    nothing changes."""
+    a = np.arange(3.0)
+    t = nt.bind(cfn("f_d_pi", "double (const double *x, int n)"), a, nt.size(a))
+    for name in ("x\0", "x\0y", "\0x", "n\0", "\0"):
+        with pytest.raises(KeyError) as info:
+            t.rebind(name, np.ones(2))
+        assert info.value.args[0] == f"the target has no parameter named {name!r}"
+    assert t() == 3.0 and t.bindings[0] is a
+    t.rebind("x", np.ones(2))
+    assert t() == 2.0

@@ -200,6 +200,19 @@ static PyObject *is_thunk(PyObject *self, PyObject *obj)
     return PyBool_FromLong(numthunk_check(obj));
 }
 
+/* dltensor_null(obj, null_out): numthunk_dltensor with obj NULL (obj None)
+   or out NULL (null_out true); returns what it kept */
+static PyObject *dltensor_null(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *obj;
+    int null_out;
+    if (!PyArg_ParseTuple(args, "Op", &obj, &null_out))
+        return NULL;
+    DLTensor *t;
+    return numthunk_dltensor(obj == Py_None ? NULL : obj, 0, null_out ? NULL : &t);
+}
+
 /* dltensor_sum(obj, writable=0) -> (sum, ndim, shape, strides): a DLTensor
    for any array-like, read in C */
 static PyObject *dltensor_sum(PyObject *self, PyObject *args)
@@ -334,6 +347,7 @@ static PyMethodDef methods[] = {
     { "release", release, METH_O, NULL },
     { "rebind", rebind, METH_VARARGS, NULL },
     { "rebind_null", rebind_null, METH_VARARGS, NULL },
+    { "dltensor_null", dltensor_null, METH_VARARGS, NULL },
     { "is_thunk", is_thunk, METH_O, NULL },
     { "dltensor_sum", dltensor_sum, METH_VARARGS, NULL },
     { "create_release_loop", create_release_loop, METH_VARARGS, NULL },
