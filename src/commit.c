@@ -940,6 +940,16 @@ static PyObject *array_of(PyObject *v)
     return nt_is_strided(v) ? ((nt_StridedObject *)v)->obj : v;
 }
 
+/* Whether parameter p holds a buffer a derived value may follow: of its
+   array object obj itself, or (by_layout) of the layout key it was bound
+   with. */
+static int is_candidate(const ThunkObject *self, int p, int by_layout, uint64_t key,
+                        const PyObject *obj)
+{
+    return holds_buffer(self, p)
+        && (by_layout ? self->b[p].key == key : array_of(self->b[p].value) == obj);
+}
+
 /*
  * Which bound buffer the derived value at j (size(arr), shape, stride) was
  * bound beside, the one it follows when rebound; -1 for none. Candidates
@@ -957,14 +967,10 @@ static int followed(const ThunkObject *self, int j)
     uint64_t key = self->b[j].key;
     int n = (int)Py_SIZE(self), by_layout = 1, count = 0;
     for (int p = 0; p < n; p++)
-        if (holds_buffer(self, p) && array_of(self->b[p].value) == d->obj)
+        if (is_candidate(self, p, 0, key, d->obj))
             by_layout = 0;
     for (int p = 0; p < n; p++)
-        count += holds_buffer(self, p)
-            && (by_layout ? self->b[p].key == key : array_of(self->b[p].value) == d->obj);
-#define CANDIDATE(p)       \
-    (holds_buffer(self, p) \
-     && (by_layout ? self->b[p].key == key : array_of(self->b[p].value) == d->obj))
+        count += is_candidate(self, p, by_layout, key, d->obj);
     int rank = 0, peers = 0;
     for (int q = 0; q < n && count > 1; q++) {
         PyObject *v = self->b[q].value;
@@ -979,15 +985,14 @@ static int followed(const ThunkObject *self, int j)
     }
     if (peers == count) /* never for one candidate (peers 0): found below */
         for (int p = 0; p < n; p++)
-            if (CANDIDATE(p) && rank-- == 0)
+            if (is_candidate(self, p, by_layout, key, d->obj) && rank-- == 0)
                 return p;
     for (int p = j - 1; p >= 0; p--)
-        if (CANDIDATE(p))
+        if (is_candidate(self, p, by_layout, key, d->obj))
             return p;
     for (int p = j + 1; p < n; p++)
-        if (CANDIDATE(p))
+        if (is_candidate(self, p, by_layout, key, d->obj))
             return p;
-#undef CANDIDATE
     return -1;
 }
 
