@@ -249,10 +249,11 @@ static int convert_int(const nt_type *t, PyObject *value, void *cell, nt_label *
 
 /* ---- floating point ---- */
 
+/* Text is no number, though float() and complex() read some (float(b"2"),
+   complex("1j")). Anything else that does not convert is refused after. */
 static int reject_nonnumber(PyObject *value, nt_label *what, const char *expected)
 {
-    if (PyUnicode_Check(value) || PyBytes_Check(value) || PyByteArray_Check(value)
-        || value == Py_None) {
+    if (PyUnicode_Check(value) || PyBytes_Check(value) || PyByteArray_Check(value)) {
         PyErr_Format(PyExc_TypeError, "%s: expected %s, got %.100s", W(what), expected,
                      Py_TYPE(value)->tp_name);
         return -1;

@@ -97,6 +97,37 @@ ROWS = [
 ]
 
 
+class _Str(str):
+    pass
+
+
+class _Bytes(bytes):
+    pass
+
+
+@pytest.mark.parametrize("ctype, expected", [("float", "a real number"),
+                                             ("double", "a real number"),
+                                             ("float _Complex", "a complex number"),
+                                             ("double _Complex", "a complex number")])
+def test_text_and_none_are_no_number_bound_forwarded_or_rebound(cfn, ctype, expected):
+    """None, str, bytes and bytearray (and their subclasses) are refused for
+    every floating and complex parameter by one message, whether bound,
+    rebound or passed to a forwarded one, though float() would read some
+    of them (float("1.5"), float(b"2")). Nothing is called: the refusals
+    come first."""
+    fn = cfn("f_d_d", f"double ({ctype} z)")
+    t = nt.bind(fn, 0.5)
+    fwd = nt.bind(fn, nt.ARG)
+    for bad in (None, "1.5", b"2", bytearray(b"2"), _Str("1"), _Bytes(b"1")):
+        text = (f"argument 1 (z: {ctype}): expected {expected}, got "
+                f"{type(bad).__name__}")
+        for how in (lambda v: nt.bind(fn, v), lambda v: t.rebind("z", v), fwd):
+            with pytest.raises(TypeError) as info:
+                how(bad)
+            assert str(info.value) == text, (how, bad)
+    assert t.bindings[0] == 0.5
+
+
 @pytest.mark.parametrize("row", ROWS, ids=[r[0] for r in ROWS])
 def test_bad_input(cfn, row):
     _id, name, sig, args, exc, text = row
