@@ -972,7 +972,7 @@ static int followed(const ThunkObject *self, int j)
     for (int p = 0; p < n; p++)
         count += is_candidate(self, p, by_layout, key, d->obj);
     int rank = 0, peers = 0;
-    for (int q = 0; q < n && count > 1; q++) {
+    for (int q = 0; q < n; q++) {
         PyObject *v = self->b[q].value;
         if (v == NULL || !nt_is_derived(v))
             continue;
@@ -983,7 +983,7 @@ static int followed(const ThunkObject *self, int j)
         rank += q < j;
         peers++;
     }
-    if (peers == count) /* never for one candidate (peers 0): found below */
+    if (peers == count) /* j is a peer of its own: never for no candidate */
         for (int p = 0; p < n; p++)
             if (is_candidate(self, p, by_layout, key, d->obj) && rank-- == 0)
                 return p;
