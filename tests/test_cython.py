@@ -797,6 +797,28 @@ def test_memoryview_1d(M):
     assert t(np.ones(5)) == 5.0
 
 
+def test_memoryview_takes_what_stands_for_an_array(M):
+    """A typed-memoryview parameter takes what a pointer parameter takes for
+    an array: arr.ctypes (the array itself is bound), a ctypes array, a
+    Strided, and a ref's one-element cell; bound and live."""
+    import ctypes
+
+    s = nt.cython(M, "sum1d", memoryviews={0: "double[:]"})
+    x = np.arange(5.0)
+    t = nt.bind(s, x.ctypes)
+    assert t.bindings[0] is x and t() == 10.0
+    x[0] = 100.0
+    assert t() == 110.0
+    c = (ctypes.c_double * 3)(1.0, 2.0, 4.0)
+    assert nt.bind(s, c)() == 7.0
+    assert nt.bind(s, nt.strided(x[::2]))() == 100.0 + 2.0 + 4.0
+    r = nt.ref(2.5, "double")
+    t = nt.bind(s, r)
+    assert t() == 2.5
+    r.value = -1.0
+    assert t() == -1.0
+
+
 def test_memoryview_2d_contiguous_rows(M):
     rs = nt.cython(M, "rowsums", memoryviews={0: "const double[:, ::1]", 1: "double[::1]"})
     a = np.arange(20.0).reshape(4, 5)
