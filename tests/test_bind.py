@@ -468,18 +468,23 @@ def test_resolve_values_must_give_back_a_tuple_of_as_many_values(cfn):
 
 def test_values_the_core_knows_never_reach_the_package_resolver(cfn):
     """Arrays, buffers, None, ints, address(), strided() and the derived
-    values are the core's own, to take or refuse by name: only foreign
+    values are the core's own, to take or refuse by name, for pointer,
+    function-pointer and typed-memoryview parameters: only foreign
     objects (ctypes, cffi, ref(), thunks as function pointers) go to the
     package's resolve_values, a call into Python on each bind."""
     a = np.arange(4.0)
     ptr = cfn("f_d_pi", SUM)
     fnp = cfn("f_i_F", "int (int (*f)(void))")
     gil_check = ctypes.cast(ctypes.pythonapi.PyGILState_Check, ctypes.c_void_p).value
+    # a typed memoryview parameter (never called: bound only)
+    mview = nt.Function(0x1000, "void (__Pyx_memviewslice)", memoryviews={0: "double[:]"})
     own = [(ptr, a), (ptr, bytearray(32)), (ptr, memoryview(a)), (ptr, None), (ptr, 5),
            (ptr, nt.address(a.ctypes.data)), (ptr, nt.strided(a)), (ptr, nt.size(a)),
            (ptr, nt.shape(a, 0)), (ptr, nt.stride(a, 0)),
            (fnp, None), (fnp, 5), (fnp, nt.address(gil_check)), (fnp, nt.strided(a)),
-           (fnp, nt.size(a)), (fnp, nt.shape(a, 0)), (fnp, nt.stride(a, 0))]
+           (fnp, nt.size(a)), (fnp, nt.shape(a, 0)), (fnp, nt.stride(a, 0)),
+           (mview, a), (mview, memoryview(a)), (mview, a[::2]), (mview, nt.strided(a[::-1])),
+           (mview, bytearray(32))]
 
     def outcome(fn, v):
         try:
@@ -490,6 +495,7 @@ def test_values_the_core_knows_never_reach_the_package_resolver(cfn):
 
     expected = [outcome(fn, v) for fn, v in own]
     assert expected[0] == 6.0 and expected[4][0] is TypeError      # taken; refused
+    assert expected[-5:-1] == ["bound"] * 4 and expected[-1][0] is TypeError   # uint8 buffer
     assert expected[7] == (TypeError, "argument 1 (x: const double *): size(), shape() "
                            "and stride() bind integer parameters only")
     seen = []
