@@ -815,3 +815,46 @@ def test_shapes_that_differ_only_by_extension_get_their_own(tlib):
                 got = ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.c_uint64)(t.address)(
                     raw(v, bits, GARBAGE[0]))
                 check(got, v, f"{engine} {ctype}")
+
+
+MEMFD_SHIM_RUN = """
+import ctypes, numpy as np, numthunk as nt
+shim = ctypes.CDLL(None)                 # the preloaded shim is in the global scope
+info = nt._core.backend_info()
+libm = ctypes.CDLL("libm.so.6")
+cos = nt.Function(ctypes.cast(libm.cos, ctypes.c_void_p).value, "double (double)")
+t = nt.bind(cos, 0.0, engine="native")
+with_exec = ctypes.c_int()
+calls = shim.memfd_calls(ctypes.byref(with_exec))
+print(repr((info["memory_policy"], info["fallbacks"], t(),
+            t.backend, calls, with_exec.value)))
+"""
+
+
+@pytest.mark.skipif(not NATIVE, reason="no native engine on this platform")
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="memfd is Linux's")
+@pytest.mark.parametrize("mode", ["no MFD_EXEC", "none"])
+def test_a_kernel_without_mfd_exec_still_gets_a_memory_file(mode):
+    """Before Linux 6.3 memfd_create refuses MFD_EXEC with EINVAL: the file
+    is made again without it (mem_memfd.c open_file), and the memfd policy
+    stands. A kernel with no memfd at all leaves the sealed-pages policy,
+    the fallback saying why. memfd_create is a shim here (LD_PRELOAD)."""
+    shim = ntbuild.compile_shared(os.path.join(os.path.dirname(__file__), "fixtures",
+                                               "memfd_einval.c"),
+                                  "memfd_einval")
+    # after a sanitizer's runtime, which must come first
+    env = {"LD_PRELOAD": " ".join(filter(None, [os.environ.get("LD_PRELOAD"), shim])),
+           "NUMTHUNK_BACKEND": "auto", "NUMTHUNK_EXECMEM": "auto"}
+    if mode == "none":
+        env["NT_SHIM_MEMFD"] = "none"
+    out = run_py(MEMFD_SHIM_RUN, **env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    policy, fallbacks, value, backend, calls, with_exec = eval(out.stdout)
+    assert value == 1.0 and backend == "native-x86_64-sysv"
+    if mode == "none":
+        assert policy == "mprotect-sealed" and len(fallbacks) == 1, (policy, fallbacks)
+        assert fallbacks[0] == "memfd-pwrite: refused by the system at start", fallbacks
+        assert with_exec == 1 and calls == 2          # with the flag, then without
+    else:
+        assert policy == "memfd-pwrite" and fallbacks == [], (policy, fallbacks)
+        assert with_exec == 1 and calls == 2
