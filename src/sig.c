@@ -1473,8 +1473,9 @@ int nt_type_equal(const nt_type *a, const nt_type *b)
         return 0;
     if (a->kind == NT_PTR && (a->base != b->base || a->depth != b->depth))
         return 0;
-    if (a->kind == NT_PTR || a->kind == NT_VOID) {
-        /* void * and struct pointers: the struct, if any, must match */
+    if (a->kind == NT_PTR) {
+        /* void * and struct pointers: the struct, if any, must match (a
+           struct is never a parameter or result by value: parse refuses it) */
         const char *ta = nt_tag_name(a->spelling), *tb = nt_tag_name(b->spelling);
         if (ta == NULL || tb == NULL)
             return ta == tb;
