@@ -1486,12 +1486,12 @@ int nt_type_equal(const nt_type *a, const nt_type *b)
     return 1;
 }
 
+/* a and b are never NULL: a function pointer always has its signature
+   (parse_fnptr and the nested declarator make one, nt_sig_copy copies it) */
 int nt_sig_equal(const nt_sig *a, const nt_sig *b)
 {
     int i;
 
-    if (a == NULL || b == NULL)
-        return a == b;
     if (!nt_type_equal(&a->ret, &b->ret) || a->nargs != b->nargs)
         return 0;
     for (i = 0; i < a->nargs; i++)
