@@ -342,6 +342,30 @@ def test_pointer_depth_255_and_no_more():
         nt.Signature("int (int " + "*" * 256 + " p)")
 
 
+def _params_of_length(total, head, tail):
+    """A parameter list that makes head + list + tail exactly total characters long."""
+    last = {3: "int", 4: "char", 0: "float", 1: "double", 2: "int16_t"}   # length % 5 -> type
+    room = total - len(head) - len(tail)
+    k = (room - 3) // 5                   # k leading "int, " (5 each), then one type of 3..7
+    while len(last[(room - 5 * k) % 5]) != room - 5 * k:
+        k -= 1
+    return ", ".join(["int"] * k + [last[(room - 5 * k) % 5]])
+
+
+@pytest.mark.parametrize("length", [510, 511, 512, 513, 1023, 1024, 1025])
+def test_texts_at_the_edge_of_the_stack_buffer_are_whole(length):
+    # str and argtypes format into 512 bytes first and into the heap when
+    # the text does not fit: each length around the edge comes back whole.
+    text = "void (" + _params_of_length(length, "void (", ")") + ")"
+    assert len(text) == length
+    sig = nt.Signature(text)
+    assert str(sig) == text and repr(sig) == f"Signature({text!r})"
+    fn = "void (*)(" + _params_of_length(length, "void (*)(", ")") + ")"
+    assert len(fn) == length
+    sig = nt.Signature(f"int (int, {fn})")
+    assert sig.argtypes == ("int", fn)
+
+
 def test_65535_parameters_and_no_more():
     text = "void (" + ", ".join(["int"] * 65535) + ")"
     sig = nt.Signature(text)
