@@ -52,7 +52,7 @@ def parse_memview(decl, typedefs=None):
     if typedefs and dtype in typedefs:
         dtype = typedefs[dtype]
     parts = [p.replace(" ", "") for p in dims.split(",")]
-    if not parts or any(p not in (":", "::1") for p in parts):
+    if any(p not in (":", "::1") for p in parts):    # split gives one part at least
         raise ValueError(f"memoryview declaration {decl!r}: each axis must be ':' or '::1'")
     contig = None
     if "::1" in parts:
@@ -944,7 +944,7 @@ def _memviews(sig, text, memoryviews, resolver, where, modname, name, key):
 def _refuse_undeclared(resolver, modname, name, text, missing, where):
     src = resolver.source(modname)
     path, found = _declared_memviews(src.files, name)
-    if found and all(i in found for i in missing):
+    if all(i in found for i in missing):    # missing is never empty
         hint = (f"; {os.path.basename(path)} declares them: memoryviews={{"
                 + ", ".join(f"{i}: {found[i]!r}" for i in missing) + "}")
     else:
