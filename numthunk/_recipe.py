@@ -132,14 +132,13 @@ def _locate_ctypes(fn, cf, what):
                 "Python code of this process; use a Numba @cfunc defined at the top level "
                 "of an importable module instead, or Function.from_library for C code")
     if isinstance(keep, ctypes.CDLL):
-        # lib.f (named by CDLL.__getattr__), or proto(("f", lib)) (unnamed:
-        # the loader knows the name of an exported symbol at this address)
-        name = getattr(cf, "__name__", None)
-        if not isinstance(name, str):
-            found = _loader.dladdr(fn.address)
-            name = found[1] if found is not None and found[2] == fn.address else None
-        if name is not None and _loader.symbol_address(keep, name) == fn.address:
-            return ("symbol", _loader.spec_of(keep), name)
+        # lib.f (named by CDLL.__getattr__); else proto(("f", lib)), unnamed,
+        # or a function renamed: the loader knows the exported symbol at this
+        # address. A name travels only if the library gives it this address.
+        found = _loader.dladdr(fn.address)
+        for name in (getattr(cf, "__name__", None), found and found[1]):
+            if isinstance(name, str) and _loader.symbol_address(keep, name) == fn.address:
+                return ("symbol", _loader.spec_of(keep), name)
     _refuse(what, "it is a ctypes function pointer made from an address, not a function "
             f"of a CDLL (lib.name); {_RAW_ADVICE}")
 

@@ -164,6 +164,9 @@ def _cases(fixture_path, lib):
     case("ctypes CDLL function", nt.bind(cf, nt.ARG, p, nt.size(p)), "t(2.0)")
     proto = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double)
     case("ctypes prototype((name, CDLL))", nt.bind(proto(("f_d_d", lib)), nt.ARG), "t(-4.5)")
+    renamed = proto(("f_d_d", lib))
+    renamed.__name__ = "f_d_pi"                 # lib has an f_d_pi: another function
+    case("ctypes function renamed (travels by its symbol)", nt.bind(renamed, nt.ARG), "t(3.5)")
 
     ffi = cffi.FFI()
     ffi.cdef("double f_d_dpi(double x, const double *p, int n);")
@@ -248,7 +251,8 @@ def fresh(paths, fixture_path, lib, tmp_path_factory):
 
 KINDS = [
     "from_library path", "from_library 'm' (a Function)", "from_library CDLL",
-    "ctypes CDLL function", "ctypes prototype((name, CDLL))", "cffi ABI lib.f",
+    "ctypes CDLL function", "ctypes prototype((name, CDLL))",
+    "ctypes function renamed (travels by its symbol)", "cffi ABI lib.f",
     "cffi API module function", "cffi API lib.f", "cffi API lib.f as function-pointer value",
     "cython memoryviews", "cython fused cpdef", "cython cpdef (a Function)",
     "numba cfunc", "numba cfunc, qualified name", "thunk as target",
@@ -280,6 +284,7 @@ def test_round_trip_values_are_the_originals(fresh, fixture_path):
     assert got["from_library 'm' (a Function)"] == math.cos(0.5)
     assert got["ctypes CDLL function"] == poly(2.0)
     assert got["ctypes prototype((name, CDLL))"] == -4.5
+    assert got["ctypes function renamed (travels by its symbol)"] == 3.5
     assert got["cffi ABI lib.f"] == poly(-1.0)
     assert got["cffi API module function"] == poly(3.0)
     assert got["cffi API lib.f"] == poly(-0.5)
