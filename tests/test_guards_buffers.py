@@ -143,7 +143,10 @@ def test_array_kinds_by_type_number_at_the_edges_of_the_table(cfn):
             assert nt.bind(cfn("f_p_p", "void *(void *p)"), a)() == a.ctypes.data
 
 
+# 7 divides PY_SSIZE_T_MAX (2**63 - 1 = 7 * 1317624576693539401): exactly
+# PY_SSIZE_T_MAX elements, whichever axis comes first
 @pytest.mark.parametrize("shape", [(MAX,), (3, MAX // 3), (MAX // 2, 2), (MAX // 2 + 1, 2),
+                                   (7, MAX // 7), (MAX // 7, 7), (7, MAX // 7 + 1),
                                    (2 ** 62, 4), (2 ** 32, 2 ** 31), (3, MAX // 3 + 1),
                                    (0, 2 ** 62, 4), (2 ** 62, 4, 0)])
 def test_size_of_zero_byte_elements_past_ssize_t_max_is_refused(ntexport, cfn, shape):
