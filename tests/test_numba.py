@@ -1755,3 +1755,25 @@ def test_dlpack_tensor_with_byte_offset_from_njit(ntexport, dl_kernels, engine, 
     t.release()
     gc.collect()
     assert exporter.deleted == exporter.exported == 1
+
+
+@pytest.mark.parametrize("override", [{"nogil": False}, {"signature": "double (double x)"},
+                                      {"signature": "double (double)", "nogil": True}])
+def test_a_cfunc_resolved_with_options_keeps_no_function_for_later(override):
+    """A @cfunc keeps its Function only when its own signature and GIL
+    policy made it: one made with signature= or nogil= is not given to a
+    later bind that names neither."""
+    @cfunc(types.float64(types.float64))
+    def halve(x):
+        return x / 2.0
+
+    from numthunk._api import as_function
+
+    first = as_function(halve, **override)
+    assert first.nogil is override.get("nogil", True)
+    assert first.signature == nt.Signature(override.get("signature", "double (double)"))
+    own = as_function(halve)
+    assert own is not first and own.nogil is True
+    assert own.signature == nt.Signature("double (double)") and own.signature.names == (None,)
+    assert as_function(halve) is own and nt.bind(halve, 3.0)() == 1.5
+    assert nt.bind(halve, nt.ARG).nogil is True
