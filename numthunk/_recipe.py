@@ -336,8 +336,9 @@ def _sig_text(sig):
         for t, n in zip(sig.argtypes, names):
             if not n:
                 parts.append(t)
-            elif "(*)" in t:
-                parts.append(t.replace("(*)", f"(*{n})", 1))
+            elif "(*" in t:     # a function pointer: the name goes before its first ')'
+                i = t.index(")", t.index("(*"))                  # (*) or (*const)
+                parts.append(f"{t[:i]} {n}{t[i:]}")
             else:
                 parts.append(f"{t} {n}")
         named = f"{sig.restype} ({', '.join(parts)})"

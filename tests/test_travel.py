@@ -1037,6 +1037,24 @@ def test_function_fields_travel(lib):
     assert u() == 6.0 and u.fixed[0] is u.fixed[1].obj and u.fixed[0] is not a
 
 
+@pytest.mark.parametrize("text", [
+    "double (double (*const f)(double), int n)",
+    "double (double (*f)(double (*)(int)), int n)",
+    "double (double (*const f)(double (*const)(int)), int n)",
+    "void (const double *const p, double (*const)(double), int last)",
+    "void (int, double (*g)(double), const struct pt *const q)",
+])
+def test_parameter_names_travel_beside_any_function_pointer(lib, text):
+    """Every name comes back, beside function pointers that are const,
+    that take function pointers, or that have no name of their own."""
+    sig = nt.Signature(text)
+    fn = nt.Function(ctypes.cast(lib.f_d_d, ctypes.c_void_p).value, sig, owner=lib,
+                     name="f_d_d")
+    u = pickle.loads(pickle.dumps(fn))
+    assert u.signature == sig and u.signature.names == sig.names
+    assert str(u.signature) == str(sig)
+
+
 def test_a_function_pickle_names_one_global_and_carries_c_text(lib):
     """The signature travels as C text, with its parameter names when it
     has them: the one class or function a Function's pickle names is the
