@@ -80,7 +80,8 @@ void nt_error_restore(nt_saved_error *saved)
    value's own __index__ or __float__ raised stays visible instead of being
    replaced by the message naming the parameter. The message ends with the
    cause's type and text (a log that keeps only str(exc) still says why).
-   An exception that passes (nt_error_passes) is left as it is. */
+   An exception that passes (nt_error_passes) is left as it is. Called with
+   an exception set: the cause is never NULL. */
 void nt_raise_chained(PyObject *exc, const char *fmt, ...)
 {
     if (nt_error_passes())
@@ -94,35 +95,32 @@ void nt_raise_chained(PyObject *exc, const char *fmt, ...)
     va_start(ap, fmt);
     PyObject *msg = PyUnicode_FromFormatV(fmt, ap);
     va_end(ap);
-    if (msg != NULL && cause != NULL) {
-        PyObject *text = PyObject_Str(cause);
-        if (text == NULL) {
-            PyErr_Clear();
-        } else {
-            PyObject *full = PyUnicode_GetLength(text) > 0
-                ? PyUnicode_FromFormat("%U: %.100s: %.300U", msg, Py_TYPE(cause)->tp_name, text)
-                : PyUnicode_FromFormat("%U: %.100s", msg, Py_TYPE(cause)->tp_name);
-            Py_DECREF(text);
-            Py_SETREF(msg, full);
-        }
-    }
-    if (msg == NULL) {
+    if (msg == NULL) { /* no memory: that error is raised instead */
         Py_XDECREF(type);
-        Py_XDECREF(cause);
+        Py_DECREF(cause);
         Py_XDECREF(tb);
         return;
     }
+    /* the cause's text, where there is memory for it */
+    PyObject *text = PyObject_Str(cause);
+    PyObject *full = text == NULL ? NULL
+        : PyUnicode_GetLength(text) > 0
+        ? PyUnicode_FromFormat("%U: %.100s: %.300U", msg, Py_TYPE(cause)->tp_name, text)
+        : PyUnicode_FromFormat("%U: %.100s", msg, Py_TYPE(cause)->tp_name);
+    Py_XDECREF(text);
+    if (full != NULL)
+        Py_SETREF(msg, full);
+    else
+        PyErr_Clear();
     PyErr_SetObject(exc, msg);
     Py_DECREF(msg);
     PyObject *t2, *v2, *tb2;
     PyErr_Fetch(&t2, &v2, &tb2);
-    PyErr_NormalizeException(&t2, &v2, &tb2);
-    if (v2 != NULL && cause != NULL) {
-        PyException_SetCause(v2, Py_NewRef(cause));
-        PyException_SetContext(v2, Py_NewRef(cause));
-    }
+    PyErr_NormalizeException(&t2, &v2, &tb2); /* an instance: exc's, or a MemoryError */
+    PyException_SetCause(v2, Py_NewRef(cause));
+    PyException_SetContext(v2, Py_NewRef(cause));
     PyErr_Restore(t2, v2, tb2);
     Py_XDECREF(type);
-    Py_XDECREF(cause);
+    Py_DECREF(cause);
     Py_XDECREF(tb);
 }

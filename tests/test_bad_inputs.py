@@ -384,6 +384,16 @@ def test_conversion_failures_name_the_parameter_with_the_cause(cfn, scalar):
     with pytest.raises(TypeError, match=r"raised: ZeroDivisionError$"):
         nt.bind(cfn(name, sig), Raising(ZeroDivisionError()))
 
+    class Unprintable(ZeroDivisionError):
+        def __str__(self):
+            raise RuntimeError("no text")
+
+    # one whose str() raises: the message ends at "raised", the cause chained
+    with pytest.raises(TypeError, match=r"^argument 1 \(a: .*\): expected .*\(\) raised$") as info:
+        nt.bind(cfn(name, sig), Raising(Unprintable()))
+    cause = info.value.__cause__
+    assert type(cause) is Unprintable and info.value.__context__ is cause
+
 
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("scalar", SCALARS, ids=lambda s: s[1])
