@@ -530,29 +530,26 @@ static int derived_from(const nt_type *t, const nt_DerivedObject *d, PyObject *s
         return -1;
     }
     src = source_object(src);
-    Py_ssize_t value;
     /* The value is copied into the context; the buffer need not stay held.
        The marker bound with the thunk keeps a reference to the array, which
        is what stops NumPy's resize() from changing the shape under it. */
+    nt_held *h = NULL;
+    layout l;
     if (is_plain_ndarray(src)) {
-        layout l = layout_of_array((PyArrayObject *)src);
-        if (derived_value(d, &l, &value, what) < 0)
-            return -1;
-        if (key != NULL)
-            *key = layout_key(&l);
+        l = layout_of_array((PyArrayObject *)src);
     } else {
-        nt_held *h = nt_held_get(src, W(what));
+        h = nt_held_get(src, W(what));
         if (h == NULL)
             return -1;
-        layout l = layout_of_view(&h->view);
-        int r = derived_value(d, &l, &value, what);
-        if (r == 0 && key != NULL)
-            *key = layout_key(&l);
-        nt_held_release(h);
-        if (r < 0)
-            return -1;
+        l = layout_of_view(&h->view);
     }
-    return store_int(t, value, cell, what);
+    Py_ssize_t value;
+    int r = derived_value(d, &l, &value, what);
+    if (key != NULL) /* (read only where r is 0) */
+        *key = layout_key(&l);
+    if (h != NULL)
+        nt_held_release(h);
+    return r < 0 ? -1 : store_int(t, value, cell, what);
 }
 
 int nt_convert_derived_from(const nt_sig *sig, int j, nt_DerivedObject *d, PyObject *new_source,
