@@ -634,7 +634,7 @@ def _cfunc_function(target, signature, nogil):
 def _cffi_function(target, signature, nogil):
     """The Function of a cffi function (pointer) or of ``lib.f`` of a
     compiled cffi module; None for anything else."""
-    if _cffi.is_cffi(target):
+    if _cffi.is_cdata(target):
         addr = _cffi.function_address(target)
         sig = Signature(signature if signature is not None else target)
         return Function(addr, sig, nogil=True if nogil is None else nogil, owner=target,
@@ -957,6 +957,16 @@ def _resolve(sig, values, indices, index=None, structs=None):
     return tuple(values)
 
 
+def is_function_object(v):
+    """Whether v is a function (what ``as_function`` takes, an address
+    aside): a thunk, a Function, a ctypes function pointer, a Numba @cfunc,
+    a capsule, a cffi function (pointer) or ``lib.f`` of a compiled cffi
+    module."""
+    return (isinstance(v, (Thunk, Function, ctypes._CFuncPtr)) or _is_numba_cfunc(v)
+            or type(v).__name__ == "PyCapsule"
+            or _cffi.is_function(v) or _cffi.is_api_function(v))
+
+
 def _resolve_one(obj, sig, i, desc, structs=None):
     if isinstance(obj, Ref):
         return obj.cell
@@ -970,9 +980,10 @@ def _resolve_one(obj, sig, i, desc, structs=None):
         return obj
     fnsig = desc[5] if desc[0] == "function pointer" else None
     if fnsig is not None:
-        if isinstance(obj, (Thunk, Function)) or _is_numba_cfunc(obj) \
-                or isinstance(obj, ctypes._CFuncPtr) or type(obj).__name__ == "PyCapsule" \
-                or type(obj).__module__ == "_cffi_backend" or _cffi.api_pointer(obj) is not None:
+        if _cffi.is_cdata(obj) and not _cffi.is_function(obj):
+            raise TypeError(f"{param_label(sig, i)}: a cffi data pointer or value cannot be "
+                            f"bound to a function pointer (got cffi '{_cffi.cname(obj)}')")
+        if is_function_object(obj):
             fn = as_function(obj)
             if fn.fixed:
                 fn = as_function(fn._thunk())

@@ -10,9 +10,9 @@ only when one of its objects shows up.
 
 from . import _core
 
-__all__ = ["CFFI_OF_C", "type_text", "signature_text", "cffi_text", "is_cffi", "is_function",
-           "address_of", "function_address", "api_pointer", "pointer", "pointee",
-           "struct_size", "declared_structs"]
+__all__ = ["CFFI_OF_C", "type_text", "signature_text", "cffi_text", "is_cffi", "is_cdata",
+           "is_function", "address_of", "function_address", "cname", "is_api_function",
+           "api_pointer", "pointer", "pointee", "struct_size", "declared_structs"]
 
 
 # The C text cffi reads for the core's where they differ (_Bool, float
@@ -92,8 +92,19 @@ def cffi_text(text):
 # ---------------------------------------------------------------- targets
 
 
+def is_cdata(obj):
+    """Whether obj is a cffi cdata: a C value, pointer or function (not a
+    type, an ffi or a lib)."""
+    if type(obj).__module__ != "_cffi_backend":
+        return False
+    import _cffi_backend
+    return isinstance(obj, _cffi_backend._CDataBase)
+
+
 def is_function(v):
-    """Whether a cffi object is a function or a function pointer."""
+    """Whether v is a cffi function or function pointer."""
+    if not is_cdata(v):
+        return False
     import _cffi_backend
     ct = _cffi_backend.typeof(v)
     return ct.kind == "function" or (ct.kind == "pointer" and ct.item.kind == "function")
@@ -107,22 +118,32 @@ def address_of(obj):
 
 def function_address(target):
     """The address of a cffi function or function pointer; TypeError for
-    any other cffi object."""
-    import _cffi_backend
-    ct = _cffi_backend.typeof(target)
-    if not (ct.kind == "function" or (ct.kind == "pointer" and ct.item.kind == "function")):
-        raise TypeError(f"cffi object of type {ct.cname!r} is not a function")
+    any other cdata."""
+    if not is_function(target):
+        raise TypeError(f"cffi object of type {cname(target)!r} is not a function")
     return address_of(target)
 
 
-def api_pointer(obj):
-    """For ``lib.f`` of a compiled (API-mode) cffi module, a
-    builtin_function_or_method whose ``__self__`` is the module's ``lib``:
-    the module's ``ffi.addressof(lib, name)``, a function pointer cdata of
-    the declared type. None for anything else."""
+def cname(obj):
+    """The C type of a cdata, as cffi spells it."""
+    import _cffi_backend
+    return _cffi_backend.typeof(obj).cname
+
+
+def is_api_function(obj):
+    """Whether obj is ``lib.f`` of a compiled (API-mode) cffi module: a
+    builtin_function_or_method whose ``__self__`` is the module's ``lib``."""
     lib = getattr(obj, "__self__", None)
-    if type(lib).__module__ != "_cffi_backend" or type(lib).__name__ != "Lib":
+    return type(lib).__module__ == "_cffi_backend" and type(lib).__name__ == "Lib"
+
+
+def api_pointer(obj):
+    """For ``lib.f`` of a compiled (API-mode) cffi module, the module's
+    ``ffi.addressof(lib, name)``: a function pointer cdata of the declared
+    type. None for anything else."""
+    if not is_api_function(obj):
         return None
+    lib = obj.__self__
     import sys
     module = sys.modules.get(getattr(obj, "__module__", None) or "")
     ffi = getattr(module, "ffi", None)

@@ -53,6 +53,7 @@ from ._api import (
     _with_fixed,
     as_function,
     bind,
+    is_function_object,
     ref,
     shape,
     size,
@@ -182,10 +183,9 @@ def _cffi_modules():
 
 def _cffi_api_function(obj):
     """The module name of a cffi API-mode ``module.lib.f``, else None."""
-    lib = getattr(obj, "__self__", None)
-    if type(obj).__name__ != "builtin_function_or_method" or lib is None \
-            or type(lib).__module__ != "_cffi_backend":
+    if not _cffi.is_api_function(obj):
         return None
+    lib = obj.__self__
     for name, mod in list(sys.modules.items()):
         if getattr(mod, "lib", None) is lib:
             return name
@@ -405,13 +405,6 @@ def _param_label(t, i):
     return param_label(t.target_signature, i)
 
 
-def _is_function_object(v):
-    return (isinstance(v, (Thunk, Function, ctypes._CFuncPtr)) or _is_numba_cfunc(v)
-            or type(v).__name__ == "PyCapsule"
-            or (type(v).__module__ == "_cffi_backend" and _cffi.is_function(v))
-            or _cffi_api_function(v) is not None)
-
-
 def _is_pointer_object(v):
     return (isinstance(v, (ctypes._Pointer, ctypes.c_void_p, ctypes.c_char_p))
             or type(v).__module__ == "_cffi_backend")
@@ -421,7 +414,7 @@ def _function_behind(v):
     """The function object an ``address()`` stands for, when bind() made it
     from one for a function-pointer parameter; else None."""
     owner = v.owner
-    if owner is None or not _is_function_object(owner):
+    if owner is None or not is_function_object(owner):
         return None
     if isinstance(owner, Thunk):
         return owner if owner.address == v.value else None
@@ -457,7 +450,7 @@ def _travelling(t, i, v):
             v = behind
     if isinstance(v, Thunk):
         return v
-    if _is_function_object(v):
+    if is_function_object(v):
         fn = as_function(v)
         try:
             locate(fn)
@@ -644,7 +637,7 @@ def _deepcopy_thunk(t, memo):
             # a bound thunk is copied with its arrays; anything else an
             # address stands for is shared
             values.append(copy.deepcopy(behind, memo) if isinstance(behind, Thunk) else v)
-        elif v is ARG or (_is_function_object(v) and not isinstance(v, Thunk)) \
+        elif v is ARG or (is_function_object(v) and not isinstance(v, Thunk)) \
                 or _is_pointer_object(v):
             values.append(v)
         else:

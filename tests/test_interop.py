@@ -674,6 +674,39 @@ def test_cffi_objects_that_are_no_function_are_no_target(api):
     assert nt.bind(fp, nt.ARG, 2.0)(1.5) == 3.0
 
 
+def test_cffi_objects_that_are_no_function_are_no_function_pointer_value(api, fixture_path):
+    """A cffi data pointer, NULL, a value, an array or a type bound to a
+    function-pointer parameter is refused naming the parameter, bound,
+    forwarded and rebound; a cffi function of another type by its type."""
+    fddi = nt.Function.from_library(fixture_path, "f_d_Fddi",
+                                    "double (double (*f)(double), double a, double b, int n)")
+    label = r"^argument 1 \(f: double \(\*\)\(double\)\): "
+    halve = api.ffi.addressof(api.lib, "halve")
+    t = nt.bind(fddi, halve, 0.0, 2.0, 100)
+    fwd = nt.bind(fddi, nt.ARG, 0.0, 2.0, 100)
+    bad = [(api.ffi.new("double *"), "double *"), (api.ffi.NULL, "void *"),
+           (api.ffi.cast("int", 3), "int"), (api.ffi.new("double[2]"), "double[2]"),
+           (api.ffi.new("struct pt *"), "struct pt *")]
+    for obj, cname in bad:
+        msg = label + (r"a cffi data pointer or value cannot be bound to a function pointer "
+                       rf"\(got cffi '{re.escape(cname)}'\)$")
+        with pytest.raises(TypeError, match=msg):
+            nt.bind(fddi, obj, 0.0, 2.0, 100)
+        with pytest.raises(TypeError, match=msg):
+            fwd(obj)
+        with pytest.raises(TypeError, match=msg):
+            t.rebind("f", obj)
+    with pytest.raises(TypeError, match=label + r"cannot bind a _cffi_backend.CType object"):
+        nt.bind(fddi, api.ffi.typeof("double(*)(double)"), 0.0, 2.0, 100)
+    with pytest.raises(TypeError, match=r"^cannot use a 'CType' object as a target"):
+        nt.bind(api.ffi.typeof("double(*)(double)"), nt.ARG)
+    other = api.ffi.addressof(api.lib, "scale")          # double (double, double)
+    with pytest.raises(TypeError, match=label + r"expected a function 'double \(double\)', "
+                                                r"got 'double \(double, double\)'"):
+        nt.bind(fddi, other, 0.0, 2.0, 100)
+    assert abs(t() - 1.0) < 1e-9 and abs(fwd(api.lib.halve) - 1.0) < 1e-9   # x / 2 on [0, 2]
+
+
 def test_cffi_api_function_whose_module_is_not_imported_by_name(api, monkeypatch):
     scale = api.lib.scale
     assert nt.bind(scale, nt.ARG, 2.0)(1.5) == 3.0
