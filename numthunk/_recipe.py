@@ -105,9 +105,8 @@ def locate(fn):
         rec = _locate_cfunc(owner, what)
     elif type(owner).__module__ == "_cffi_backend":
         rec = _locate_cffi(fn, what)
-    elif isinstance(owner, ctypes.CDLL) and isinstance(fn.name, str) \
-            and _loader.symbol_address(owner, fn.name) == fn.address:
-        rec = ("symbol", _loader.spec_of(owner), fn.name)
+    elif isinstance(owner, ctypes.CDLL) and _symbol_of(owner, fn.address, fn.name) is not None:
+        rec = ("symbol", _loader.spec_of(owner), _symbol_of(owner, fn.address, fn.name))
     elif _cffi_api_function(owner) is not None:
         rec = ("cffi", _cffi_api_function(owner), owner.__name__)
     elif isinstance(owner, tuple) and len(owner) == 2 and isinstance(owner[0], Function):
@@ -125,6 +124,17 @@ def locate(fn):
     return rec
 
 
+def _symbol_of(lib, address, name):
+    """The name under which the CDLL lib exports address: name if lib gives
+    it this address, else the symbol the loader finds there (an unnamed or
+    renamed function); None if neither."""
+    found = _loader.dladdr(address)
+    for n in (name, found and found[1]):
+        if isinstance(n, str) and _loader.symbol_address(lib, n) == address:
+            return n
+    return None
+
+
 def _locate_ctypes(fn, cf, what):
     objects = getattr(cf, "_objects", None)
     keep = objects.get("0") if isinstance(objects, dict) else None
@@ -133,13 +143,10 @@ def _locate_ctypes(fn, cf, what):
                 "Python code of this process; use a Numba @cfunc defined at the top level "
                 "of an importable module instead, or Function.from_library for C code")
     if isinstance(keep, ctypes.CDLL):
-        # lib.f (named by CDLL.__getattr__); else proto(("f", lib)), unnamed,
-        # or a function renamed: the loader knows the exported symbol at this
-        # address. A name travels only if the library gives it this address.
-        found = _loader.dladdr(fn.address)
-        for name in (getattr(cf, "__name__", None), found and found[1]):
-            if isinstance(name, str) and _loader.symbol_address(keep, name) == fn.address:
-                return ("symbol", _loader.spec_of(keep), name)
+        # lib.f (named by CDLL.__getattr__), proto(("f", lib)) or one renamed
+        name = _symbol_of(keep, fn.address, getattr(cf, "__name__", None))
+        if name is not None:
+            return ("symbol", _loader.spec_of(keep), name)
     _refuse(what, "it is a ctypes function pointer made from an address, not a function "
             f"of a CDLL (lib.name); {_RAW_ADVICE}")
 

@@ -17,6 +17,7 @@ import struct
 import subprocess
 import sys
 import textwrap
+import types
 
 import numpy as np
 import pytest
@@ -604,6 +605,31 @@ def test_address_owned_by_a_function_travels_only_as_that_function(lib, fixture_
     with pytest.raises(PicklingRefused, match=r"argument 1 \(f: double \(\*\)\(double\)\) is "
                                               r"bound to a raw address\(0x[0-9a-f]+\)"):
         pickle.dumps(t)
+
+
+def test_a_function_owned_by_a_cdll_travels_by_the_symbol_at_its_address(lib):
+    """owner=CDLL: the Function's name if the library gives that name its
+    address, else the exported symbol the loader finds there; an address
+    that starts no symbol, or an owner numthunk cannot name, is refused."""
+    addr = ctypes.cast(lib.f_d_d, ctypes.c_void_p).value
+    for name in ("f_d_d", None, "f_d_pi", "no_such_symbol"):
+        fn = nt.Function(addr, "double (double a)", owner=lib, name=name)
+        u = pickle.loads(pickle.dumps(fn))
+        assert u.address == addr and u(3.5) == 3.5
+        t = pickle.loads(pickle.dumps(nt.bind(fn, nt.ARG)))
+        assert t(-2.0) == -2.0
+    inside = nt.Function(addr + 1, "double (double a)", owner=lib, name="f_d_d")
+    with pytest.raises(PicklingRefused, match=r"numthunk does not know how to name a function "
+                                              r"owned by a 'CDLL' object"):
+        pickle.dumps(inside)
+    keep_like = nt.Function(addr, "double (double a)", owner=lib, name="f_d_d")
+    for owner in (types.SimpleNamespace(f_d_d=lib.f_d_d), [keep_like, lib], (keep_like,),
+                  (lib, keep_like), (1, 2)):
+        fn = nt.Function(addr, "double (double a)", owner=owner, name="f_d_d")
+        with pytest.raises(PicklingRefused, match=rf"numthunk does not know how to name a "
+                                                  rf"function owned by a "
+                                                  rf"'{type(owner).__name__}' object"):
+            pickle.dumps(fn)
 
 
 def test_refuse_bound_pointers(fixture_path):
