@@ -677,6 +677,8 @@ static int gil_of_values(ThunkObject *self)
 }
 
 /* Appends a dependency (a new reference); the room is reserved. */
+/* d held as one more of self's dependencies, in room reserved (not yet
+   listed among d's users: link_user does that). */
 static void push_dep(ThunkObject *self, ThunkObject *d, int param)
 {
     extra *x = self->x;
@@ -684,44 +686,45 @@ static void push_dep(ThunkObject *self, ThunkObject *d, int param)
     x->ndeps++;
 }
 
+/* push_dep with its room. -1 with no memory. */
+static int add_dep(ThunkObject *self, ThunkObject *d, int param)
+{
+    if (reserve_deps(self, 1) < 0)
+        return -1;
+    push_dep(self, d, param);
+    return 0;
+}
+
 /* What a new thunk uses, found before its values are converted (their
    __index__ or __float__ may release any of them, or drop the last
    reference to one): its target if that is a thunk's address, each bound
    function-pointer value that is one, and the declared ones (via). Each is
-   held from here; link_deps checks them once nothing can change. */
+   held from here (a failure part way leaves those held so far to the
+   thunk's release); link_deps checks them once nothing can change. */
 static int gather_deps(ThunkObject *self, PyObject *const *values, PyObject *via)
 {
     const nt_sig *sig = self->sig->sig;
     ThunkObject *target = nt_thunk_at(nt_thunk_target(self));
-    int n = target != NULL;
+    if (target != NULL && add_dep(self, target, DEP_TARGET) < 0)
+        return -1;
     for (int i = 0; i < sig->nargs; i++) {
         PyObject *v = values[i];
         if (sig->args[i].kind != NT_FNPTR || v == NT_ARG)
             continue;
         self->fn_bound = 1;
-        n += nt_is_address(v) && nt_thunk_at((void *)((nt_AddressObject *)v)->value) != NULL;
+        ThunkObject *d =
+            nt_is_address(v) ? nt_thunk_at((void *)((nt_AddressObject *)v)->value) : NULL;
+        if (d != NULL && add_dep(self, d, i) < 0)
+            return -1;
     }
     Py_ssize_t ndeclared = via == NULL || via == Py_None ? 0
         : PyTuple_Check(via)                             ? PyTuple_GET_SIZE(via)
                                                          : 1;
-    n += (int)ndeclared;
-    if (n == 0)
-        return 0; /* a plain thunk: nothing below it */
-    if (reserve_deps(self, n) < 0)
-        return -1;
-    if (target != NULL)
-        push_dep(self, target, DEP_TARGET);
-    for (int i = 0; i < sig->nargs; i++) {
-        PyObject *v = values[i];
-        ThunkObject *d = sig->args[i].kind == NT_FNPTR && nt_is_address(v)
-            ? nt_thunk_at((void *)((nt_AddressObject *)v)->value)
-            : NULL;
-        if (d != NULL)
-            push_dep(self, d, i);
+    for (Py_ssize_t k = 0; k < ndeclared; k++) {
+        PyObject *d = PyTuple_Check(via) ? PyTuple_GET_ITEM(via, k) : via;
+        if (add_dep(self, (ThunkObject *)d, DEP_DECLARED) < 0)
+            return -1;
     }
-    for (Py_ssize_t k = 0; k < ndeclared; k++)
-        push_dep(self, (ThunkObject *)(PyTuple_Check(via) ? PyTuple_GET_ITEM(via, k) : via),
-                 DEP_DECLARED);
     return 0;
 }
 
