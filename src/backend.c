@@ -221,6 +221,5 @@ void nt_engine_status_get(nt_engine_status *out)
         && strcmp(native_policy, "none") != 0;
     out->engine = native ? nt_backend_native->name : nt_backend_ffi.name;
     out->memory_policy = native ? native_policy : nt_backend_ffi.memory_policy();
-    out->nfallbacks =
-        nt_backend_native != NULL ? nt_native_fallbacks(out->fallbacks, NT_FALLBACK_MAX) : 0;
+    out->nfallbacks = nt_backend_native != NULL ? nt_native_fallbacks(out->fallbacks) : 0;
 }

@@ -128,12 +128,11 @@ static void *place_code(const void *code, size_t n, size_t data_after, nt_error 
     return NULL;
 }
 
-int nt_native_fallbacks(char (*out)[NT_REASON_MAX], int max)
+int nt_native_fallbacks(char (*out)[NT_REASON_MAX])
 {
     nt_spin_lock(&lock);
-    int n = nfallbacks < max ? nfallbacks : max;
-    for (int i = 0; i < n; i++)
-        memcpy(out[i], fallbacks[i], NT_REASON_MAX);
+    memcpy(out, fallbacks, sizeof(fallbacks));
+    int n = nfallbacks;
     nt_spin_unlock(&lock);
     return n;
 }

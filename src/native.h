@@ -129,7 +129,8 @@ const char *nt_native_memory_policy(void);
     }
 
 /* The executable-memory fallbacks taken so far, oldest first, each
-   "policy: why" (copied under the engine lock). Returns their number. */
-int nt_native_fallbacks(char (*out)[NT_REASON_MAX], int max);
+   "policy: why" (all NT_FALLBACK_MAX rows copied under the engine lock).
+   Returns their number. */
+int nt_native_fallbacks(char (*out)[NT_REASON_MAX]);
 
 #endif /* NUMTHUNK_NATIVE_H */
