@@ -162,15 +162,20 @@ def _locate_cfunc(cf, what):
     py = getattr(cf, "_pyfunc", None)
     modname = getattr(py, "__module__", None)
     qualname = getattr(py, "__qualname__", None)
-    if not modname or not qualname or "<locals>" in qualname:
-        _refuse(what, f"the @cfunc {qualname or cf!r} is defined inside a function, so "
-                "another process cannot find it by name; define it at the top level of "
-                "an importable module")
+    advice = "define it at the top level of an importable module"
+    if not qualname:
+        _refuse(what, f"the @cfunc {cf!r} has no __qualname__, so another process cannot "
+                f"find it by name; {advice}")
+    if not modname:
+        _refuse(what, f"the @cfunc {qualname} is in no module (its __module__ is "
+                f"{modname!r}), so another process cannot find it by name; {advice}")
+    if "<locals>" in qualname:
+        _refuse(what, f"the @cfunc {qualname} is defined inside a function, so another "
+                f"process cannot find it by name; {advice}")
     try:
         found = _lookup(modname, qualname)
     except Exception as exc:
-        _refuse(what, f"the @cfunc cannot be found as {modname}.{qualname} ({exc}); "
-                "define it at the top level of an importable module")
+        _refuse(what, f"the @cfunc cannot be found as {modname}.{qualname} ({exc}); {advice}")
     if found is not cf:
         _refuse(what, f"{modname}.{qualname} is not this @cfunc (it was redefined or "
                 "made by a factory); another process would get the other one")
@@ -204,7 +209,7 @@ def _locate_cffi(fn, what):
     if found is None:
         _refuse(what, "this cffi function is in no loaded library (a cffi callback "
                 f"runs Python code of this process); {_RAW_ADVICE}")
-    fname, sname, saddr = found
+    fname, sname, _saddr = found
     fname = os.path.abspath(fname)
     modname = _cffi_modules().get(os.path.realpath(fname))
     if modname is not None:
@@ -215,10 +220,8 @@ def _locate_cffi(fn, what):
                 return ("cffi", modname, name)
         _refuse(what, f"the function is in the cffi module {modname}, but no name of "
                 f"{modname}.lib has its address")
-    if sname and saddr == fn.address:
-        lib = _loader.load(fname)
-        if _loader.symbol_address(lib, sname) == fn.address:
-            return ("symbol", fname, sname)
+    if sname is not None and _loader.symbol_address(_loader.load(fname), sname) == fn.address:
+        return ("symbol", fname, sname)
     _refuse(what, f"the function is in {fname} but not under an exported name there; "
             "use Function.from_library(library, symbol, ffi.typeof(f))")
 
@@ -353,7 +356,7 @@ def _sig_text(sig):
             again = Signature(named)
         except (ValueError, TypeError):
             again = None
-        if again is not None and again == sig and again.names == names:
+        if again == sig and again.names == names:    # (None is no Signature)
             text = named
     if len(_sig_texts) < 1024:
         _sig_texts[key] = text

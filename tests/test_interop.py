@@ -707,6 +707,24 @@ def test_cffi_objects_that_are_no_function_are_no_function_pointer_value(api, fi
     assert abs(t() - 1.0) < 1e-9 and abs(fwd(api.lib.halve) - 1.0) < 1e-9   # x / 2 on [0, 2]
 
 
+def test_methods_that_only_look_like_a_cffi_lib_function_are_no_target(api, cfn):
+    """lib.f of a compiled cffi module is a builtin method of its Lib: a
+    method of the module's ffi, or of a Python class named Lib, is none."""
+    class Lib:
+        def f(self):
+            return 0.0
+
+    fdf = cfn("f_d_Fd", "double (double (*f)(double), double x)")
+    for obj in (api.ffi.new, Lib().f):
+        name = type(obj).__name__
+        with pytest.raises(TypeError, match=rf"^cannot use a '{name}' object as a target"):
+            nt.bind(obj, nt.ARG)
+        with pytest.raises(TypeError, match=rf"^argument 1 \(f: double \(\*\)\(double\)\): "
+                                            rf"cannot bind a {name} object"):
+            nt.bind(fdf, obj, 1.0)
+    assert nt.bind(fdf, api.lib.halve, 3.0)() == 1.5
+
+
 def test_cffi_api_function_whose_module_is_not_imported_by_name(api, monkeypatch):
     scale = api.lib.scale
     assert nt.bind(scale, nt.ARG, 2.0)(1.5) == 3.0

@@ -618,10 +618,12 @@ def test_a_function_owned_by_a_cdll_travels_by_the_symbol_at_its_address(lib):
         assert u.address == addr and u(3.5) == 3.5
         t = pickle.loads(pickle.dumps(nt.bind(fn, nt.ARG)))
         assert t(-2.0) == -2.0
-    inside = nt.Function(addr + 1, "double (double a)", owner=lib, name="f_d_d")
-    with pytest.raises(PicklingRefused, match=r"numthunk does not know how to name a function "
-                                              r"owned by a 'CDLL' object"):
-        pickle.dumps(inside)
+    heap = np.zeros(2)
+    for where in (addr + 1, heap.ctypes.data):    # inside f_d_d; in no library
+        inside = nt.Function(where, "double (double a)", owner=lib, name="f_d_d")
+        with pytest.raises(PicklingRefused, match=r"numthunk does not know how to name a "
+                                                  r"function owned by a 'CDLL' object"):
+            pickle.dumps(inside)
     keep_like = nt.Function(addr, "double (double a)", owner=lib, name="f_d_d")
     for owner in (types.SimpleNamespace(f_d_d=lib.f_d_d), [keep_like, lib], (keep_like,),
                   (lib, keep_like), (1, 2)):
@@ -710,9 +712,23 @@ def test_refuse_cfunc_not_importable():
     def local(x):
         return x
 
-    with pytest.raises(PicklingRefused, match=r"defined inside a function.*top level of an "
-                                              r"importable module"):
+    with pytest.raises(PicklingRefused, match=r"the @cfunc test_refuse_cfunc_not_importable"
+                                              r"\.<locals>\.local is defined inside a function"
+                                              r".*top level of an importable module$"):
         pickle.dumps(nt.bind(local, nt.ARG))
+    # a function made by exec without __name__ in its globals has no module;
+    # one whose __qualname__ was emptied, no name
+    for attr, value, msg in (("__module__", None, r"the @cfunc test_refuse_cfunc_not_importable"
+                                                  r"\.<locals>\.local is in no module \(its "
+                                                  r"__module__ is None\)"),
+                             ("__qualname__", "", r"the @cfunc <.*> has no __qualname__")):
+        @cfunc(float64(float64))
+        def local(x):
+            return x
+
+        setattr(local._pyfunc, attr, value)
+        with pytest.raises(PicklingRefused, match=msg + r".*top level of an importable module$"):
+            pickle.dumps(nt.bind(local, nt.ARG))
 
 
 def test_refuse_released_thunk(fixture_path):
@@ -830,6 +846,15 @@ def test_refuse_cffi_pointers_to_code_under_no_exported_name(fixture_path, lib, 
                                               r"exported name there; use Function\.from_library"
                                               r"\(library, symbol, ffi\.typeof\(f\)\)$"):
         pickle.dumps(nt.bind(ffi.cast("double(*)(double)", f_d_d + 1), nt.ARG))
+    # the library's first byte (its ELF header): in the file, under no symbol
+    with open("/proc/self/maps") as maps:
+        real = os.path.realpath(fixture_path)
+        base = min(int(line.split("-")[0], 16) for line in maps
+                   if line.rstrip().endswith(real))
+    assert nt._loader.dladdr(base)[1] is None
+    with pytest.raises(PicklingRefused, match=label + r"the function is in \S+ but not under an "
+                                              r"exported name there"):
+        pickle.dumps(nt.bind(ffi.cast("double(*)(double)", base), nt.ARG))
     # the exact addresses of an exported function and of a lib function travel
     assert pickle.loads(pickle.dumps(nt.bind(ffi.cast("double(*)(double)", f_d_d), 2.5)))() == 2.5
     twice = api.ffi.addressof(api.lib, "twice")
@@ -837,6 +862,28 @@ def test_refuse_cffi_pointers_to_code_under_no_exported_name(fixture_path, lib, 
 
 
 CFFI_OTHER_CDEF = "double poly(double x, const double *p, int n);"
+
+
+def test_a_cffi_function_is_located_past_modules_that_only_look_like_its_module(paths,
+                                                                             monkeypatch):
+    """The module of a cffi function found by its file is an imported cffi
+    module with ffi and lib: a module without a file, one of that file
+    without lib, or whose ffi is no cffi one, is passed over."""
+    import ntk_travel_cffi as api
+
+    fakes = {"nt_fake_no_file": dict(ffi=api.ffi, lib=api.lib),
+             "nt_fake_no_lib": dict(__file__=api.__file__, ffi=api.ffi),
+             "nt_fake_ffi": dict(__file__=api.__file__, ffi=object(), lib=api.lib)}
+    for name, attrs in fakes.items():          # imported after the real one
+        mod = types.ModuleType(name)
+        for k, v in attrs.items():
+            setattr(mod, k, v)
+        monkeypatch.setitem(sys.modules, name, mod)
+    poly = api.ffi.addressof(api.lib, "poly")
+    assert nt._recipe.locate(nt._api.as_function(poly)) == ("cffi", "ntk_travel_cffi", "poly")
+    p = np.array([1.0, 2.0])
+    t = pickle.loads(pickle.dumps(nt.bind(poly, nt.ARG, p, nt.size(p))))
+    assert t(3.0) == 7.0
 
 
 def test_unpickling_where_the_library_or_name_is_gone_says_so(fixture_path, tmp_path, paths):
@@ -943,9 +990,9 @@ def test_unpickling_checks_the_signature(fixture_path):
     saved = k.square
     try:
         k.square = k.damped
-        with pytest.raises(TypeError, match=r"has the signature 'double \(double, double \*, "
-                                            r"int\)' in this process; the pickled thunk was "
-                                            r"made for 'double \(double\)'"):
+        with pytest.raises(TypeError, match=r"^the target square has the signature 'double "
+                                            r"\(double, double \*, int\)' in this process; the "
+                                            r"pickled thunk was made for 'double \(double\)'"):
             nt._recipe._functions.clear()
             pickle.loads(blob)
     finally:
@@ -1056,6 +1103,11 @@ def test_function_fields_travel(lib):
     u = pickle.loads(pickle.dumps(fddi))
     assert u.signature.names == ("f", "a", "b", "n") and u.signature == fddi.signature
     assert u.nogil is False and u.name == "f_d_Fddi" and u.address == fddi.address
+    assert type(u.owner) is ctypes.CDLL and u.owner._name == lib._name   # keeps it loaded
+    pt = nt.Function(fddi.address, "double (const struct pt *p)", owner=lib, name="f_d_Fddi",
+                     structs={"pt": 16})
+    u = pickle.loads(pickle.dumps(pt))
+    assert u.structs == pt.structs == {"pt": 16} and u.signature == pt.signature
     a = np.array([1.0, 2.0, 3.0])
     fixed = nt.Function(ctypes.cast(lib.f_d_pi, ctypes.c_void_p).value, SUM, owner=lib,
                         name="f_d_pi", fixed={0: a, 1: nt.size(a)})
@@ -1079,6 +1131,17 @@ def test_parameter_names_travel_beside_any_function_pointer(lib, text):
     u = pickle.loads(pickle.dumps(fn))
     assert u.signature == sig and u.signature.names == sig.names
     assert str(u.signature) == str(sig)
+
+
+def test_the_cache_of_signature_texts_is_bounded(lib):
+    """Named signature texts are remembered for 1024 signatures, no more."""
+    nt._recipe._sig_texts.clear()
+    addr = ctypes.cast(lib.f_d_d, ctypes.c_void_p).value
+    for k in range(1100):
+        fn = nt.Function(addr, f"double (double x{k})", owner=lib, name="f_d_d")
+        u = pickle.loads(pickle.dumps(fn))
+        assert u.signature.names == (f"x{k}",)
+        assert len(nt._recipe._sig_texts) == min(k + 1, 1024)
 
 
 def test_a_function_pickle_names_one_global_and_carries_c_text(lib):
@@ -1163,11 +1226,15 @@ def test_unpickling_a_cffi_function_checks_its_declared_type(paths):
     blob = pickle.dumps(t)
     nt._recipe._functions.clear()
     assert pickle.loads(blob)(1.5) == 3.0
-    with pytest.raises(TypeError, match=r"has the signature 'double \(double\)' in this "
-                                        r"process; the pickled thunk was made for "
-                                        r"'float \(float\)'"):
+    with pytest.raises(TypeError, match=r"^the target twice has the signature 'double "
+                                        r"\(double\)' in this process; the pickled thunk was "
+                                        r"made for 'float \(float\)'"):
         nt._recipe._function_from_recipe(("cffi", "ntk_travel_cffi", "twice"),
                                           "float (float)", True, "twice", None, None)
+    # a Function without a name is named by its recipe
+    with pytest.raises(TypeError, match=r"^the target \('ntk_travel_cffi', 'twice'\) has "):
+        nt._recipe._function_from_recipe(("cffi", "ntk_travel_cffi", "twice"),
+                                          "float (float)", True, None, None, None)
 
 
 def test_pickling_a_thunk_bound_to_a_memoryview_is_refused_by_name(fixture_path):
