@@ -653,12 +653,22 @@ def test_refuse_bound_pointers(fixture_path):
     assert u() == 3.0
 
 
-def test_refuse_capsule_target(lib):
+def test_refuse_capsule_target(lib, fixture_path):
     addr = ctypes.cast(lib.f_d_pi, ctypes.c_void_p).value
     cap = nt._core._capsule(addr, "double (double *, int)", None)
     t = nt.bind(cap, np.ones(2), 2)
     with pytest.raises(PicklingRefused, match=r"a capsule holds a raw address; for a Cython "
                                               r"function use numthunk\.cython\(module, name\)"):
+        pickle.dumps(t)
+    # as a function-pointer value: refused as the capsule it is, not as a raw address
+    fddi = nt.Function.from_library(fixture_path, "f_d_Fddi", FDDI)
+    cap = nt._core._capsule(ctypes.cast(lib.f_d_d, ctypes.c_void_p).value, "double (double)",
+                            None)
+    t = nt.bind(fddi, cap, 0.0, 1.0, 10)
+    assert t() == pytest.approx(0.5)
+    with pytest.raises(PicklingRefused, match=r"^cannot pickle the thunk: argument 1 \(f: double "
+                                              r"\(\*\)\(double\)\) is bound to the function at "
+                                              r"0x[0-9a-f]+ 'double \(double\)': a capsule holds"):
         pickle.dumps(t)
 
 
