@@ -439,6 +439,21 @@ def test_segments_are_found_by_their_bounds(fixture_path):
                 assert found is None or found[0] != name, hex(outside)
 
 
+def test_the_segments_of_the_program_itself_are_named_the_program():
+    # the loader gives the executable no name: its segments, read from the
+    # file and placed where /proc/self/maps shows it, are "the program"
+    from numthunk import _loader
+    exe = os.path.realpath(sys.executable)
+    with open("/proc/self/maps") as maps:
+        starts = [int(line.split("-")[0], 16) for line in maps
+                  if line.rstrip().endswith(" " + exe)]
+    placed = _load_segments(exe, 0)
+    base = min(starts) - (min(s for s, _e, _x in placed) & ~0xFFF)
+    for start, end, executable in _load_segments(exe, base):
+        assert _loader._segment_of(start) == ("the program", executable)
+        assert _loader._segment_of(end - 1) == ("the program", executable)
+
+
 def test_one_pickle_keeps_identity_between_thunks():
     """Two thunks in one pickle sharing an array share its copy; ref cells
     too (the pickle memo)."""
