@@ -436,7 +436,7 @@ def _function_behind(v):
 
 def _travelling(t, i, v):
     """What goes into the pickle for the bound value ``v`` of parameter i."""
-    if v is ARG or v is None or isinstance(v, np.ndarray):
+    if v is ARG or isinstance(v, np.ndarray):
         return v
     arr = _numpy_ctypes_array(v)
     if arr is not None:

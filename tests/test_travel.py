@@ -454,6 +454,13 @@ def test_the_segments_of_the_program_itself_are_named_the_program():
         assert _loader._segment_of(end - 1) == ("the program", executable)
 
 
+def test_none_bound_to_a_pointer_travels_as_none(fixture_path):
+    fn = nt.Function.from_library(fixture_path, "f_d_Fddi", FDDI)
+    t = nt.bind(fn, None, 0.0, 1.0, 0)
+    for u in (pickle.loads(pickle.dumps(t)), copy.deepcopy(t), copy.copy(t)):
+        assert u.bindings == (None, 0.0, 1.0, 0) and math.isnan(u())
+
+
 def test_one_pickle_keeps_identity_between_thunks():
     """Two thunks in one pickle sharing an array share its copy; ref cells
     too (the pickle memo)."""
