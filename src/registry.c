@@ -85,18 +85,16 @@ int nt_registry_add(void *owner)
 
 void *nt_registry_find(const void *address)
 {
-    if (count == 0 || address == NULL)
-        return NULL;
-    return *probe(address);
+    return count == 0 ? NULL : *probe(address); /* (no owner's address is NULL) */
 }
 
 void nt_registry_remove(const void *owner)
 {
-    if (count == 0 || KEY(owner) == NULL)
+    if (count == 0)
         return;
     void **s = probe(KEY(owner));
     if (*s != owner)
-        return; /* not entered, or replaced since */
+        return; /* not entered (as one whose address is NULL), or replaced since */
     /* backward shift: later members of the run move into the hole unless
        their home lies cyclically in (hole, i] */
     size_t hole = (size_t)(s - table);
