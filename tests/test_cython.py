@@ -7,6 +7,7 @@ called through a thunk from Python and from an @njit loop, and compared
 with NumPy. Run under NUMTHUNK_BACKEND=native and =ffi.
 """
 
+import importlib
 import importlib.util
 import os
 import re
@@ -478,6 +479,9 @@ def test_versioned_pxd_includes_and_star_cimports(tmp_path, monkeypatch, S):
     chosen = find_versioned_file(str(pkg), "__init__", ".pxd")
     assert chosen == str(pkg / "__init__.cython-30.pxd")
     assert _cython._source_files("vpkg", mod) == [chosen]
+    # not imported (no module to ask): the package found on sys.path
+    importlib.invalidate_caches()
+    assert "vpkg" not in sys.modules and _cython._source_files("vpkg", None) == [chosen]
     assert nt.cython(mod, "f").csig == nt.Signature("double (double, int, long long)")
     with pytest.raises(TypeError, match=r"unknown typedef '__pyx_t_4vpkg_missing_t'.*"
                                         r"no ctypedef of it in .*__init__.cython-30.pxd"):
