@@ -424,7 +424,7 @@ def _function_behind(v):
     """The function object an ``address()`` stands for, when bind() made it
     from one for a function-pointer parameter; else None."""
     owner = v.owner
-    if owner is None or not is_function_object(owner):
+    if not is_function_object(owner):
         return None
     if isinstance(owner, Thunk):
         return owner if owner.address == v.value else None
@@ -435,9 +435,8 @@ def _function_behind(v):
 
 
 def _travelling(t, i, v):
-    """What goes into the pickle for the bound value ``v`` of parameter i."""
-    if v is ARG or isinstance(v, np.ndarray):
-        return v
+    """What goes into the pickle for the bound value ``v`` of parameter i
+    (ARG, None, arrays, scalars and markers: v itself, at the end)."""
     arr = _numpy_ctypes_array(v)
     if arr is not None:
         return arr

@@ -656,6 +656,17 @@ def test_a_function_owned_by_a_cdll_travels_by_the_symbol_at_its_address(lib):
             pickle.dumps(fn)
 
 
+def test_an_address_owned_by_no_function_is_a_raw_address(fixture_path):
+    # owner= keeps the memory alive; it names nothing another process has
+    a = np.ones(3)
+    fn = nt.Function.from_library(fixture_path, "f_d_pi", SUM)
+    t = nt.bind(fn, nt.address(a.ctypes.data, owner=a), 3)
+    assert t() == 3.0
+    with pytest.raises(PicklingRefused, match=r"argument 1 \(x: const double \*\) is bound to "
+                                              r"a raw address\(0x[0-9a-f]+\)"):
+        pickle.dumps(t)
+
+
 def test_refuse_bound_pointers(fixture_path):
     import cffi
 
