@@ -447,7 +447,7 @@ def _travelling(t, i, v):
             "memory it views, np.asarray(m), or a copy), which travels as a copy")
     if isinstance(v, Address):
         behind = _function_behind(v)
-        if behind is None and v.owner is not None and _is_pointer_object(v.owner):
+        if behind is None and _is_pointer_object(v.owner):
             v = v.owner
         elif behind is None:
             raise PicklingRefused(

@@ -10,6 +10,7 @@ import ctypes
 import gc
 import pickle
 import re
+import sys
 import threading
 import time
 import weakref
@@ -390,6 +391,13 @@ def test_deep_chains_pickle_and_deepcopy_say_why(fns):
         pickle.dumps(t)
     with pytest.raises(RecursionError, match="nest deeper than copy can follow"):
         copy.deepcopy(t)
+    # past a quarter of the recursion limit, with room left: it travels
+    levels = sys.getrecursionlimit() // 4 // 5 + 2      # 5 pickle frames a level
+    t = nt.bind(fns.d, nt.ARG, engine="native")
+    for _ in range(levels - 1):
+        t = nt.bind(fns.apply, t, nt.ARG, engine="native")
+    assert t.chain + 1 == levels
+    assert pickle.loads(pickle.dumps(t))(1.5) == t(1.5) == 1.5
 
 
 # ---------------------------------------------------------------- Function.depends
