@@ -442,6 +442,37 @@ def test_values_that_convert_to_inf_are_refused_as_too_large(cfn):
     assert nt.bind(double, float("inf"))() == float("inf")
     assert nt.bind(double, Decimal("1e300"))() == 1e300
 
+    # a float, NumPy floating or complex value that is infinite is so by its
+    # own value, not by comparing equal to inf (its == may say anything)
+    class Apart:
+        def __eq__(self, other):
+            return False
+
+        __hash__ = None
+
+    class F(Apart, float):
+        pass
+
+    class F64(Apart, np.float64):
+        pass
+
+    class C(Apart, complex):
+        pass
+
+    class F32(Apart, np.float32):               # no float subclass
+        pass
+
+    class C64(Apart, np.complex64):             # no complex subclass
+        pass
+
+    float_ = cfn("f_f_f", "float (float a)")
+    for v in (F("inf"), F("-inf"), F64("inf"), F32("-inf"), np.float16("inf")):
+        assert nt.bind(double, v)() == float(v) and nt.bind(float_, v)() == float(v)
+        assert nt.bind(double, nt.ARG)(v) == float(v)
+    zz = cfn("f_d_D", "double (double complex a)")      # re z + 10 im z
+    for v in (C(float("inf"), 1.0), C64(complex(float("inf"), 1.0))):
+        assert nt.bind(zz, v)() == float("inf")
+
 
 def test_complex_values_that_do_not_fit_say_so(cfn):
     from decimal import Decimal
