@@ -1136,6 +1136,14 @@ def test_out_of_band_buffers_misaligned_and_read_only(fixture_path):
     assert all(b.obj is u[1].bindings[0].obj for b in u[1].bindings[1:])
     arr[0] = 0.0                                 # live on its own copy
     assert u[0](0.7) == -0.2 * 0.7
+    # aligned, writeable buffers (bytearrays): bound as they come, no copy
+    frames = [bytearray(b.raw()) for b in buffers]
+    u = pickle.loads(data, buffers=frames)
+    arr = u[0].bindings[1]
+    assert np.shares_memory(arr, np.frombuffer(frames[0], dtype=np.uint8))
+    assert np.shares_memory(u[1].bindings[0].obj, np.frombuffer(frames[1], dtype=np.uint8))
+    frames[0][:8] = np.float64(0.0).tobytes()
+    assert u[0](0.7) == -0.2 * 0.7 and u[1]() == thunks[1]()
 
 
 def test_function_fields_travel(lib):
