@@ -1144,6 +1144,14 @@ def test_out_of_band_buffers_misaligned_and_read_only(fixture_path):
     assert np.shares_memory(u[1].bindings[0].obj, np.frombuffer(frames[1], dtype=np.uint8))
     frames[0][:8] = np.float64(0.0).tobytes()
     assert u[0](0.7) == -0.2 * 0.7 and u[1]() == thunks[1]()
+    # aligned but read-only (bytes), or writeable but misaligned: copied
+    for frames in ([bytes(b.raw()) for b in buffers],
+                   [memoryview(bytearray(1) + bytearray(b.raw()))[1:] for b in buffers]):
+        u = pickle.loads(data, buffers=frames)
+        arr = u[0].bindings[1]
+        assert arr.flags.aligned and arr.flags.writeable and arr is u[0].bindings[2].obj
+        assert not np.shares_memory(arr, np.frombuffer(frames[0], dtype=np.uint8))
+        assert u[0](0.7) == thunks[0](0.7) and u[1]() == thunks[1]()
 
 
 def test_function_fields_travel(lib):
