@@ -831,6 +831,39 @@ print(repr((info["memory_policy"], info["fallbacks"], t(),
 """
 
 
+PWRITE_SHIM_RUN = """
+import ctypes, numthunk as nt
+shim = ctypes.CDLL(None)
+libm = ctypes.CDLL("libm.so.6")
+cos = nt.Function(ctypes.cast(libm.cos, ctypes.c_void_p).value, "double (double)")
+ts = [nt.bind(cos, 0.0, engine="native") for _ in range(50)]
+mid = [nt.bind(cos, nt.ARG, engine="native") for _ in range(3)]
+info = nt._core.backend_info()
+print(repr((info["memory_policy"], info["fallbacks"], sum(t() for t in ts), mid[2](0.0),
+            ts[0].backend, shim.pwrite_calls())))
+"""
+
+
+@pytest.mark.skipif(not NATIVE, reason="no native engine on this platform")
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="memfd is Linux's")
+@pytest.mark.parametrize("mode", ["eintr", "short"])
+def test_code_written_by_pwrite_survives_interrupts_and_short_writes(mode):
+    """mem_memfd.c write_all: a pwrite interrupted by a signal (EINTR) is
+    tried again, and one that writes part of the code goes on from where it
+    stopped; the memory-file policy stands and every thunk runs."""
+    shim = ntbuild.compile_shared(os.path.join(os.path.dirname(__file__), "fixtures",
+                                               "memfd_einval.c"),
+                                  "memfd_einval")
+    env = {"LD_PRELOAD": " ".join(filter(None, [os.environ.get("LD_PRELOAD"), shim])),
+           "NUMTHUNK_BACKEND": "auto", "NUMTHUNK_EXECMEM": "memfd-pwrite",
+           "NT_SHIM_PWRITE": mode}
+    out = run_py(PWRITE_SHIM_RUN, **env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    policy, fallbacks, total, value, backend, pwrites = eval(out.stdout)
+    assert (policy, fallbacks, total, value) == ("memfd-pwrite", [], 50.0, 1.0)
+    assert backend == "native-x86_64-sysv" and pwrites >= 2
+
+
 @pytest.mark.skipif(not NATIVE, reason="no native engine on this platform")
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="memfd is Linux's")
 @pytest.mark.parametrize("mode", ["no MFD_EXEC", "none"])
