@@ -147,7 +147,7 @@ static void *room(void *items, int *cap, int need, size_t size)
 {
     if (need <= *cap && items != NULL)
         return items;
-    int ncap = need < 2 ? 4 : 2 * need;
+    int ncap = Py_MAX(4, 2 * need);
     void *grown = PyMem_Realloc(items, (size_t)ncap * size);
     if (grown == NULL)
         return PyErr_NoMemory();

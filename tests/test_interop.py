@@ -707,6 +707,18 @@ def test_cffi_objects_that_are_no_function_are_no_function_pointer_value(api, fi
     assert abs(t() - 1.0) < 1e-9 and abs(fwd(api.lib.halve) - 1.0) < 1e-9   # x / 2 on [0, 2]
 
 
+@pytest.mark.parametrize("nogil", [None, True, False])
+def test_a_cffi_function_takes_the_gil_policy_given(api, nogil):
+    """nogil= for a cffi target (it declares none): True unless given."""
+    from numthunk._api import as_function
+
+    for target in (api.ffi.addressof(api.lib, "halve"), api.lib.halve):
+        fn = as_function(target, nogil=nogil)
+        assert fn.nogil is (True if nogil is None else nogil)
+        t = nt.bind(target, nt.ARG) if nogil is None else nt.bind(target, nt.ARG, nogil=nogil)
+        assert t.nogil is fn.nogil and t(3.0) == 1.5
+
+
 def test_methods_that_only_look_like_a_cffi_lib_function_are_no_target(api, cfn):
     """lib.f of a compiled cffi module is a builtin method of its Lib: a
     method of the module's ffi, or of a Python class named Lib, is none."""
