@@ -37,7 +37,7 @@ static int collect_typedefs(PyObject *mapping, nt_typedef **out, Py_ssize_t *cou
         return -1;
     }
     Py_ssize_t n = PyDict_Size(mapping);
-    nt_typedef *tds = PyMem_Calloc((size_t)(n > 0 ? n : 1), sizeof(nt_typedef));
+    nt_typedef *tds = PyMem_Calloc((size_t)n, sizeof(nt_typedef)); /* (0: not NULL) */
     if (tds == NULL) {
         PyErr_NoMemory();
         return -1;
