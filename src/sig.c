@@ -220,8 +220,8 @@ const char *nt_tag_name(unsigned spelling)
     return atomic_load_explicit(&tag_pool[k], memory_order_acquire);
 }
 
-/* The spelling index of a struct name, interned; -1 when the pool is full
-   or memory ran out. */
+/* The spelling index of a struct name, interned; 0 (void's, never a
+   tag's) when the pool is full or memory ran out. */
 static int intern_tag(const char *name, size_t len)
 {
     unsigned n = atomic_load_explicit(&tag_count, memory_order_acquire);
@@ -235,11 +235,11 @@ static int intern_tag(const char *name, size_t len)
     }
     do {
         if (n >= MAX_TAGS)
-            return -1;
+            return 0;
     } while (!atomic_compare_exchange_weak(&tag_count, &n, n + 1));
     copy = malloc(len + 1);
     if (copy == NULL)
-        return -1; /* the claimed slot stays empty */
+        return 0; /* the claimed slot stays empty */
     memcpy(copy, name, len);
     copy[len] = '\0';
     atomic_store_explicit(&tag_pool[n], copy, memory_order_release);
@@ -382,8 +382,8 @@ static int typedef_type(parser *p, const nt_typedef *td, size_t pos, size_t len,
         ok = t.kind < NT_KIND_COUNT && t.kind != NT_FNPTR;
     if (ok && is_struct_value(&t)) {
         /* a typedef'd struct prints as the typedef's name */
-        int idx = intern_tag(p->src + pos, len <= MAX_TAG_LEN ? len : 0);
-        if (idx < 0 || len > MAX_TAG_LEN) {
+        int idx = len <= MAX_TAG_LEN ? intern_tag(p->src + pos, len) : 0;
+        if (idx == 0) {
             nt_fail(p->err, NT_ERR_VALUE, column(pos),
                     "typedef '%.*s%s': too many struct names, or too long", quote_len(len),
                     p->src + pos, quote_dots(len));
@@ -529,7 +529,7 @@ static int parse_struct_name(parser *p, const token *kw, nt_type *out)
         memcpy(text + kw->len + 1, p->src + tok.start, tok.len);
         idx = intern_tag(text, kw->len + 1 + tok.len);
     }
-    if (idx < 0) {
+    if (idx == 0) {
         nt_fail(p->err, NT_ERR_MEMORY, column(tok.start),
                 "too many distinct struct names (at most %d)", MAX_TAGS);
         return -1;
