@@ -107,8 +107,7 @@ def _ctypes_of(desc):
     if kind in _CTYPES_OF_KIND:
         return _CTYPES_OF_KIND[kind]
     if kind == "pointer":
-        if base == "void" and depth == 1:
-            return ctypes.c_void_p
+        # void * is c_void_p; T * is POINTER(T); each further level a POINTER
         t = ctypes.c_void_p if base == "void" else _CTYPES_OF_KIND.get(base)
         if t is None:
             return ctypes.c_void_p

@@ -346,6 +346,27 @@ def test_ctypes_others():
             nt.Signature(ctypes.CFUNCTYPE(None, bad))
 
 
+@pytest.mark.parametrize("depth", [1, 2, 3, 4])
+@pytest.mark.parametrize("base, kind, ct", [("void", "void", None),
+                                            ("double", "float64", ctypes.c_double),
+                                            ("int16_t", "int16", ctypes.c_int16),
+                                            ("uint64_t", "uint64", ctypes.c_uint64)])
+def test_pointers_of_every_depth_to_ctypes_and_back(base, kind, ct, depth):
+    """to_ctypes: void * is c_void_p, each further level a POINTER of it;
+    T * is POINTER(T) at each depth. The prototype reads back as the
+    signature it came from."""
+    sig = nt.Signature(f"void ({base} {'*' * depth}, const {base} {'*' * depth})")
+    want = ctypes.c_void_p if ct is None else ctypes.POINTER(ct)
+    for _ in range(depth - 1):
+        want = ctypes.POINTER(want)
+    proto = sig.to_ctypes()
+    assert proto._argtypes_ == (want, want) and proto._restype_ is None
+    assert described(proto)[:3] == ("pointer", kind, depth)
+    # (ctypes has no const; it spells int16_t as short)
+    assert nt.Signature(proto) == nt.Signature(f"void ({base} {'*' * depth}, {base} "
+                                               f"{'*' * depth})")
+
+
 @pytest.mark.parametrize("name", [n for n in CTYPES_SCALARS if n not in ("c_float", "c_double")])
 def test_ctypes_function_target_takes_its_whole_range(lib, name):
     """A ctypes function whose argtypes say the type: its full range binds
