@@ -263,7 +263,7 @@ static int view_dtype(const Py_buffer *view, DLDataType *dtype, dl_label *what)
         return -1;
     if (e.kind != NT_VOID && dtype_of_kind(e.kind, dtype))
         return 0;
-    if (e.kind == NT_VOID && is_half_format(view->format) && view->itemsize == 2) {
+    if (is_half_format(view->format) && view->itemsize == 2) { /* ('e' is no kind's code) */
         *dtype = (DLDataType){ kDLFloat, 16, 1 };
         return 0;
     }

@@ -549,6 +549,9 @@ def test_a_size_marker_takes_no_axis():
         with pytest.raises(TypeError) as info:
             nt._core.Derived("size", a, *extra)
         assert str(info.value) == "size() takes no axis and no elements="
+    with pytest.raises(TypeError, match=r"^size\(\) takes no axis and no elements=$"):
+        nt._core.Derived("size", a, elements=True)
+    assert repr(nt._core.Derived("size", a, elements=False)) == "size(array[float64, 2x3])"
     assert repr(nt._core.Derived("size", a)) == "size(array[float64, 2x3])"
     assert nt._core.Derived("shape", a, 1).axis == nt._core.Derived("stride", a, 1, True).axis == 1
 
