@@ -658,6 +658,24 @@ def test_core_thunk_by_position_refuses_what_is_no_signature_or_tuple(cfn):
                 nt._core.Thunk(*(first + rest)[:n])
     for n in range(3, 9):
         nt._core.Thunk(*((sig, addr, (1.0,)) + rest)[:n]).release()
+    # nogil (the fifth) is read by its truth, any object's, or refused with
+    # what its __bool__ raised
+    class Unsure:
+        def __bool__(self):
+            raise ZeroDivisionError("no truth")
+
+    for flag, want in ((True, True), (False, False), (0, False), (2, True), ("", False),
+                       (np.bool_(False), False), (np.bool_(True), True), ([0], True)):
+        for make in (lambda: nt._core.Thunk(sig, addr, (1.0,), None, flag),
+                     lambda: nt._core._new_thunk(nt.Thunk, sig, addr, (1.0,), None, flag,
+                                                 None, None, None)):
+            t = make()
+            assert t.nogil is want and t() == 1.0
+            t.release()
+    with pytest.raises(ZeroDivisionError, match="no truth"):
+        nt._core.Thunk(sig, addr, (1.0,), None, Unsure())
+    with pytest.raises(ZeroDivisionError, match="no truth"):
+        nt._core._new_thunk(nt.Thunk, sig, addr, (1.0,), None, Unsure(), None, None, None)
 
 
 def test_ctypes_pointer_objects_reaching_the_core_are_refused_as_pointers(cfn):
