@@ -666,10 +666,9 @@ def test_core_thunk_by_position_refuses_what_is_no_signature_or_tuple(cfn):
 
     for flag, want in ((True, True), (False, False), (0, False), (2, True), ("", False),
                        (np.bool_(False), False), (np.bool_(True), True), ([0], True)):
-        for make in (lambda: nt._core.Thunk(sig, addr, (1.0,), None, flag),
-                     lambda: nt._core._new_thunk(nt.Thunk, sig, addr, (1.0,), None, flag,
-                                                 None, None, None)):
-            t = make()
+        for t in (nt._core.Thunk(sig, addr, (1.0,), None, flag),
+                  nt._core._new_thunk(nt.Thunk, sig, addr, (1.0,), None, flag, None, None,
+                                      None)):
             assert t.nogil is want and t() == 1.0
             t.release()
     with pytest.raises(ZeroDivisionError, match="no truth"):
