@@ -675,6 +675,16 @@ def test_core_thunk_by_position_refuses_what_is_no_signature_or_tuple(cfn):
         nt._core.Thunk(sig, addr, (1.0,), None, Unsure())
     with pytest.raises(ZeroDivisionError, match="no truth"):
         nt._core._new_thunk(nt.Thunk, sig, addr, (1.0,), None, Unsure(), None, None, None)
+    # bind()'s fast path reads a Function's nogil slot the same way (it is
+    # assignable: a flag set after the Function was made)
+    fn = cfn("f_d_d", "double (double a)")
+    for flag, want in ((1, True), (0, False), ("", False), (np.bool_(True), True)):
+        fn.nogil = flag
+        t = nt.bind(fn, 1.0)
+        assert t.nogil is want and t() == 1.0
+    fn.nogil = Unsure()
+    with pytest.raises(ZeroDivisionError, match="no truth"):
+        nt.bind(fn, 1.0)
 
 
 def test_ctypes_pointer_objects_reaching_the_core_are_refused_as_pointers(cfn):
