@@ -105,8 +105,9 @@ def locate(fn):
         rec = _locate_cfunc(owner, what)
     elif type(owner).__module__ == "_cffi_backend":
         rec = _locate_cffi(fn, what)
-    elif isinstance(owner, ctypes.CDLL) and _symbol_of(owner, fn.address, fn.name) is not None:
-        rec = ("symbol", _loader.spec_of(owner), _symbol_of(owner, fn.address, fn.name))
+    elif isinstance(owner, ctypes.CDLL) \
+            and (symbol := _symbol_of(owner, fn.address, fn.name)) is not None:
+        rec = ("symbol", _loader.spec_of(owner), symbol)
     elif _cffi_api_function(owner) is not None:
         rec = ("cffi", _cffi_api_function(owner), owner.__name__)
     elif isinstance(owner, tuple) and len(owner) == 2 and isinstance(owner[0], Function):
@@ -128,11 +129,14 @@ def _symbol_of(lib, address, name):
     """The name under which the CDLL lib exports address: name if lib gives
     it this address, else the symbol the loader finds there (an unnamed or
     renamed function); None if neither."""
-    found = _loader.dladdr(address)
-    for n in (name, found and found[1]):
-        if isinstance(n, str) and _loader.symbol_address(lib, n) == address:
-            return n
-    return None
+    def exported(n):
+        return isinstance(n, str) and _loader.symbol_address(lib, n) == address
+
+    if exported(name):
+        return name
+    found = _loader.dladdr(address)             # asked only when the name does not do
+    sname = found[1] if found is not None else None
+    return sname if exported(sname) else None
 
 
 def _locate_ctypes(fn, cf, what):

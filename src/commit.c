@@ -676,7 +676,6 @@ static int gil_of_values(ThunkObject *self)
     return 0;
 }
 
-/* Appends a dependency (a new reference); the room is reserved. */
 /* d held as one more of self's dependencies, in room reserved (not yet
    listed among d's users: link_user does that). */
 static void push_dep(ThunkObject *self, ThunkObject *d, int param)
