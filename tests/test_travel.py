@@ -401,6 +401,13 @@ def test_a_dladdr_answer_without_a_file_name_is_no_answer(fixture_path, monkeypa
         assert _loader.dladdr(addr) is None, answer
 
 
+def _lowest_mapping(path):
+    """The lowest address this process maps the file at (/proc/self/maps)."""
+    with open("/proc/self/maps") as maps:
+        return min(int(line.split("-")[0], 16) for line in maps
+                   if line.rstrip().endswith(" " + path))
+
+
 def _load_segments(path, base):
     """[(start, end, executable)] of the PT_LOAD program headers of an ELF64
     file, read from the file itself, relocated by base."""
@@ -444,11 +451,8 @@ def test_the_segments_of_the_program_itself_are_named_the_program():
     # file and placed where /proc/self/maps shows it, are "the program"
     from numthunk import _loader
     exe = os.path.realpath(sys.executable)
-    with open("/proc/self/maps") as maps:
-        starts = [int(line.split("-")[0], 16) for line in maps
-                  if line.rstrip().endswith(" " + exe)]
     placed = _load_segments(exe, 0)
-    base = min(starts) - (min(s for s, _e, _x in placed) & ~0xFFF)
+    base = _lowest_mapping(exe) - (min(s for s, _e, _x in placed) & ~0xFFF)
     for start, end, executable in _load_segments(exe, base):
         assert _loader._segment_of(start) == ("the program", executable)
         assert _loader._segment_of(end - 1) == ("the program", executable)
@@ -890,10 +894,7 @@ def test_refuse_cffi_pointers_to_code_under_no_exported_name(fixture_path, lib, 
                                               r"\(library, symbol, ffi\.typeof\(f\)\)$"):
         pickle.dumps(nt.bind(ffi.cast("double(*)(double)", f_d_d + 1), nt.ARG))
     # the library's first byte (its ELF header): in the file, under no symbol
-    with open("/proc/self/maps") as maps:
-        real = os.path.realpath(fixture_path)
-        base = min(int(line.split("-")[0], 16) for line in maps
-                   if line.rstrip().endswith(real))
+    base = _lowest_mapping(os.path.realpath(fixture_path))
     assert nt._loader.dladdr(base)[1] is None
     with pytest.raises(PicklingRefused, match=label + r"the function is in \S+ but not under an "
                                               r"exported name there"):
