@@ -548,6 +548,61 @@ def test_handler_cache_stays_flat_over_distinct_shapes(policy):
     assert growth < 3 * 2**20, f"RSS grew by {growth / 2**20:.1f} MiB over the second half"
 
 
+# Small handlers (a few parameters: 8 to 32 bytes of code, the smallest size
+# class of mem_memfd.c) made, their plans dropped, pushed out of the
+# quarantine by more releases, then made again: the second round takes the
+# blocks the first gave back, so the memory file does not grow.
+SMALL_HANDLERS_AGAIN = """
+import itertools, os
+import numthunk as nt
+addr = nt._core._kernels()["sum"]      # never called
+
+def code_file_size():
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}").startswith("/memfd:numthunk"):
+                return os.fstat(int(fd)).st_size
+        except OSError:
+            pass                        # the descriptor listdir itself used
+    raise AssertionError("no memory file")
+
+def small_shapes():
+    n = 0
+    for k in range(1, 5):
+        for types in itertools.product(["int", "double", "signed char", "unsigned short"], repeat=k):
+            sig = nt.Signature("void (" + ", ".join(types) + ")")
+            for mask in range(2 ** k):
+                t = nt.bind(nt.Function(addr, sig), *[nt.ARG if mask >> i & 1 else 0 for i in range(k)])
+                assert t.backend != "libffi"
+                t.release()
+                del t                   # its plan goes: the handler waits in quarantine
+                n += 1
+    return n
+
+def churn():
+    f = nt.Function(addr, "void (int)")  # one shape: one handler, kept
+    for _ in range(nt.backend_info()["config"]["quarantine"] + 5000):
+        nt.bind(f, 1).release()
+
+made = small_shapes()
+churn()                                 # the small handlers left: their blocks are spare
+before = code_file_size()
+again = small_shapes()
+print(made, again, before, code_file_size())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not NATIVE,
+                    reason="memfd is Linux's; the native engine places handlers")
+def test_small_handlers_made_again_reuse_the_blocks_given_back():
+    out = run_py(SMALL_HANDLERS_AGAIN, NUMTHUNK_BACKEND="native", NUMTHUNK_EXECMEM="memfd")
+    assert out.returncode == 0, out.stderr[-3000:]
+    made, again, before, after = map(int, out.stdout.split())
+    assert made == again == 4680
+    # about 1500 distinct handlers of 64-byte blocks: more than one 64 KiB chunk
+    assert after == before, f"the memory file grew by {after - before} bytes"
+
+
 def test_core_works_without_the_python_package(fixture_path):
     code = f"""
 import ctypes, numpy as np
