@@ -566,13 +566,16 @@ def code_file_size():
             pass                        # the descriptor listdir itself used
     raise AssertionError("no memory file")
 
+SMALL = ["int", "double", "signed char", "unsigned short"]
+
 def small_shapes():
     n = 0
     for k in range(1, 5):
-        for types in itertools.product(["int", "double", "signed char", "unsigned short"], repeat=k):
+        for types in itertools.product(SMALL, repeat=k):
             sig = nt.Signature("void (" + ", ".join(types) + ")")
             for mask in range(2 ** k):
-                t = nt.bind(nt.Function(addr, sig), *[nt.ARG if mask >> i & 1 else 0 for i in range(k)])
+                given = [nt.ARG if mask >> i & 1 else 0 for i in range(k)]
+                t = nt.bind(nt.Function(addr, sig), *given)
                 assert t.backend != "libffi"
                 t.release()
                 del t                   # its plan goes: the handler waits in quarantine
