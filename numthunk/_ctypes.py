@@ -209,8 +209,8 @@ def declared_structs(target, found):
 def struct_of(obj):
     """The Structure or Union class of a ctypes instance or array of them."""
     t = type(obj)
-    while isinstance(t, type) and issubclass(t, ctypes.Array):
+    while issubclass(t, ctypes.Array):  # an array's _type_ is a ctypes type
         t = t._type_
-    if isinstance(t, type) and issubclass(t, (ctypes.Structure, ctypes.Union)):
+    if issubclass(t, (ctypes.Structure, ctypes.Union)):
         return t
     return None
