@@ -11,7 +11,9 @@
 - every C spelling in the parser's table (src/types.c) against the C
   compiler's sizeof, signedness and floatness, and every NumPy or Numba
   name in it against NumPy's or Numba's own type;
-- every Numba scalar type against its bitwidth and signedness.
+- every Numba scalar type against its bitwidth and signedness;
+- every integer kind's extension in Numba's calls of thunks and Functions
+  against clang's caller of the same prototype (both LLVM IRs).
 """
 
 import ctypes
@@ -602,3 +604,52 @@ def test_numba_scalar_types_round_trip():
         checked += 1
     assert checked >= 12
     assert sys.modules["numba"] is numba
+
+
+# ------------------------------------------------------------ argument extension
+
+INTEGER_KINDS = [k for k in KINDS if is_int(k)]
+
+
+def clang_extensions(tmp_path, rows):
+    """{C text: 'signext' | 'zeroext' | ''}: how clang's caller passes one
+    argument of each type (its declaration's parameter attribute)."""
+    from conftest import compiler_command
+
+    src = tmp_path / "ext.c"
+    src.write_text("#include <stdbool.h>\n#include <stdint.h>\n" + "".join(
+        f"void f{i}({k.c});\nvoid g{i}({k.c} a) {{ f{i}(a); }}\n" for i, k in enumerate(rows)))
+    out = tmp_path / "ext.ll"
+    subprocess.run([*compiler_command("clang"), "-S", "-emit-llvm", "-O1", "-o", str(out),
+                    str(src)], check=True, capture_output=True, env=ntbuild.compiler_env())
+    found = {}
+    for m in re.finditer(r"declare .*@f(\d+)\((.*)\)", out.read_text()):
+        attrs = {"signext", "zeroext"} & set(m.group(2).split())
+        found[rows[int(m.group(1))].c] = attrs.pop() if attrs else ""
+    assert len(found) == len(rows)
+    return found
+
+
+def test_numba_calls_extend_each_integer_kind_as_clang_does(tmp_path):
+    """A call of a thunk or Function from nopython code gives each integer
+    argument the extension clang's own caller gives it (the ABI the callee
+    relies on): read from the LLVM IR of both."""
+    import numba
+
+    want = clang_extensions(tmp_path, INTEGER_KINDS)
+    assert want["int8_t"] == "signext" and want["int"] == ""      # the oracle reads
+
+    @numba.njit
+    def call(fn, x):
+        fn(x)
+
+    f = nt.Function(0x1000, "void (void)")
+    for k in INTEGER_KINDS:
+        for fn in (nt.Function(f.address, f"void ({k.c})"),
+                   nt.bind(nt.Function(f.address, f"void ({k.c})"), nt.ARG)):
+            sig = (numba.typeof(fn), getattr(numba, k.numba))
+            call.compile(sig)                  # compiled only: the address is not code
+            calls = re.findall(r"call \S+ %arg\.fn\.0\((.*)\)", call.inspect_llvm(sig))
+            assert len(calls) == 1, (k, calls)
+            attrs = {"signext", "zeroext"} & set(calls[0].split())
+            assert (attrs.pop() if attrs else "") == want[k.c], (k, type(fn), calls[0])
