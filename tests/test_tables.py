@@ -94,11 +94,13 @@ def test_kind_table_is_the_scalar_kinds():
 
 def test_kind_table_c_columns(tmp_path):
     """tests/c/test_kinds.c: libffi types, widening, cells, float rounding,
-    C text, PEP 3118 codes and DLPack codes, in C."""
+    C text, PEP 3118 codes and DLPack codes, in C, under AddressSanitizer
+    and UBSan (a lookup one past a table's end is an error)."""
     exe = tmp_path / "test_kinds"
     src = os.path.join(ROOT, "src")
     subprocess.run([ntbuild.compiler(), "-Wall", "-Wextra", "-Werror", "-std=c11",
-                    "-D_GNU_SOURCE", f"-I{src}",
+                    "-D_GNU_SOURCE", "-g", "-fsanitize=address,undefined",
+                    "-fno-sanitize-recover=all", f"-I{src}",
                     # src/ includes "../numthunk/include/...": outside the tree
                     # it resolves from the installed package's directory
                     f"-I{os.path.dirname(os.path.abspath(nt.__file__))}",
