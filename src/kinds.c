@@ -190,9 +190,9 @@ const nt_kind_info nt_kinds[NT_KIND_COUNT] = {
 /* ------------------------------------------------------------------------ */
 /* Reading it                                                                */
 
-static const nt_kind_info *row(int kind)
+static const nt_kind_info *row(uint8_t kind) /* nt_type's kind: never negative */
 {
-    return &nt_kinds[kind >= 0 && kind < NT_KIND_COUNT ? kind : NT_VOID];
+    return &nt_kinds[kind < NT_KIND_COUNT ? kind : NT_VOID];
 }
 
 size_t nt_type_size(const nt_type *t)

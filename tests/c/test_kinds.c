@@ -118,6 +118,15 @@ test_columns(void)
         }
     }
     CHECK(nt_kinds[NT_BOOL].min == 0 && nt_kinds[NT_BOOL].max == 1, "bool: range");
+    /* a kind past the table reads as void: its accessors and its name */
+    for (int k = NT_KIND_COUNT; k <= UINT8_MAX; k++) {
+        nt_type t = { (uint8_t)k, 0, 0, 0, 0, NULL };
+        const nt_kind_info *v = &nt_kinds[NT_VOID];
+        CHECK(nt_cell_size(&t) == v->cell && nt_type_size(&t) == v->size
+                  && nt_type_align(&t) == v->align && strcmp(nt_kind_name(k), "invalid") == 0,
+              "kind %d: past the table", k);
+    }
+    CHECK(strcmp(nt_kind_name(-1), "invalid") == 0, "kind -1: invalid");
     /* the compiler rounds: fover is where a double becomes an infinite float */
     volatile double over = nt_kinds[NT_F32].fover;
     volatile double below = nextafter(over, 0.0);
