@@ -48,6 +48,17 @@ def test_equality_is_structural():
     assert hash(nt.Signature("int (int)")) == hash(nt.Signature("int32_t (intc)"))
 
 
+@pytest.mark.parametrize("op", ["<", "<=", ">", ">="])
+def test_signatures_are_equal_or_not_but_have_no_order(op):
+    a, b = nt.Signature("int (int)"), nt.Signature("int32_t (intc)")
+    for x, y in ((a, b), (a, nt.Signature("double (double)")), (a, "int (int)"), (a, 1)):
+        with pytest.raises(TypeError, match="not supported"):
+            eval(f"x {op} y")
+    # with something else, == and != are identity's: never the text's
+    assert a != "int (int)" and not (a == "int (int)") and a != str(a)
+    assert (a == b, a != b, b == a) == (True, False, True)
+
+
 def test_hash_follows_equality_and_tells_signatures_apart():
     """Equal signatures hash alike, however spelled; distinct ones (every
     pair of scalar kinds, pointer depths and constness, function pointers
