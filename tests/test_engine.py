@@ -606,6 +606,39 @@ def test_small_handlers_made_again_reuse_the_blocks_given_back():
     assert after == before, f"the memory file grew by {after - before} bytes"
 
 
+ONE_MEMORY_FILE = """
+import ctypes, os
+import numthunk as nt
+
+def memory_files():
+    n = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            n += os.readlink(f"/proc/self/fd/{fd}").startswith("/memfd:numthunk")
+        except OSError:
+            pass                        # the descriptor listdir itself used
+    return n
+
+libc = ctypes.CDLL(None)
+libc.lseek.restype = ctypes.c_long
+f = nt.Function(ctypes.cast(libc.abs, ctypes.c_void_p).value, "int (int)")
+before = memory_files()
+# errno is EINVAL (lseek's whence) when the engine opens its file: a stale
+# errno is no failure of memfd_create, the file is opened once and kept
+assert libc.lseek(0, 0, 99) == -1
+t = nt.bind(f, -3)
+print(before, memory_files(), t())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not NATIVE,
+                    reason="memfd is Linux's; the native engine places handlers")
+def test_the_memory_file_is_opened_once_whatever_errno_held():
+    out = run_py(ONE_MEMORY_FILE, NUMTHUNK_BACKEND="native", NUMTHUNK_EXECMEM="memfd")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["0", "1", "3"]
+
+
 def test_core_works_without_the_python_package(fixture_path):
     code = f"""
 import ctypes, numpy as np
