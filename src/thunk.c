@@ -392,9 +392,7 @@ static PyObject *binder_fast(BinderObject *self, PyObject *const *args, Py_ssize
                    .via = f[F_DEPENDS],
                    .values = args + 1,
                    .nvalues = n - 1 };
-    if (f[F_NOGIL] == Py_True || f[F_NOGIL] == Py_False)
-        a.nogil = f[F_NOGIL] == Py_True;
-    else if ((a.nogil = PyObject_IsTrue(f[F_NOGIL])) < 0)
+    if ((a.nogil = PyObject_IsTrue(f[F_NOGIL])) < 0) /* True and False: no call */
         return NULL;
     PyObject *r;
     NT_LOCK_BEGIN
