@@ -42,6 +42,12 @@
  *
  * NT_EXEC_WRAPPER: a command prefix for re-running this program (the
  * NUMTHUNK_NO_REUSE check runs in a new process), e.g. "qemu-aarch64".
+ *
+ * Built with -DNT_TEST_WRAP_ALLOC and the linker's
+ * -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc,--wrap=strdup
+ * (tests/test_c_harness.py does), the engine's own allocations pass through
+ * this file, and each one of the engine's start and of a first thunk is
+ * failed in turn, each in a process of its own ("nomem K").
  */
 #include <complex.h>
 #include <dlfcn.h>
@@ -68,6 +74,53 @@
 /* Helpers                                                                   */
 
 static const nt_backend *be;
+
+#ifdef NT_TEST_WRAP_ALLOC
+/* The allocation to fail, counted from 1 once armed (0: none), and the
+   count so far. */
+static long nomem_at, nomem_count;
+
+static int nomem_now(void)
+{
+    return nomem_at > 0 && ++nomem_count == nomem_at;
+}
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t k, size_t n);
+void *__real_realloc(void *p, size_t n);
+void *__real_aligned_alloc(size_t a, size_t n);
+char *__real_strdup(const char *s);
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t k, size_t n);
+void *__wrap_realloc(void *p, size_t n);
+void *__wrap_aligned_alloc(size_t a, size_t n);
+char *__wrap_strdup(const char *s);
+
+void *__wrap_malloc(size_t n)
+{
+    return nomem_now() ? NULL : __real_malloc(n);
+}
+
+void *__wrap_calloc(size_t k, size_t n)
+{
+    return nomem_now() ? NULL : __real_calloc(k, n);
+}
+
+void *__wrap_realloc(void *p, size_t n)
+{
+    return nomem_now() ? NULL : __real_realloc(p, n);
+}
+
+void *__wrap_aligned_alloc(size_t a, size_t n)
+{
+    return nomem_now() ? NULL : __real_aligned_alloc(a, n);
+}
+
+char *__wrap_strdup(const char *s)
+{
+    return nomem_now() ? NULL : __real_strdup(s);
+}
+#endif
 
 static double
 now_ns(void)
@@ -1869,6 +1922,57 @@ bench(void)
     free_sig(s14);
 }
 
+#ifdef NT_TEST_WRAP_ALLOC
+/*
+ * "nomem K": the K-th allocation from the engine's start on fails (its
+ * start runs here, at the first question asked of it: the stubs' image,
+ * the memory policy, the released slots' trap handler), then one thunk is
+ * made, called and dropped. Exit 0: allocation K was never reached and
+ * all worked; 1: it was failed, and the thunk either could not be made or
+ * gave the right result; 2: a wrong result. Never a signal.
+ */
+static int
+test_nomem(long k)
+{
+    int kinds[2] = { NT_I64, NT_I64 };
+    nt_sig *s = make_sig(NT_I64, kinds, 2);
+    int b[2] = { 1, 0 };
+    uint64_t v[2] = { 5, 0 };
+    thunk t;
+    nomem_at = k;
+    const char *policy = be->memory_policy();
+    int made = make_thunk(&t, s, b, v, (void *)f_l_ll) == 0;
+    long r = made ? ((long (*)(long))t.address)(1) : 6;
+    if (made)
+        drop_thunk(&t);
+    nomem_at = 0;
+    fprintf(stderr, "nomem %ld: %s, thunk %s, %ld\n", k, policy,
+            made ? "made" : "not made", r);
+    if (r != 6)
+        return 2;
+    return nomem_count >= k;
+}
+
+/* Each allocation of the start and the first thunk failed in turn. */
+static void
+sweep_nomem(const char *wrap, const char *self)
+{
+    char cmd[1024];
+    long k;
+    int st = 0;
+    for (k = 1; k < 2000; k++) {
+        snprintf(cmd, sizeof(cmd), "%s '%s' nomem %ld 2>/dev/null", wrap, self, k);
+        st = system(cmd);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 1)
+            break;
+    }
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+          "allocation %ld failed: exit status %#x (%s)", k, st, cmd);
+    CHECK(k > 10, "the engine's start allocated only %ld times", k - 1);
+    printf("no memory: each of %ld allocations failed in turn\n", k - 1); /* read by the test */
+}
+#endif
+
 /* ------------------------------------------------------------------------ */
 
 int
@@ -1898,6 +2002,10 @@ main(int argc, char **argv)
         test_no_execmem();
         return failures != 0;
     }
+#ifdef NT_TEST_WRAP_ALLOC
+    if (argc >= 3 && strcmp(argv[1], "nomem") == 0)
+        return test_nomem(atol(argv[2]));
+#endif
     if (argc >= 3 && strcmp(argv[1], "hcache") == 0)
         return test_handler_cache_removal(atoi(argv[2]));
     if (argc >= 2 && strcmp(argv[1], "dump") == 0)
@@ -1962,6 +2070,9 @@ main(int argc, char **argv)
              wrap, self);
     CHECK(len > 0 && system(cmd) == 0, "NUMTHUNK_EXECMEM=none run failed: "
           "%s", cmd);
+#ifdef NT_TEST_WRAP_ALLOC
+    sweep_nomem(wrap, self);
+#endif
     /* the handler cache's first table, each scenario in a process of its
        own */
     for (int k = 0; k < 5; k++) {
