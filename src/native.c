@@ -332,14 +332,15 @@ static handler *handler_for(const nt_plan *plan, const uint8_t *key, size_t keyl
 /* The code a released slot's description runs: the handler of a plan
    "void (const char *, const void *)" with both parameters bound, whose
    target (nt_what.trap) is nt_trap_released_at. Made once, at init; left
-   NULL where it cannot be (released slots then name nothing). */
+   NULL where it cannot be (no memory for its plan, no executable memory:
+   handler_for fails then; released slots then name nothing). */
 static void make_trap_handler(void)
 {
     nt_error err;
     nt_error_init(&err);
     nt_sig *sig = nt_sig_parse("void (const char *, const void *)", NULL, 0, &err);
     nt_plan *plan = sig != NULL ? nt_plan_new(sig, &err) : NULL;
-    if (plan != NULL && policy != NULL) {
+    if (plan != NULL) {
         nt_plan_set_bound(plan, 0);
         nt_plan_set_bound(plan, 1);
         uint8_t key[NT_SHAPE_KEY_MAX];
