@@ -502,7 +502,7 @@ class _Resolver:
     def fnptr(self, name):
         """For a mangled function-pointer typedef: its C text, or None."""
         d = _demangle(name)
-        if d is None or d[0] == "numpy" or name in self.user or d[1] in self.user:
+        if d is None or name in self.user or d[1] in self.user:
             return None
         src = self.source(d[0])
         fp = src.fnptrs.get(d[1])

@@ -481,6 +481,41 @@ def test_numpy_cython_typedefs():
     assert checked >= 30
 
 
+def pxd_fnptrs(path):
+    """name -> (return words, [parameter words]) for every
+    `ctypedef <ret> (*<name>)(<params>)` of the .pxd."""
+    out = {}
+    with open(path) as fh:
+        for m in re.finditer(r"^\s*ctypedef\s+([\w ]+?)\s*\(\s*\*\s*(\w+)\s*\)\s*\(([^)]*)\)",
+                             fh.read(), re.M):
+            params = [re.sub(r"\b(noexcept|nogil)\b", "", p).strip()
+                      for p in m.group(3).split(",") if p.strip()]
+            out[m.group(2)] = (m.group(1), params)
+    return out
+
+
+def test_numpy_cython_function_pointer_typedefs():
+    """Each of NumPy's function-pointer typedefs, as a capsule names it
+    (mangled), resolves to its own declaration's types, or is refused
+    naming the struct it needs (NpyIter)."""
+    fps = pxd_fnptrs(numpy_pxd())
+    assert "PyUFuncGenericFunction" in fps, fps
+    resolver = _cython._Resolver(np, None, "numpy typedefs")
+    resolved = 0
+    for name, (ret, params) in sorted(fps.items()):
+        mangled = f"__pyx_t_5numpy_{name}"        # as Cython mangles it
+        assert _cython._demangle(mangled) == ("numpy", name)
+        if any(re.search(r"\bNpyIter\b", p) for p in params):
+            with pytest.raises(_cython.CythonError, match="unknown typedef 'NpyIter'"):
+                resolver.fnptr(mangled)
+            continue
+        # the oracle: the pxd's own words (unnamed parameters, NumPy's names)
+        want = nt.Signature(f"void ({ret} (*)({', '.join(params) or 'void'}))")
+        assert nt.Signature(f"void ({resolver.fnptr(mangled)})") == want, name
+        resolved += 1
+    assert resolved >= 1
+
+
 # ------------------------------------------------------------ the C spelling table
 
 
