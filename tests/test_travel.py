@@ -1260,6 +1260,26 @@ def test_from_library_takes_functions_and_ifuncs_not_libc_variables():
     assert nt.bind(strlen, np.frombuffer(b"numthunk\0", dtype=np.uint8))() == 8
 
 
+@pytest.mark.skipif(__import__("platform").machine() not in ("x86_64", "aarch64"),
+                    reason="the fixture's label is written in x86-64 and AArch64 assembly")
+def test_from_library_takes_a_code_symbol_without_a_type():
+    """An assembly label without .type is an STT_NOTYPE symbol: in a code
+    segment it is a function, taken and called (a data symbol of no type
+    would not be in one)."""
+    import ntbuild
+
+    path = ntbuild.compile_shared(os.path.join(os.path.dirname(__file__), "fixtures",
+                                               "notype.c"), "notype")
+    out = subprocess.run(["readelf", "--dyn-syms", "-W", path], capture_output=True,
+                         text=True)
+    if out.returncode == 0:             # binutils, where it is: the fixture is what it says
+        assert re.search(r"\bNOTYPE\s+GLOBAL\s+DEFAULT\s+\d+\s+nt_notype_twice\b",
+                         out.stdout), out.stdout
+    f = nt.Function.from_library(path, "nt_notype_twice", "long (long)")
+    assert nt.bind(f, nt.ARG)(21) == 42
+    assert pickle.loads(pickle.dumps(nt.bind(f, 5)))() == 10
+
+
 def test_from_library_refuses_nul_in_names(fixture_path):
     with pytest.raises(ValueError, match=r"the symbol name has a NUL byte at 3 \(the loader "
                                          "would read only the part before it\\)"):
