@@ -639,6 +639,47 @@ def test_the_memory_file_is_opened_once_whatever_errno_held():
     assert out.stdout.split() == ["0", "1", "3"]
 
 
+FORK_CLOSES_FILE_ZERO = """
+import ctypes, os
+import numthunk as nt
+
+def memory_files():
+    n = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            n += os.readlink(f"/proc/self/fd/{fd}").startswith("/memfd:numthunk")
+        except OSError:
+            pass
+    return n
+
+libc = ctypes.CDLL(None)
+f = nt.Function(ctypes.cast(libc.labs, ctypes.c_void_p).value, "long (long)")
+os.close(0)                             # the memory file gets descriptor 0
+t = nt.bind(f, -3)
+assert os.readlink("/proc/self/fd/0").startswith("/memfd:numthunk")
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    # the child's copy of the parent's file is closed, descriptor 0 too
+    before = memory_files()
+    u = nt.bind(f, -4)
+    os.write(w, f"{before} {t()} {u()}".encode())
+    os._exit(0)
+os.close(w)
+child = os.read(r, 100).decode()
+os.waitpid(pid, 0)
+print(child, memory_files(), t())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not NATIVE,
+                    reason="memfd is Linux's; the native engine places handlers")
+def test_a_forked_child_closes_the_memory_file_at_descriptor_zero():
+    out = run_py(FORK_CLOSES_FILE_ZERO, NUMTHUNK_BACKEND="native", NUMTHUNK_EXECMEM="memfd")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["0", "3", "4", "1", "3"]
+
+
 def test_core_works_without_the_python_package(fixture_path):
     code = f"""
 import ctypes, numpy as np
