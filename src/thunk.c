@@ -576,8 +576,8 @@ static PyObject *thunk_csig_held(ThunkObject *self, void *closure)
     (void)closure;
     if (self->x != NULL && self->x->csig != NULL)
         return Py_NewRef(self->x->csig);
-    if (nt_thunk_released_error(self) < 0)
-        return NULL;
+    /* a description, read from the plan and signature a released thunk
+       keeps too: the same whether or not it was read before release */
     extra *x = nt_thunk_extra(self);
     if (x == NULL)
         return NULL;

@@ -324,6 +324,26 @@ def test_refusals_of_released_thunks_name_the_page(cfn, engine):
         pickle.dumps(inner)
 
 
+def test_a_released_thunk_still_describes_itself(cfn, engine):
+    """csig is made once (each read is the same Signature) and is a
+    description a released thunk keeps: the same whether it was read before
+    the release or first after it; the code and the values are what go."""
+    fn = cfn("f_d_dpi", "double (double, const double *, int)")
+    read, unread = (nt.bind(fn, nt.ARG, np.ones(3), 3, engine=engine) for _ in range(2))
+    before = read.csig
+    assert read.csig is before and str(before) == "double (double)"
+    read.release()
+    unread.release()
+    assert read.csig is before
+    assert unread.csig == before and unread.csig is unread.csig
+    assert read.signature == unread.signature == before
+    for t in (read, unread):
+        with pytest.raises(ValueError, match="^the thunk has been released"):
+            t.address
+        with pytest.raises(ValueError, match="^the thunk has been released"):
+            t.bindings
+
+
 def test_the_address_docstring_says_what_holds_a_thunk():
     doc = nt.Thunk.address.__doc__
     assert "does not hold the thunk" in doc and "solver(nt.bind(...).address)" in doc
