@@ -339,9 +339,9 @@ def test_a_released_thunk_still_describes_itself(cfn, engine):
     assert read.signature == unread.signature == before
     for t in (read, unread):
         with pytest.raises(ValueError, match="^the thunk has been released"):
-            t.address
+            _ = t.address
         with pytest.raises(ValueError, match="^the thunk has been released"):
-            t.bindings
+            _ = t.bindings
 
 
 def test_the_address_docstring_says_what_holds_a_thunk():
