@@ -203,6 +203,28 @@ def test_bad_calls_raise(ext):
         ext.call0(t)
 
 
+def test_a_non_thunk_is_named_by_its_type_through_c(ext):
+    """capi.c check_thunk: numthunk_address, numthunk_release and
+    numthunk_rebind given anything but a Thunk raise TypeError naming the
+    function and the object's type, and NULL as NULL."""
+    t = ext.make_sum(np.ones(2))
+    assert ext.address_of(t) == t.address
+    for bad, name in ((np.ones(2), "numpy.ndarray"), (3, "int"), ("t", "str"),
+                      (None, "NULL"), (nt.Signature("double (void)"), "Signature")):
+        with pytest.raises(TypeError) as info:
+            ext.address_of(bad)
+        assert str(info.value) == f"numthunk_address: expected a numthunk Thunk, got {name}"
+        if bad is None:
+            continue
+        with pytest.raises(TypeError) as info:
+            ext.release(bad)
+        assert str(info.value) == f"numthunk_release: expected a numthunk Thunk, got {name}"
+        with pytest.raises(TypeError) as info:
+            ext.rebind(bad, 0, np.ones(2))
+        assert str(info.value) == f"numthunk_rebind: expected a numthunk Thunk, got {name}"
+    assert not t.released and ext.call0(t) == 2.0
+
+
 def test_null_text_and_null_value_are_refused_through_c(ext):
     """capi.c: numthunk_signature(NULL), numthunk_rebind(t, i, NULL) and
     numthunk_dltensor with a NULL object or out are ValueErrors naming the

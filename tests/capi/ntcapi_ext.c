@@ -161,6 +161,16 @@ static PyObject *call1(PyObject *self, PyObject *args)
     return PyFloat_FromDouble(f(x));
 }
 
+/* address_of(thunk) -> int: numthunk_address (None: NULL) */
+static PyObject *address_of(PyObject *self, PyObject *thunk)
+{
+    (void)self;
+    void *p = numthunk_address(thunk == Py_None ? NULL : thunk);
+    if (p == NULL)
+        return NULL;
+    return PyLong_FromVoidPtr(p);
+}
+
 static PyObject *release(PyObject *self, PyObject *thunk)
 {
     (void)self;
@@ -344,6 +354,7 @@ static PyMethodDef methods[] = {
     { "create_null", create_null, METH_VARARGS, NULL },
     { "call0", call0, METH_O, NULL },
     { "call1", call1, METH_VARARGS, NULL },
+    { "address_of", address_of, METH_O, NULL },
     { "release", release, METH_O, NULL },
     { "rebind", rebind, METH_VARARGS, NULL },
     { "rebind_null", rebind_null, METH_VARARGS, NULL },
