@@ -413,8 +413,13 @@ def test_register_refuses_what_is_not_a_hook(cfn):
     fn = cfn("f_d_pi", SUM)
     hooks = dict(thunk_class=nt.Thunk, resolve_values=len, resolve_call=len,
                  resolve_rebind=len, numba_type=len)
-    with pytest.raises(TypeError, match="thunk_class= must be a subclass of numthunk._core.Thunk"):
-        nt._core._register(**dict(hooks, thunk_class=int))
+    # thunk_class= is a type, not any callable: what is neither is refused
+    # as no subclass too (not as a hook that is not callable)
+    for not_a_class in (int, 3, None, len):
+        with pytest.raises(TypeError) as info:
+            nt._core._register(**dict(hooks, thunk_class=not_a_class))
+        assert str(info.value) == ("_register(): thunk_class= must be a subclass of "
+                                   "numthunk._core.Thunk")
     with pytest.raises(TypeError, match="resolve_call= must be callable, not int"):
         nt._core._register(**dict(hooks, resolve_call=3))
     with pytest.raises(TypeError, match="needs numba_type="):
