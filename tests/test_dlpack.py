@@ -338,6 +338,33 @@ def test_undescribable_arrays_refused(kern, arr, match):
         nt.bind(fn, arr)
 
 
+@pytest.mark.parametrize("error", [BufferError, TypeError, ValueError])
+def test_a_refused_buffer_is_named_with_the_exporter_s_reason_as_cause(kern, ntexport, error):
+    """dlpack.c get_view: an exporter that refuses its buffer with
+    BufferError, TypeError or ValueError is named as the parameter's, its
+    exception the cause; anything else passes as it was raised."""
+    fn = kern("dl_sum_f64", "double (const DLTensor *t)")
+    buf = ntexport.Buffer(bytearray(24), "d", 8, (3,), (8,))
+    assert nt.bind(fn, buf)() == 0.0
+    raised = error("the exporter's own reason")
+
+    def refuse():
+        raise raised
+
+    buf.on_get = refuse
+    with pytest.raises(TypeError) as info:
+        nt.bind(fn, buf)
+    assert re.fullmatch(r"argument 1 \(t: const DLTensor \*\): ntexport\.Buffer object does "
+                        r"not export a strided buffer \(the exporter's own reason\)",
+                        str(info.value)), str(info.value)
+    assert info.value.__cause__ is raised
+    raised = KeyboardInterrupt("stop")
+    with pytest.raises(KeyboardInterrupt) as info:
+        nt.bind(fn, buf)
+    assert info.value is raised
+    assert buf.exports == 0
+
+
 def test_byte_strides_that_are_not_whole_elements_refused(kern):
     rec = np.zeros(4, dtype=[("x", "f8"), ("y", "i4")])     # 12-byte records
     x = rec["x"]
