@@ -346,12 +346,14 @@ def test_a_refused_buffer_is_named_with_the_exporter_s_reason_as_cause(kern, nte
     fn = kern("dl_sum_f64", "double (const DLTensor *t)")
     buf = ntexport.Buffer(bytearray(24), "d", 8, (3,), (8,))
     assert nt.bind(fn, buf)() == 0.0
+
+    def refusing(exc):
+        def refuse():
+            raise exc
+        return refuse
+
     raised = error("the exporter's own reason")
-
-    def refuse():
-        raise raised
-
-    buf.on_get = refuse
+    buf.on_get = refusing(raised)
     with pytest.raises(TypeError) as info:
         nt.bind(fn, buf)
     assert re.fullmatch(r"argument 1 \(t: const DLTensor \*\): ntexport\.Buffer object does "
@@ -359,6 +361,7 @@ def test_a_refused_buffer_is_named_with_the_exporter_s_reason_as_cause(kern, nte
                         str(info.value)), str(info.value)
     assert info.value.__cause__ is raised
     raised = KeyboardInterrupt("stop")
+    buf.on_get = refusing(raised)
     with pytest.raises(KeyboardInterrupt) as info:
         nt.bind(fn, buf)
     assert info.value is raised
