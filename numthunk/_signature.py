@@ -30,12 +30,16 @@ class Signature(_core.Signature):
     (``CFUNCTYPE`` class or instance), a cffi function type or pointer, or a
     Numba signature (``float64(CPointer(float64), intc)``) or its string.
     ``str()`` gives the canonical C form that SciPy and Cython compare.
-    ``typedefs``: ``{name: C type}`` for names the text uses.
+    ``typedefs``: ``{name: C type}`` for names the text uses. Signatures
+    are equal when C calls them compatible function types: names and
+    spellings aside, and a parameter's or the result's own ``const`` aside
+    (``double (const double x)`` is ``double (double)``); what a pointer
+    points to counts.
 
     >>> sig = nt.Signature("double (const REAL *x, int n)", typedefs={"REAL": "double"})
     >>> str(sig), sig.names, sig.nargs
     ('double (const double *, int)', ('x', 'n'), 2)
-    >>> sig == nt.Signature("float64(CPointer(float64), intc)")   # const aside: no
+    >>> sig == nt.Signature("float64(CPointer(float64), intc)")   # the pointee's const counts
     False
     >>> nt.Signature("double (FLOAT64 *, int)")
     Traceback (most recent call last):
@@ -110,7 +114,7 @@ _KIND_TEXT = {"bool": "bool_", "memoryview slice": "__Pyx_memviewslice"}
 
 
 def _kind_type_text(desc, written):
-    kind, base, depth, const, _spelling, fn = desc
+    kind, base, depth, _const, _spelling, fn = desc
     if kind == "function pointer":
         return _kind_fn_text(fn, pointer=True) if fn is not None else written
     if kind == "pointer":
@@ -120,7 +124,10 @@ def _kind_type_text(desc, written):
         # no const: SciPy passes "double *" and compares text, and a target
         # that promises not to write through the pointer takes one as well
         return _KIND_TEXT.get(base, base) + " " + "*" * depth
-    return ("const " if const else "") + _KIND_TEXT.get(kind, kind)
+    # a parameter's or the result's own const is no part of the function's
+    # type (Signature equality leaves it out too): SciPy asks for "double
+    # (double)" of a target declared double (const double x)
+    return _KIND_TEXT.get(kind, kind)
 
 
 def _kind_fn_text(sig, pointer=False):

@@ -295,7 +295,9 @@ size_t nt_format_cut(char *buf, size_t n, const char *fmt, ...)
 void nt_mark_cut(char *buf, size_t n, size_t needed);
 
 /* Structural equality: kinds, pointer shapes, const, nested signatures;
-   spellings and parameter names do not matter. */
+   spellings and parameter names do not matter. Signatures compare as C's
+   compatible function types: a parameter's or the result's own const is
+   left out (double (const double) equals double (double)). */
 int nt_type_equal(const nt_type *a, const nt_type *b);
 int nt_sig_equal(const nt_sig *a, const nt_sig *b);
 

@@ -325,13 +325,17 @@ static int void_spelling(void)
     return nt_spelling_find("void", 4);
 }
 
+/* The flag of a type's own const: a pointer's is on the pointer itself,
+   any other type's on its value. */
+static uint8_t own_const(const nt_type *t)
+{
+    return t->kind == NT_PTR || t->kind == NT_FNPTR ? NT_CONST_SELF : NT_CONST_BASE;
+}
+
 /* `const` applied to what has been read so far. */
 static void add_const(nt_type *t)
 {
-    if (t->kind == NT_PTR || t->kind == NT_FNPTR)
-        t->cflags |= NT_CONST_SELF;
-    else
-        t->cflags |= NT_CONST_BASE;
+    t->cflags |= own_const(t);
 }
 
 /* One more '*' around what has been read so far. */
@@ -1486,16 +1490,28 @@ int nt_type_equal(const nt_type *a, const nt_type *b)
     return 1;
 }
 
+/* Equal but for their own qualifier: a parameter's or the result's own
+   const is no part of a function's type (C17 6.7.6.3, paragraphs 5 and
+   15), so double (const double) is double (double), and double (double
+   *const) is double (double *); what a pointer points to still counts. */
+static int equal_unqualified(const nt_type *a, const nt_type *b)
+{
+    nt_type ua = *a, ub = *b;
+    ua.cflags &= (uint8_t)~own_const(a);
+    ub.cflags &= (uint8_t)~own_const(b);
+    return nt_type_equal(&ua, &ub);
+}
+
 /* a and b are never NULL: a function pointer always has its signature
    (parse_fnptr and the nested declarator make one, nt_sig_copy copies it) */
 int nt_sig_equal(const nt_sig *a, const nt_sig *b)
 {
     int i;
 
-    if (!nt_type_equal(&a->ret, &b->ret) || a->nargs != b->nargs)
+    if (!equal_unqualified(&a->ret, &b->ret) || a->nargs != b->nargs)
         return 0;
     for (i = 0; i < a->nargs; i++)
-        if (!nt_type_equal(&a->args[i], &b->args[i]))
+        if (!equal_unqualified(&a->args[i], &b->args[i]))
             return 0;
     return 1;
 }

@@ -117,6 +117,23 @@ def test_lowlevelcallable_is_what_scipy_makes_of_the_capsule(ifn):
     assert integrate.quad(llc, 0.0, 1.0)[0] == pytest.approx(2.0)   # 1 + 2x
 
 
+def test_a_parameter_s_own_const_is_no_part_of_the_scipy_text(ifn):
+    """double (const double x) is the function type double (double) (C17
+    6.7.6.3): SciPy, which compares text, gets the unqualified text of a
+    target whose parameters and result are declared const; what a pointer
+    points to is left out as before."""
+    own = "const double (const double x, const double *const c, const int n)"
+    poly = ifn("poly_at", own)
+    assert str(poly.signature) == "const double (const double, const double *const, const int)"
+    assert scipy_text(poly.signature) == "double (double, double *, int)"
+    assert _consumer_view(poly.lowlevelcallable())[0] == "double (double, double *, int)"
+    t = nt.bind(poly, nt.ARG, np.array([1.0, 2.0]), 2)
+    assert str(t.csig) == "const double (const double)"
+    assert t.lowlevelcallable().signature == "double (double)"
+    assert integrate.quad(t.lowlevelcallable(), 0.0, 1.0)[0] == pytest.approx(2.0)   # 1 + 2x
+    assert scipy_text(nt.Signature("void (double *const *, const int)")) == "void (double **, int)"
+
+
 def test_lowlevelcallable_with_user_data_passes_it_on(ifn):
     # double (double, void *): quad hands the callback the user data
     t = nt.bind(ifn("poly_at", "double (double, const double *, int)"), nt.ARG,

@@ -49,6 +49,30 @@ def test_equality_is_structural():
     assert hash(nt.Signature("int (int)")) == hash(nt.Signature("int32_t (intc)"))
 
 
+@pytest.mark.parametrize("left, right, equal", [
+    # a parameter's or the result's own const is no part of the function type
+    ("double (const double)", "double (double)", True),
+    ("const double (double)", "double (double)", True),
+    ("double (double *const)", "double (double *)", True),
+    ("void (const double *const x)", "void (const double *)", True),
+    ("void (double (*const f)(double))", "void (double (*)(double))", True),
+    ("void (double (*f)(const double))", "void (double (*)(double))", True),
+    ("int (const long, const char)", "int (int64_t, int8_t)", True),
+    # what a pointer points to still counts, at every depth
+    ("double (const double *)", "double (double *)", False),
+    ("void (double *const *)", "void (double **)", False),
+    ("void (const double **)", "void (double **)", False),
+    ("void (double (*f)(const double *))", "void (double (*)(double *))", False),
+    ("double (const double)", "float (float)", False),
+])
+def test_equality_is_c_s_compatibility_of_function_types(left, right, equal):
+    a, b = nt.Signature(left), nt.Signature(right)
+    assert (a == b, b == a, a != b) == (equal, equal, not equal)
+    if equal:
+        assert hash(a) == hash(b)
+    assert str(a) == str(nt.Signature(left))         # the text keeps what was written
+
+
 @pytest.mark.parametrize("op", [operator.lt, operator.le, operator.gt, operator.ge])
 def test_signatures_are_equal_or_not_but_have_no_order(op):
     a, b = nt.Signature("int (int)"), nt.Signature("int32_t (intc)")

@@ -352,11 +352,24 @@ test_structure(void)
         nt_sig_free(c);
     }
     {
-        nt_sig *a = parse("double *const (int)");
+        /* the result's and each parameter's own const are no part of the
+           function's type; what a pointer points to is */
+        nt_sig *a = parse("double *const (const int)");
         nt_sig *b = parse("double * (int)");
-        CHECK(a != NULL && b != NULL && !nt_sig_equal(a, b));
+        nt_sig *c = parse("const double * (int)");
+        nt_sig *d = parse("void (double *const *)");
+        nt_sig *e = parse("void (double **const)");
+        nt_sig *f = parse("void (double **)");
+        CHECK(a != NULL && b != NULL && c != NULL && d != NULL && e != NULL && f != NULL);
+        CHECK(nt_sig_equal(a, b) && nt_sig_equal(b, a));
+        CHECK(!nt_sig_equal(b, c) && !nt_sig_equal(a, c));
+        CHECK(nt_sig_equal(e, f) && !nt_sig_equal(d, f) && !nt_sig_equal(d, e));
         nt_sig_free(a);
         nt_sig_free(b);
+        nt_sig_free(c);
+        nt_sig_free(d);
+        nt_sig_free(e);
+        nt_sig_free(f);
     }
     {
         nt_sig *a = parse("void (double (*)(double))");
