@@ -505,6 +505,42 @@ def test_a_rebind_recomputes_the_gil_from_the_target_and_every_value(fns, engine
     assert not top.nogil and top() == 1              # the target still does
 
 
+def test_a_thunk_as_target_gives_its_function_the_thunk_s_gil_need(fns, engine, gil_check):
+    """as_function(thunk): the Function over a thunk needs the GIL exactly
+    when the thunk does; nogil= given to bind still decides."""
+    for fn, nogil in ((gil_check.needs, False), (gil_check.free, True)):
+        inner = bind(engine, fn)
+        top = bind(engine, inner)
+        assert (top.target.nogil, top.nogil, top()) == (nogil, nogil, int(not nogil))
+        assert top.target.owner is inner
+    forced = bind(engine, bind(engine, gil_check.free), nogil=False)
+    assert (forced.target.nogil, forced.nogil, forced()) == (False, False, 1)
+
+
+def test_a_function_with_const_parameters_is_a_value_of_the_unqualified_type(fns, engine, cfn):
+    """A parameter's own const is no part of a function's type: a target
+    declared double (const double) is a double (*)(double), as a value
+    bound, forwarded and rebound, and as a thunk; a pointee's const is."""
+    own = cfn("f_d_d", "const double (const double x)")
+    t = bind(engine, fns.apply, own, 2.5)
+    assert t() == 2.5
+    assert bind(engine, fns.apply, bind(engine, own, nt.ARG), 3.0)() == 3.0
+    assert bind(engine, fns.apply, nt.ARG, 4.0)(own) == 4.0
+    t.rebind(0, fns.d)
+    t.rebind("f", own)
+    assert t() == 2.5
+    unqualified = bind(engine, cfn("f_d_Fd", "double (double (*const f)(const double), double)"),
+                       fns.d, 5.0)
+    assert unqualified() == 5.0
+    pointee = cfn("f_d_pi", "double (const double *, int)")
+    with pytest.raises(TypeError, match=re.escape(
+            "expected a function 'double (const double *, int)', got 'double (double *, int)'")):
+        # (never called: the refusal comes at bind)
+        bind(engine, cfn("f_d_Fd", "double (double (*f)(const double *, int))"),
+             cfn("f_d_pi", "double (double *, int)"))
+    assert pointee.signature != nt.Signature("double (double *, int)")
+
+
 def test_a_gil_needing_function_forwarded_keeps_the_gil(fns, engine, gil_check):
     fwd = bind(engine, fns.call_int, nt.ARG)
     assert fwd.nogil
