@@ -85,8 +85,8 @@ def _kind_typedef(k):
 # NumPy's numpy/__init__.pxd typedefs as C types the parser knows: one
 # <kind>_t per kind of the kind table but bool (int32_t, float64_t,
 # complex128_t), then NumPy's other names. int_t, long_t, uint_t and ulong_t
-# are NumPy 1.x's (npy_long); a module compiled against NumPy 1 keeps those
-# names in its capsules.
+# are NumPy 1.x's (npy_long, npy_longlong, npy_ulong, npy_ulonglong); a
+# module compiled against NumPy 1 keeps those names in its capsules.
 NUMPY_TYPEDEFS = {
     **{f"{k.name}_t": _kind_typedef(k) for k in _core.kinds.values() if k.name != "bool"},
     "cfloat_t": "__pyx_t_float_complex", "cdouble_t": "__pyx_t_double_complex",
@@ -94,7 +94,8 @@ NUMPY_TYPEDEFS = {
     "longlong_t": "long long", "ulonglong_t": "unsigned long long",
     "intp_t": "npy_intp", "uintp_t": "npy_uintp",
     "float_t": "double", "double_t": "double",
-    "int_t": "long", "long_t": "long", "uint_t": "unsigned long", "ulong_t": "unsigned long",
+    "int_t": "long", "long_t": "long long", "uint_t": "unsigned long",
+    "ulong_t": "unsigned long long",
     "npy_intp": "npy_intp", "npy_uintp": "npy_uintp",
     # NumPy 1.x's .pxd declares these in `cdef extern` as `ctypedef int`, a
     # stand-in: C's definition is pointer-sized.

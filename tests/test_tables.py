@@ -481,6 +481,51 @@ def test_numpy_cython_typedefs():
     assert checked >= 30
 
 
+# NumPy 1.x's numpy/__init__.pxd declares four names that NumPy 2 dropped,
+# which modules compiled against NumPy 1 keep in their capsules; its lines
+# (NumPy 1.23.2: `ctypedef npy_long int_t`, ...) and its npy_ types:
+NUMPY1_ONLY = {"int_t": "npy_long", "long_t": "npy_longlong", "uint_t": "npy_ulong",
+               "ulong_t": "npy_ulonglong"}
+NUMPY1_NPY = {"npy_long": "signed long", "npy_longlong": "signed long long",
+              "npy_ulong": "unsigned long", "npy_ulonglong": "unsigned long long"}
+
+
+def c_words_of(defs, name):
+    """The C words a chain of the .pxd's ctypedefs ends in, or None."""
+    seen = set()
+    while name in defs and name not in seen:
+        seen.add(name)
+        name = " ".join(defs[name].split())
+    return name if name in C_WORDS else None
+
+
+def test_every_numpy_typedef_the_table_knows_is_numpy_s_with_its_c_spelling():
+    """Each name of _cython.NUMPY_TYPEDEFS is declared by the installed
+    NumPy's .pxd or by NumPy 1.x's, and resolves to the very C type that
+    declares it, spelling and all (long_t is long long, not long, though
+    both are 64 bits on LP64), whatever NumPy is installed."""
+    defs = pxd_typedefs(numpy_pxd())
+    resolver = _cython._Resolver(np, None, "numpy typedefs")
+    spelled = 0
+    for name, text in _cython.NUMPY_TYPEDEFS.items():
+        assert name in defs or name in NUMPY1_ONLY or name in EXTERN_TRUTH, name
+        if name in NUMPY1_ONLY:
+            words = NUMPY1_NPY[NUMPY1_ONLY[name]]
+        else:
+            words = c_words_of(defs, name)
+        if words is None or C_WORDS[words] is None or isinstance(C_WORDS[words], str):
+            continue                                  # a typedef of NumPy's own, or complex
+        got = resolver.lookup("numpy", name, set(), name)
+        assert got == text
+        want = nt.Signature(f"void ({words.removeprefix('signed ')})")
+        assert nt.Signature(f"void ({got})") == want, (name, got, words)
+        if got in C_WORDS:
+            # a C type word, not an exact-width or NumPy name: the same words
+            assert str(nt.Signature(f"void ({got})")) == str(want), (name, got, words)
+            spelled += 1
+    assert spelled >= len(NUMPY1_ONLY) + 4
+
+
 def pxd_fnptrs(path):
     """name -> (return words, [parameter words]) for every
     `ctypedef <ret> (*<name>)(<params>)` of the .pxd."""
