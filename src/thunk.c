@@ -969,10 +969,14 @@ static int param_index(ThunkObject *self, PyObject *key)
     int ovf = 0;
     long long i = PyLong_AsLongLongAndOverflow(num, &ovf);
     if (ovf != 0 || i < 0 || i >= sig->nargs) {
-        PyErr_Format(PyExc_IndexError,
-                     "parameter index %S out of range (the target has %d "
-                     "parameter%s: 0 to %d)",
-                     num, sig->nargs, sig->nargs == 1 ? "" : "s", sig->nargs - 1);
+        if (sig->nargs == 0)
+            PyErr_Format(PyExc_IndexError,
+                         "parameter index %S out of range (the target has 0 parameters)", num);
+        else
+            PyErr_Format(PyExc_IndexError,
+                         "parameter index %S out of range (the target has %d "
+                         "parameter%s: 0 to %d)",
+                         num, sig->nargs, sig->nargs == 1 ? "" : "s", sig->nargs - 1);
         Py_DECREF(num);
         return -1;
     }

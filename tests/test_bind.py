@@ -1116,6 +1116,25 @@ def test_rebind_index_at_the_edges_in_every_form(cfn):
             t.rebind(bad, 3)
 
 
+@pytest.mark.parametrize("nargs", [0, 1, 2, 3])
+def test_rebind_index_out_of_range_counts_the_parameters_in_words(nargs):
+    """thunk.c param_index: 'has 0 parameters' (no range), 'has 1
+    parameter: 0 to 0', 'has 2 parameters: 0 to 1', ..., for nargs and -1,
+    as fixed= words it; nargs - 1 itself is taken."""
+    sig = nt.Signature(f"void ({', '.join(['int'] * nargs) or 'void'})")
+    t = nt.bind(nt.Function(nt._core._kernels()["sum"], sig), *range(nargs))   # never called
+    plural = "" if nargs == 1 else "s"
+    span = f": 0 to {nargs - 1}" if nargs else ""
+    for key in (nargs, -1):
+        with pytest.raises(IndexError, match=re.escape(
+                f"parameter index {key} out of range (the target has {nargs} "
+                f"parameter{plural}{span})") + "$"):
+            t.rebind(key, 7)
+    if nargs:
+        t.rebind(nargs - 1, 7)
+        assert t.bindings[-1] == 7
+
+
 @pytest.mark.parametrize("ndim, ok", [(0, False), (1, True), (8, True), (9, False)])
 def test_memoryview_declaration_ndim_at_the_edges(cfn, ndim, ok):
     """commit.c collect_mvspecs: 1 <= ndim <= 8 (NT_MEMVIEW_MAX_DIMS); the
@@ -1169,3 +1188,59 @@ def test_forwarded_values_the_core_reads_itself_run_no_python(cfn, engine):
             sys.setprofile(None)
         assert calls == [], (value, calls)
         assert result == (3.0 if t is three else 0.0)
+
+
+# ------------------------------------------ tuples the core fills, under the debug allocator
+
+# Every tuple the core builds item by item (a thunk's bindings, its
+# signature's types and names, _describe(), _inline_layout()'s slots), for
+# 0 to 6 parameters bound or forwarded in every pattern, in a process whose
+# allocator guards each block: a write one past a tuple ends it ("bad
+# trailing pad byte") when the tuple is freed.
+DEBUG_ALLOCATOR = """
+import gc, itertools, sys
+import numpy as np
+import numthunk as nt
+addr = nt._core._kernels()["sum"]               # never called
+kinds = ["int", "double", "signed char", "const double *"]
+values = {"int": 3, "double": 2.5, "signed char": -4, "const double *": np.arange(3.0)}
+checked = 0
+for engine in ("native", "ffi") if nt.backend_info()["native_available"] else ("ffi",):
+    for n in range(7):
+        types = [kinds[i % len(kinds)] for i in range(n)]
+        sig = nt.Signature("void (" + (", ".join(f"{t} p{i}" for i, t in enumerate(types))
+                                       or "void") + ")")
+        for mask in range(2 ** n):
+            forwarded = [mask >> i & 1 for i in range(n)]
+            args = [nt.ARG if f else values[t] for f, t in zip(forwarded, types)]
+            t = nt.bind(nt.Function(addr, sig), *args, engine=engine)
+            cell, offset, slots = t._inline_layout()
+            assert len(slots) == n, (slots, n)
+            fwd = 0
+            for i, (how, kind, where) in enumerate(slots):
+                assert how == ("arg" if forwarded[i] else "bound"), (slots, mask)
+                assert kind == sig._describe()[1][i][0], (slots, i)
+                if forwarded[i]:
+                    assert where == fwd, (slots, i)
+                    fwd += 1
+            assert len(t.bindings) == n and len(t.csig.argtypes) == fwd
+            assert len(t.csig.names) == fwd and len(t.csig._describe()[1]) == fwd
+            assert t.target_signature.names == tuple(f"p{i}" for i in range(n))
+            for i, f in enumerate(forwarded):
+                if not f:
+                    t.rebind(f"p{i}", values[types[i]])
+            t.release()
+            checked += 1
+            del t, slots
+    gc.collect()
+print(checked)
+"""
+
+
+def test_tuples_the_core_fills_are_whole_under_the_debug_allocator():
+    from thunks import run_py
+
+    out = run_py(DEBUG_ALLOCATOR, PYTHONMALLOC="debug")
+    assert out.returncode == 0, out.stderr[-3000:]
+    engines = 2 if nt.backend_info()["native_available"] else 1
+    assert int(out.stdout) == engines * (2 ** 7 - 1)
