@@ -680,6 +680,47 @@ def test_a_forked_child_closes_the_memory_file_at_descriptor_zero():
     assert out.stdout.split() == ["0", "3", "4", "1", "3"]
 
 
+# Two thunks of one shape share one handler, counted once for each: the
+# first released and gone, its handler must stay for the second, however
+# many releases pass and however many handlers are made after (they take
+# the blocks that handlers given back leave).
+SHARED_HANDLER_KEPT = """
+import gc, itertools
+import numpy as np
+import numthunk as nt
+kernels = nt._core._kernels()
+x = np.arange(5.0)
+# two signatures, so two plans (a signature keeps its plans) of one shape
+s1, s2 = (nt.Signature(f"double (const double *{p}, int n)") for p in "ab")
+first = nt.bind(nt.Function(kernels["sum"], s1), x, 5)
+second = nt.bind(nt.Function(kernels["sum"], s2), x, 4)
+assert first.backend != "libffi" and (first(), second()) == (10.0, 6.0)
+first.release()
+del first, s1                           # its plan goes; second's uses the handler
+gc.collect()
+f = nt.Function(kernels["sum"], "double (const double *, int)")
+never = nt.Function(kernels["many"], "void (int)")  # never called
+for _ in range(nt.backend_info()["config"]["quarantine"] + 5000):
+    nt.bind(never, 1).release()
+made = []
+for k in range(1, 4):
+    for types in itertools.product(["int", "double", "signed char", "unsigned short"], repeat=k):
+        sig = nt.Signature("void (" + ", ".join(types) + ")")
+        for mask in range(1, 2 ** k):   # first parameter bound: none is the first's shape
+            made.append(nt.bind(nt.Function(kernels["many"], sig),
+                                *[nt.ARG if mask >> i & 1 and i else 0 for i in range(k)]))
+print(second(), nt.bind(f, x, 3)(), len(made))
+"""
+
+
+@pytest.mark.skipif(not NATIVE, reason="handlers are the native engine's")
+@pytest.mark.parametrize("policy", ["memfd", "mprotect"])
+def test_a_shared_handler_stays_while_any_thunk_of_its_shape_lives(policy):
+    out = run_py(SHARED_HANDLER_KEPT, NUMTHUNK_BACKEND="native", NUMTHUNK_EXECMEM=policy)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split()[:2] == ["6.0", "3.0"]
+
+
 def test_core_works_without_the_python_package(fixture_path):
     code = f"""
 import ctypes, numpy as np

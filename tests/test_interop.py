@@ -905,7 +905,7 @@ def test_njit_thunk_pointer_parameter_takes_an_array(ifn):
     assert run(t, 2.0, c) == np.polynomial.polynomial.polyval(2.0, c)
     c2d = np.array([[1.0, 2.0], [3.0, 4.0]])
     assert run(t, 1.0, c2d) == 10.0     # its data pointer, C order
-    with pytest.raises(TypingError, match="cannot pass array\\(int64, 1d, C\\) as"):
+    with pytest.raises(TypingError, match="argument 2: cannot pass array\\(int64, 1d, C\\) as "):
         run(t, 2.0, np.arange(3))
     with pytest.raises(TypingError, match="C- or F-contiguous"):
         run(t, 2.0, np.arange(6.0)[::2])
