@@ -38,6 +38,12 @@ across every C file of src/ and Python file of numthunk/:
     python tools/mutate.py --operators --list --files 'src/convert.c'
     python tools/mutate.py --operators --only src/plan.c:61:16:rel:12   # one again
 
+Patch mode runs a set of hand-written bugs instead: each DIR/*.patch (a
+unified diff of one file, as `git diff` writes it) is one mutant, built,
+compared and tested as an operator mutant is, with the same selections:
+
+    python tools/mutate.py --patches DIR [--engine ffi] [--json F]
+
 Each test selection first runs once on the unmutated tree (it must pass;
 its time sets the timeout). A C mutant recompiles only the translation
 unit it is in; one whose object code equals the unmutated one is reported
@@ -670,7 +676,8 @@ class OpWorker(Worker):
         path = os.path.join(self.dir, m["file"])
         with open(path, encoding="utf-8") as fh:
             orig = fh.read()
-        new, why = mutate_ops.plant(orig, m)
+        new, why = (plant_patch(self.dir, m, orig) if "patch" in m
+                    else mutate_ops.plant(orig, m))
         if new is None:
             return dict(result="stale", test=why, secs=0.0)
         t0 = time.monotonic()
@@ -732,8 +739,59 @@ def _includes(root, src, header, seen=None):
     return False
 
 
+_HUNK_RE = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@", re.M)
+
+
+def patch_mutants(directory):
+    """One mutant per DIR/*.patch, in the operator mutants' form: its file,
+    the first changed line, its removed and added lines."""
+    out = []
+    for name in sorted(f for f in os.listdir(directory) if f.endswith(".patch")):
+        path = os.path.join(os.path.abspath(directory), name)
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+        files = sorted(set(re.findall(r"^\+\+\+ b/(\S+)", text, re.M)))
+        removed = [ln[1:].strip() for ln in text.splitlines()
+                   if ln.startswith("-") and not ln.startswith("---")]
+        added = [ln[1:].strip() for ln in text.splitlines()
+                 if ln.startswith("+") and not ln.startswith("+++")]
+        line = 0
+        hunk = _HUNK_RE.search(text)
+        if hunk:
+            # the hunk's first line, then its context up to the first change
+            body = text[hunk.end():].split("\n")[1:]
+            line = int(hunk.group(1))
+            for ln in body:
+                if ln.startswith(("-", "+")):
+                    break
+                line += 1
+        out.append(dict(id=name, patch=path, file=files[0] if len(files) == 1 else "?",
+                        files=files, line=line, start=0, func=name[:-len(".patch")],
+                        desc="hand-written", old_line=" / ".join(removed),
+                        new_line=" / ".join(added), op="patch"))
+    return out
+
+
+def plant_patch(scratch, m, orig):
+    """(the patched text of m's file, None), or (None, why): the patch is
+    applied in the scratch copy, read, and the file written back."""
+    if len(m["files"]) != 1:
+        return None, f"a patch must change one file, this one changes {len(m['files'])}"
+    with open(m["patch"], "rb") as fh:
+        r = subprocess.run(["git", "apply", "--unsafe-paths", "-"], cwd=scratch, input=fh.read(),
+                           capture_output=True)
+    if r.returncode != 0:
+        return None, "does not apply: " + r.stderr.decode(errors="replace").strip()[:120]
+    path = os.path.join(scratch, m["file"])
+    with open(path, encoding="utf-8") as fh:
+        new = fh.read()
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(orig)
+    return new, None
+
+
 def operator_mode(args):
-    mutants = mutate_ops.generate(args.repo)
+    mutants = patch_mutants(args.patches) if args.patches else mutate_ops.generate(args.repo)
     if args.ops:
         mutants = [m for m in mutants if m["op"] in args.ops]
     if args.files:
@@ -749,6 +807,8 @@ def operator_mode(args):
     if args.sample and args.sample < len(mutants):
         mutants = random.Random(args.seed).sample(mutants, args.sample)
         mutants.sort(key=lambda m: (m["file"], m["start"]))
+    what = (f"patches from {args.patches}" if args.patches
+            else f"operator mutants (seed {args.seed})")
     if args.tests:
         tests_of = lambda m: list(args.tests)   # noqa: E731
     elif args.full:
@@ -759,9 +819,9 @@ def operator_mode(args):
         for m in mutants:
             print(f"{m['id']:40} {m['func']:28} {m['desc']}\n{'':40} - {m['old_line'][:110]}"
                   f"\n{'':40} + {m['new_line'][:110]}")
-        print(f"{len(mutants)} of {total} operator mutants (seed {args.seed})")
+        print(f"{len(mutants)} of {total} {what}")
         return 0
-    print(f"{len(mutants)} of {total} operator mutants (seed {args.seed}), engine "
+    print(f"{len(mutants)} of {total} {what}, engine "
           f"{args.engine or 'native'}, {args.jobs} job(s)", flush=True)
     # Python mutants first: they need no build.
     order = sorted(mutants, key=lambda m: (m["file"].endswith((".c", ".h")), m["file"],
@@ -901,6 +961,9 @@ def main(argv=None):
                     help="only these operators")
     op.add_argument("--files", nargs="+", metavar="GLOB", help="only files matching these")
     op.add_argument("--json", metavar="FILE", help="write every mutant and its result here")
+    op.add_argument("--patches", metavar="DIR",
+                    help="hand-written mutants: each DIR/*.patch (a git diff of one file), "
+                         "run as operator mutants are")
     op.add_argument("--no-baseline", action="store_true",
                     help="skip the run of each test selection on the unmutated tree (its "
                          "time sets the mutants' timeout: 3x + 30 s, at least --timeout)")
@@ -909,7 +972,7 @@ def main(argv=None):
                          "suite (tests/): the selection is a shortcut, the suite's verdict "
                          "is the one that counts")
     args = ap.parse_args(argv)
-    if args.operators:
+    if args.operators or args.patches:
         args.jobs = args.jobs or os.cpu_count() or 1
         args.timeout = args.timeout or 60
         return operator_mode(args)
