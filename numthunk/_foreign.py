@@ -87,10 +87,13 @@ def _aggregate_word(sig, i):
 
 
 def _c_name(kind):
+    """A kind's C text ('int32' -> 'int'); void (no parameter: "void
+    (void)") and what the core does not model, as given."""
     try:
-        return Signature(f"void ({kind})").argtypes[0]
+        types = Signature(f"void ({kind})").argtypes
     except ValueError:
         return kind
+    return types[0] if types else kind
 
 
 def _pointee_text(p, word="struct"):

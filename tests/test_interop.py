@@ -630,6 +630,62 @@ def test_pointer_to_pointer_from_ctypes_and_cffi(ifn, api):
         nt.bind(rows_sum, ctypes.cast(r0, dp), 1, 3)
 
 
+# Pointers at every depth, ctypes' and cffi's, against pointer parameters
+# at every depth. The oracle walks the foreign type itself: each POINTER
+# level (each '*') is one level; c_void_p and c_char_p are one level over
+# void and char. A typed pointer is taken where C converts it without a
+# cast: the same pointee at the same depth, or void * (which takes any);
+# a bare c_void_p value is an address, taken by any pointer parameter.
+_LEAVES = {"void": ctypes.c_void_p, "double": ctypes.c_double, "int": ctypes.c_int,
+           "char": ctypes.c_char_p}
+
+
+def _ctypes_pointee(t):
+    depth = 0
+    while isinstance(t, type) and issubclass(t, ctypes._Pointer):
+        depth, t = depth + 1, t._type_
+    base = {ctypes.c_void_p: "void", ctypes.c_char_p: "char"}.get(t)
+    if base is not None:
+        return base, depth + 1
+    return {ctypes.c_double: "double", ctypes.c_int: "int"}[t], depth
+
+
+def _taken(pointee, param):
+    (base, depth), (pbase, pdepth) = pointee, param
+    return (pbase, pdepth) == ("void", 1) or (base, depth) == (pbase, pdepth)
+
+
+@pytest.mark.parametrize("leaf", list(_LEAVES))
+def test_ctypes_and_cffi_pointers_at_every_depth_meet_parameters_at_every_depth(leaf):
+    ffi = cffi.FFI()
+    x = ctypes.c_double(1.5)
+    addr = ctypes.addressof(x)
+    for k in range(4):
+        t = _LEAVES[leaf]
+        for _ in range(k):
+            t = ctypes.POINTER(t)
+        if k == 0 and leaf in ("double", "int"):
+            continue                                   # a scalar, no pointer
+        given = _ctypes_pointee(t)
+        cdecl = f"{leaf} {'*' * given[1]}"
+        values = [("ctypes", ctypes.cast(addr, t)), ("cffi", ffi.cast(cdecl, addr))]
+        if t is ctypes.c_void_p:
+            values = [("ctypes", ctypes.c_void_p(addr))]   # an address: any pointer
+        for pbase in _LEAVES:
+            for pdepth in range(1, 5):
+                fn = nt.Function(0x1000, f"void ({pbase} {'*' * pdepth})")   # never called
+                for how, v in values:
+                    want = t is ctypes.c_void_p or _taken(given, (pbase, pdepth))
+                    try:
+                        t_ = nt.bind(fn, v)
+                    except TypeError as e:
+                        assert not want, (how, cdecl, pbase, pdepth, str(e))
+                        assert "argument 1" in str(e) and "points to" in str(e), str(e)
+                    else:
+                        assert want, (how, cdecl, pbase, pdepth)
+                        assert t_.bindings[0].value == addr
+
+
 def test_types_without_a_module_name_bind():
     # np.ctypeslib makes ctypes array types whose __module__ is None
     arr = np.arange(4, dtype=np.int32)
