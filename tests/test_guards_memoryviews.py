@@ -79,3 +79,30 @@ def test_every_scalar_kind_is_a_dtype(cfn, dtype):
     addr = cfn("f_d_pi", "double (const double *x, int n)").address
     t = nt.Thunk(nt.Signature(SIG), addr, (arr, 0), None, True, {0: (dtype, 1, None, False)})
     assert t.bindings[0] is arr
+
+
+def test_a_pointer_is_no_array_for_a_memoryview(cfn, ntexport):
+    """A raw pointer where Cython takes a typed memoryview (the crash the
+    hand-written T * wrappers guard against) is refused as a pointer, in
+    every form that exports one ('&<d' of a ctypes pointer, 'P' of a
+    c_void_p, any byte order); an array of another dtype is named by it."""
+    import ctypes
+
+    arr = np.arange(3.0)
+    fn = nt.Function(cfn("f_d_pi", "double (const double *x, int n)").address, SIG,
+                     memoryviews={0: "double[::1]"})
+    pointers = [arr.ctypes.data_as(ctypes.POINTER(ctypes.c_double)),
+                ctypes.pointer(ctypes.c_int(1)), ctypes.c_void_p(arr.ctypes.data),
+                *(ntexport.Buffer(bytearray(8), fmt, 8, (1,), (8,))
+                  for fmt in ("&d", "<&d", "P", "@P", "=P"))]
+    for p in pointers:
+        with pytest.raises(TypeError, match=r"^argument 1 \(__Pyx_memviewslice\): the memoryview "
+                                            r"is declared float64, got a pointer \(format '.*'\), "
+                                            r"not an array: a typed memoryview takes the array "
+                                            r"itself"):
+            nt.bind(fn, p, 3)
+    for other, fmt in [(np.arange(3, dtype=np.int32), "i"), (np.zeros(2, "S8"), "8s")]:
+        with pytest.raises(TypeError, match=rf"got a buffer of (int32|an unsupported type) "
+                                            rf"\(format '{fmt}'\)$"):
+            nt.bind(fn, other, 3)
+    assert nt.bind(fn, arr, 3).bindings[0] is arr                 # never called
