@@ -258,6 +258,41 @@ def test_complex_cells_among_many_parameters(cells, engine):
     run_patterns(cells, "rec_many", sig, values, expect_d, ints, engine)
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+def test_rebind_replaces_every_cell_whole(cells, engine):
+    """Each parameter of a thunk with every cell size (8-byte scalars,
+    float complex, double complex; in registers and on the stack) rebound
+    in turn, by index and by name: each call receives every new value whole
+    (both parts of a complex value) and every other value as it was."""
+    sig = ("void (int64_t a1, int64_t a2, int64_t a3, int64_t a4, int64_t a5, int64_t a6, "
+           "double d1, double d2, double d3, double d4, double d5, double d6, double d7, "
+           "double d8, double complex z, int64_t a7, int64_t a8, double d9, float complex w, "
+           "double d10, int64_t a9, double complex y)")
+    f = cfunc(cells, "rec_many", sig)
+    names = f.signature.names
+    ints = [-(k + 1) * 1000003 for k in range(9)]
+    dbls = [k + 0.125 for k in range(10)]
+    cplx = [complex(11.5, -12.5), complex(13.25, -14.75), complex(-15.5, 16.5)]
+
+    def values(ints, dbls, cplx):
+        z, w, y = cplx
+        return ints[:6] + dbls[:8] + [z, ints[6], ints[7], dbls[8], w, dbls[9], ints[8], y]
+
+    now = values(ints, dbls, cplx)
+    t = nt.bind(f, *now, engine=engine)
+    recorded(cells, 0, 0)
+    new = values([v * 7 - 1 for v in ints], [v * -3.5 for v in dbls],
+                 [complex(-c.imag * 2, c.real * 4) for c in cplx])
+    for i in range(len(now)):
+        t.rebind(names[i] if i % 2 else i, new[i])
+        now[i] = new[i]
+        t()
+        z, w, y = now[14], now[18], now[21]
+        want_i = now[:6] + [now[15], now[16], now[20]]
+        want_d = now[6:14] + [now[17], now[19], z.real, z.imag, w.real, w.imag, y.real, y.imag]
+        assert recorded(cells, len(want_d), len(want_i)) == (want_d, want_i), (i, names[i])
+
+
 # ------------------------------------------------------------ alignment by stride
 
 ALIGNED_KINDS = [("int16_t", "<i2"), ("uint16_t", "<u2"), ("int32_t", "<i4"),

@@ -801,6 +801,25 @@ def test_memoryview_1d(M):
     assert t(np.ones(5)) == 5.0
 
 
+def test_memoryview_rebound_is_the_new_array_whole(M):
+    """A rebound typed memoryview is the new array's whole slice (its data,
+    shape and strides), however it differs from the one before."""
+    s = nt.cython(M, "sum1d", memoryviews={0: "double[:]"})
+    x = np.arange(30.0)
+    t = nt.bind(s, x)
+    for v in (np.ones(3), x[::3], x[::-2], np.arange(7.0), x[5:6], x):
+        t.rebind(0, v)
+        assert t() == v.sum()
+    rs = nt.cython(M, "rowsums", memoryviews={0: "const double[:, ::1]", 1: "double[::1]"})
+    a, out = np.arange(20.0).reshape(4, 5), np.zeros(4)
+    t = nt.bind(rs, a, out)
+    for b in (np.ones((2, 3)), np.arange(12.0).reshape(6, 2)):
+        t.rebind(0, b)
+        t.rebind(1, out := np.zeros(b.shape[0]))
+        t()
+        assert (out == b.sum(axis=1)).all()
+
+
 def test_memoryview_takes_what_stands_for_an_array(M):
     """A typed-memoryview parameter takes what a pointer parameter takes for
     an array: arr.ctypes (the array itself is bound), a ctypes array, a
