@@ -680,6 +680,52 @@ def test_a_forked_child_closes_the_memory_file_at_descriptor_zero():
     assert out.stdout.split() == ["0", "3", "4", "1", "3"]
 
 
+# A forked child whose first new handler needs code placed: it makes a
+# memory file of its own, never writes through the parent's descriptor
+# number (here taken by a file the child opened), and needs no fallback.
+FORK_PLACES_IN_A_FILE_OF_ITS_OWN = """
+import ctypes, os, tempfile
+import numthunk as nt
+
+def memory_files():
+    return sorted(int(fd) for fd in os.listdir("/proc/self/fd")
+                  if os.path.exists(f"/proc/self/fd/{fd}")
+                  and os.readlink(f"/proc/self/fd/{fd}").startswith("/memfd:numthunk"))
+
+libc = ctypes.CDLL(None)
+labs = ctypes.cast(libc.labs, ctypes.c_void_p).value
+t = nt.bind(nt.Function(labs, "long (long)"), -3)
+(parent_fd,) = memory_files()
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    closed = memory_files() == []
+    with tempfile.TemporaryFile() as f:    # the lowest free descriptor: the parent's number
+        f.write(b"12345")
+        f.flush()
+        mine = f.fileno() == parent_fd
+        u = nt.bind(nt.Function(labs, "long (long, double, int)"), -4, 1.5, 2)   # a new shape
+        size = os.fstat(f.fileno()).st_size
+        info = nt.backend_info()
+        os.write(w, f"{closed} {mine} {size} {u()} {t()} {len(memory_files())} "
+                    f"{info['memory_policy']} {len(info['fallbacks'])}".encode())
+    os._exit(0)
+os.close(w)
+child = os.read(r, 200).decode()
+os.waitpid(pid, 0)
+print(child)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not NATIVE,
+                    reason="memfd is Linux's; the native engine places handlers")
+def test_a_forked_child_places_code_in_a_memory_file_of_its_own():
+    out = run_py(FORK_PLACES_IN_A_FILE_OF_ITS_OWN, NUMTHUNK_BACKEND="native",
+                 NUMTHUNK_EXECMEM="memfd")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["True", "True", "5", "4", "3", "1", "memfd-pwrite", "0"]
+
+
 # Two thunks of one shape share one handler, counted once for each: the
 # first released and gone, its handler must stay for the second, however
 # many releases pass and however many handlers are made after (they take
