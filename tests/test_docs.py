@@ -208,8 +208,12 @@ def _doctests():
 
 @pytest.mark.parametrize("test", _doctests(), ids=lambda t: t.name)
 def test_docstring_examples(test):
-    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    runner.run(test, out=lambda s: sys.stdout.write(s))
+    # not verbose whatever sys.argv says (pytest -v), and the report written
+    # to the stream of now: during an example sys.stdout is the runner's own
+    # capture, and a report written there would be the example's output
+    runner = doctest.DocTestRunner(verbose=False,
+                                   optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    runner.run(test, out=sys.stdout.write)
     assert runner.failures == 0, f"{test.name}: {runner.failures} example(s) failed (stdout)"
     assert runner.tries > 0 or not test.examples
 
