@@ -1568,6 +1568,21 @@ def test_targets_that_stay_called_through_the_address(cfn):
         numba.typeof(nt.bind(c_affine, 0.0, 0.0, nt.ARG))
 
 
+def test_functions_owned_by_a_pair_are_no_kept_cfunc(cfn):
+    """Only keep='s own pair (the Function, what is kept) is looked through
+    for a @cfunc: a Function whose owner is any other pair of objects, or a
+    pair whose first item is no Function, is called through the address."""
+    plain = cfn("f_d_d", "double (double)")
+    for owner in ((plain.owner, "f_d_d"), (1, 2), (c_affine, None), (None, plain)):
+        fn = nt.Function(plain.address, "double (double)", owner=owner)
+        t = nt.bind(fn, nt.ARG)
+        assert numba.typeof(t) is _uniform(), owner
+        assert call1(t, 2.5) == 2.5
+    kept = nt.bind(c_affine, 2.0, 1.0, nt.ARG, keep=(1, 2))
+    assert numba.typeof(kept) is numba.typeof(nt.bind(c_affine, 0.0, 0.0, nt.ARG))
+    assert call1(kept, 3.0) == 7.0
+
+
 def test_inline_target_exception_is_handled_as_its_c_entry_handles_it():
     """Inlining changes no result: an exception in the target is printed
     as unraisable and the call returns 0, as through the address."""
