@@ -841,6 +841,10 @@ def operator_mode(args):
         # file first) share one clean run.
         budget = {}
         selections = {tuple(sorted(tests_of(m))): tuple(tests_of(m)) for m in order}
+        if args.confirm:
+            # the whole suite too, run as a survivor's is (-x -v): a test that
+            # fails there unmutated would call every survivor killed
+            selections[("tests",)] = ("tests",)
 
         def clean(sel):
             w = free.pop()
