@@ -1051,8 +1051,14 @@ def test_marker_axes_against_the_array_at_the_edges(cfn, engine):
     for v in (-4, 3):
         with pytest.raises(ValueError, match=rf"^argument 1 \(n: int64_t\): shape\(arr, {v}\) "
                                              rf"asks for axis {v} but the array has 3 "
-                                             rf"dimensions"):
+                                             rf"dimensions$"):
             nt.bind(fn, nt.shape(a, v), engine=engine)
+    # the count in words, for 0, 1 and 2 dimensions
+    for arr, words in ((np.float64(1.0), "0 dimensions"), (np.zeros(2), "1 dimension"),
+                       (np.zeros((2, 2)), "2 dimensions")):
+        for make in (nt.shape, nt.stride):
+            with pytest.raises(ValueError, match=rf"axis {arr.ndim} but the array has {words}$"):
+                nt.bind(fn, make(arr, arr.ndim), engine=engine)
 
 
 # ------------------------------------- bound narrow values in every form, as seen by a
