@@ -842,22 +842,13 @@ static int convert_buffer(const nt_type *t, PyObject *obj, int strided, void *ce
 
 /* ---- Cython typed memoryviews (__Pyx_memviewslice by value) ---- */
 
-/* Whether a PEP 3118 format is one pointer ('&<d' of a ctypes pointer,
-   'P' of a c_void_p): the object holds an address, not the array. */
-static int is_pointer_format(const char *f)
-{
-    while (*f != '\0' && strchr("@=<>!", *f) != NULL)
-        f++;
-    return *f == '&' || (f[0] == 'P' && f[1] == '\0');
-}
-
 /* The buffer against the memoryview's declaration. */
 static int check_memview(const Py_buffer *v, const nt_mvspec *mv, nt_label *what)
 {
     nt_elem e;
     if (nt_elem_decode(v, &e, W(what)) < 0)
         return -1;
-    if (e.kind != mv->kind && is_pointer_format(e.format)) {
+    if (nt_is_pointer_buffer(v)) {
         PyErr_Format(PyExc_TypeError,
                      "%s: the memoryview is declared %s, got a pointer (format '%s'), not an "
                      "array: a typed memoryview takes the array itself, whose shape and "

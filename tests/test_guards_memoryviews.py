@@ -84,8 +84,9 @@ def test_every_scalar_kind_is_a_dtype(cfn, dtype):
 def test_a_pointer_is_no_array_for_a_memoryview(cfn, ntexport):
     """A raw pointer where Cython takes a typed memoryview (the crash the
     hand-written T * wrappers guard against) is refused as a pointer, in
-    every form that exports one ('&<d' of a ctypes pointer, 'P' of a
-    c_void_p, any byte order); an array of another dtype is named by it."""
+    every form that exports one (one pointer-sized item of format '&<d',
+    as a ctypes pointer has, 'P' as a c_void_p has, or 'z', after any
+    byte-order character); an array of another dtype is named by it."""
     import ctypes
 
     arr = np.arange(3.0)
@@ -93,8 +94,8 @@ def test_a_pointer_is_no_array_for_a_memoryview(cfn, ntexport):
                      memoryviews={0: "double[::1]"})
     pointers = [arr.ctypes.data_as(ctypes.POINTER(ctypes.c_double)),
                 ctypes.pointer(ctypes.c_int(1)), ctypes.c_void_p(arr.ctypes.data),
-                *(ntexport.Buffer(bytearray(8), fmt, 8, (1,), (8,))
-                  for fmt in ("&d", "<&d", "P", "@P", "=P"))]
+                *(ntexport.Buffer(bytearray(8), fmt, 8, (), ())
+                  for fmt in ("&d", "<&d", "@&d", "P", "@P", "=P", "!P", ">&i", "z"))]
     for p in pointers:
         with pytest.raises(TypeError, match=r"^argument 1 \(__Pyx_memviewslice\): the memoryview "
                                             r"is declared float64, got a pointer \(format '.*'\), "
