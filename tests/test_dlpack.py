@@ -1181,3 +1181,25 @@ def test_foreign_buffers_as_descriptors(kern, ntexport, data):
     assert list(out[8 + ndim:8 + 2 * ndim]) == [s // itemsize for s in strides]
     t.release()
     assert buf.exports == 0
+
+
+@pytest.mark.parametrize("versioned", [True, False])
+def test_a_managed_tensor_without_a_deleter_is_read_and_never_deleted(kern, ntexport, engine,
+                                                                      versioned):
+    """DLPack lets a producer that keeps the memory alive itself export a
+    managed tensor whose deleter is NULL: it is read like any other, and
+    when the thunk lets it go nobody calls a deleter (there is none)."""
+    import gc
+
+    arr = np.arange(6.0)
+    for deleter in (True, False):
+        exporter = ntexport.Tensor(arr, 2, 64, (6,), versioned=versioned, deleter=deleter)
+        t = nt.bind(kern("dl_sum_f64", "double (const DLTensor *)"), exporter, engine=engine)
+        assert t() == 15.0
+        arr[0] = 10.0
+        assert t() == 25.0                               # the memory itself, live
+        arr[0] = 0.0
+        t.release()
+        del t
+        gc.collect()
+        assert (exporter.exported, exporter.deleted) == (1, int(deleter))

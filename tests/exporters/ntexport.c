@@ -21,7 +21,7 @@
  *   Tensor(base, code, bits, shape, strides=None, lanes=1, data_offset=0,
  *          byte_offset=0, device=(1, 0), reported_device=None,
  *          versioned=True, version=(1, 1), flags=0, keywords=True,
- *          has_device=True, ndim=None)
+ *          has_device=True, ndim=None, deleter=True)
  *       A DLPack exporter: __dlpack__ makes a new managed tensor per call,
  *       its data base's memory + data_offset, its byte_offset, dtype,
  *       shape and strides (None: NULL) as given. versioned=False or a call
@@ -29,7 +29,10 @@
  *       keywords=False makes __dlpack__ refuse keywords as exporters that
  *       predate the versioned protocol do; has_device=False hides
  *       __dlpack_device__. .exported and .deleted count managed tensors
- *       made and deleted (by their deleter, once each).
+ *       made and deleted (by their deleter, once each). deleter=False
+ *       exports managed tensors whose deleter is NULL, as DLPack allows
+ *       a producer that keeps the memory alive itself: the Tensor frees
+ *       them when it goes.
  *
  *   kernels: {name: address} of C functions that read memory as described
  *       (the tests' independent computation), exported by name as well
@@ -391,14 +394,17 @@ typedef struct {
     uint64_t flags;
     Py_ssize_t exported, deleted;
     PyObject *last_kwargs;
+    int deleter;
+    void *orphans; /* deleter=False: the managed tensors made, freed at dealloc */
 } TensorObject;
 
 /* One managed tensor: the struct the capsule carries, its shape and
    strides, and the exporter it keeps alive. */
-typedef struct {
+typedef struct managed {
     DLManagedTensorVersioned v;
     DLManagedTensor l;
-    TensorObject *owner;
+    TensorObject *owner;  /* NULL for deleter=False (the Tensor frees it) */
+    struct managed *next; /* deleter=False: the Tensor's list */
     int64_t dims[];
 } managed;
 
@@ -426,7 +432,8 @@ static void capsule_versioned_destroy(PyObject *capsule)
 {
     if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
         DLManagedTensorVersioned *m = PyCapsule_GetPointer(capsule, "dltensor_versioned");
-        m->deleter(m);
+        if (m->deleter != NULL)
+            m->deleter(m);
     }
 }
 
@@ -434,7 +441,8 @@ static void capsule_legacy_destroy(PyObject *capsule)
 {
     if (PyCapsule_IsValid(capsule, "dltensor")) {
         DLManagedTensor *m = PyCapsule_GetPointer(capsule, "dltensor");
-        m->deleter(m);
+        if (m->deleter != NULL)
+            m->deleter(m);
     }
 }
 
@@ -445,6 +453,11 @@ static void tensor_dealloc(TensorObject *self)
     PyMem_Free(self->shape);
     PyMem_Free(self->strides);
     Py_XDECREF(self->last_kwargs);
+    for (managed *m = self->orphans; m != NULL;) {
+        managed *next = m->next;
+        PyMem_RawFree(m);
+        m = next;
+    }
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -468,16 +481,16 @@ static PyObject *tensor_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     static char *kwlist[] = { "base", "code", "bits", "shape", "strides", "lanes",
                               "data_offset", "byte_offset", "device", "reported_device",
                               "versioned", "version", "flags", "keywords", "has_device",
-                              "ndim", NULL };
+                              "ndim", "deleter", NULL };
     PyObject *base, *shape, *strides = Py_None, *device = NULL, *reported = Py_None;
     PyObject *version = NULL, *ndim_obj = Py_None;
-    int code, bits, lanes = 1, versioned = 1, keywords = 1, has_device = 1;
+    int code, bits, lanes = 1, versioned = 1, keywords = 1, has_device = 1, deleter = 1;
     Py_ssize_t data_offset = 0;
     unsigned long long byte_offset = 0, flags = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OiiO|OinKOOpOKppO:Tensor", kwlist, &base,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OiiO|OinKOOpOKppOp:Tensor", kwlist, &base,
                                      &code, &bits, &shape, &strides, &lanes, &data_offset,
                                      &byte_offset, &device, &reported, &versioned, &version,
-                                     &flags, &keywords, &has_device, &ndim_obj))
+                                     &flags, &keywords, &has_device, &ndim_obj, &deleter))
         return NULL;
     TensorObject *self = (TensorObject *)type->tp_alloc(type, 0);
     if (self == NULL)
@@ -524,6 +537,7 @@ static PyObject *tensor_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->versioned = versioned;
     self->keywords = keywords;
     self->has_device = has_device;
+    self->deleter = deleter;
     self->flags = flags;
     return (PyObject *)self;
 error:
@@ -537,7 +551,12 @@ static PyObject *tensor_capsule(TensorObject *self, int versioned)
     managed *m = PyMem_RawCalloc(1, sizeof(managed) + 2 * (n > 0 ? n : 1) * sizeof(int64_t));
     if (m == NULL)
         return PyErr_NoMemory();
-    m->owner = (TensorObject *)Py_NewRef(self);
+    if (self->deleter) {
+        m->owner = (TensorObject *)Py_NewRef(self);
+    } else {
+        m->next = self->orphans;
+        self->orphans = m;
+    }
     DLTensor *t = versioned ? &m->v.dl_tensor : &m->l.dl_tensor;
     t->data = self->has_base ? (char *)self->base.buf + self->data_offset : NULL;
     t->device.device_type = (DLDeviceType)self->dev_type;
@@ -557,17 +576,19 @@ static PyObject *tensor_capsule(TensorObject *self, int versioned)
         m->v.version.major = self->major;
         m->v.version.minor = self->minor;
         m->v.manager_ctx = m;
-        m->v.deleter = delete_versioned;
+        m->v.deleter = self->deleter ? delete_versioned : NULL;
         m->v.flags = self->flags;
         capsule = PyCapsule_New(&m->v, "dltensor_versioned", capsule_versioned_destroy);
     } else {
         m->l.manager_ctx = m;
-        m->l.deleter = delete_legacy;
+        m->l.deleter = self->deleter ? delete_legacy : NULL;
         capsule = PyCapsule_New(&m->l, "dltensor", capsule_legacy_destroy);
     }
     if (capsule == NULL) {
-        Py_DECREF(m->owner);
-        PyMem_RawFree(m);
+        if (m->owner != NULL) { /* else the Tensor's list frees it */
+            Py_DECREF(m->owner);
+            PyMem_RawFree(m);
+        }
         return NULL;
     }
     self->exported++;
