@@ -435,20 +435,17 @@ static int resolve_words(parser *p, const span *words, int nwords, int plain, nt
         nt_fail(p->err, NT_ERR_VALUE, column(words[0].start), "long double is not supported");
         return -1;
     }
-    if (nwords == 1) {
-        idx = nt_spelling_find(p->src + words[0].start, words[0].len);
-    } else {
-        for (i = 0; i < nwords; i++) {
-            if (n + words[i].len + 1 >= sizeof(joined))
-                break;
-            if (i > 0)
-                joined[n++] = ' ';
-            memcpy(joined + n, p->src + words[i].start, words[i].len);
-            n += words[i].len;
-        }
-        joined[n] = '\0';
-        idx = i < nwords ? -1 : nt_spelling_find(joined, n);
+    /* the words joined by one space, as the spelling table writes them */
+    for (i = 0; i < nwords; i++) {
+        if (n + words[i].len + 1 >= sizeof(joined))
+            break;
+        if (i > 0)
+            joined[n++] = ' ';
+        memcpy(joined + n, p->src + words[i].start, words[i].len);
+        n += words[i].len;
     }
+    joined[n] = '\0';
+    idx = i < nwords ? -1 : nt_spelling_find(joined, n);
 
     if (idx >= 0) {
         if (nt_spellings[idx].kind == NT_PTR) { /* voidptr */
