@@ -1010,15 +1010,16 @@ def _numba_type_of(obj):
     before it reads it, and from CPython 3.13 an exception other than
     AttributeError inside the probe is printed as "Exception ignored" and
     dropped: a signature with no Numba equivalent answers AttributeError
-    here, and Numba's typeof (numthunk._numba._typeof_numthunk) then raises
-    the TypeError that says why."""
+    here (numthunk._numba.NoNumbaType), and Numba's typeof
+    (numthunk._numba._typeof_numthunk) then raises the TypeError that says
+    why."""
     csig = obj.csig
     t = _NUMBA_TYPES.get(csig)
     if t is None:
         try:
             t = _numba.function_type(csig)
         except TypeError as exc:
-            raise AttributeError(f"no Numba type: {exc}") from exc
+            raise _numba.NoNumbaType(f"no Numba type: {exc}") from exc
     return t
 
 

@@ -326,10 +326,19 @@ def captured(cfunc):
     return captured_by(getattr(cfunc, "_library", None))
 
 
+class NoNumbaType(AttributeError):
+    """``_numba_type_`` of a function whose signature has no Numba
+    equivalent. An AttributeError, since Numba's dispatcher probes the
+    attribute with hasattr (numthunk._api._numba_type_of); Numba's typeof
+    then raises the TypeError that says why. Any other error in making a
+    type, an AttributeError included, is a fault and is raised as it is."""
+
+
 def _typeof_numthunk(val, c):
-    t = getattr(val, "_numba_type_", None)
-    # None: no Numba type (see numthunk._api._numba_type_of); this says why
-    return t if t is not None else function_type(val.csig)
+    try:
+        return val._numba_type_
+    except NoNumbaType:
+        return function_type(val.csig)     # raises, saying why
 
 
 _classes = ()
