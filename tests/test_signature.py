@@ -57,7 +57,7 @@ def test_equality_is_structural():
     ("void (const double *const x)", "void (const double *)", True),
     ("void (double (*const f)(double))", "void (double (*)(double))", True),
     ("void (double (*f)(const double))", "void (double (*)(double))", True),
-    ("int (const long, const char)", "int (int64_t, int8_t)", True),
+    ("int (const long, const signed char)", "int (int64_t, int8_t)", True),
     # what a pointer points to still counts, at every depth
     ("double (const double *)", "double (double *)", False),
     ("void (double *const *)", "void (double **)", False),
