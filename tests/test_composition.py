@@ -541,6 +541,21 @@ def test_a_function_with_const_parameters_is_a_value_of_the_unqualified_type(fns
     assert pointee.signature != nt.Signature("double (double *, int)")
 
 
+def test_one_function_pointer_bound_and_another_forwarded(fns, engine, cfn):
+    """f(x) + g(x) with f bound and g forwarded (or the other way round):
+    the forwarded parameter holds no value at bind time, and the GIL need
+    comes from what is bound, then from each call's function."""
+    ffd = cfn("f_d_FFd", "double (double (*f)(double), double (*g)(double), double x)")
+    half = nt.Function(fns.d.address, D_D)
+    for args in ((fns.d, nt.ARG, 3.0), (nt.ARG, fns.d, 3.0), (fns.d, nt.ARG, nt.ARG)):
+        t = bind(engine, ffd, *args)
+        assert t.nogil
+        assert t(half, *([3.0] if args[2] is nt.ARG else [])) == 6.0
+    held = nt.Function(fns.d.address, D_D, nogil=False)
+    t = bind(engine, ffd, held, nt.ARG, 2.0)
+    assert not t.nogil and t(half) == 4.0
+
+
 def test_a_gil_needing_function_forwarded_keeps_the_gil(fns, engine, gil_check):
     fwd = bind(engine, fns.call_int, nt.ARG)
     assert fwd.nogil
