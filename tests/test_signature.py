@@ -647,3 +647,18 @@ def test_signatures_travel_by_pickle_copy_and_deepcopy(text):
             assert (str(back), back.restype, back.argtypes, back.nargs) == \
                    (str(sig), sig.restype, sig.argtypes, sig.nargs)
         assert sig.__reduce__() == (cls, (str(sig),))
+
+
+def test_the_first_struct_name_of_a_process_describes_as_no_spelling():
+    """_describe() gives a struct pointer's spelling as "" (struct names
+    are no C type words): the first struct name a process interns, whose
+    index is one past the spelling table's last row, included."""
+    from thunks import run_py
+
+    out = run_py("""
+import numthunk as nt
+sig = nt.Signature("void (struct first_of_all *p, double *q)")
+print(repr(sig._describe()[1][0][4]), repr(sig._describe()[1][1][4]))
+""")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["''", "'double'"]
