@@ -137,12 +137,13 @@ static int dtype_of_kind(int kind, DLDataType *out)
     return r->dl_bits != 0;
 }
 
-/* The kind a one-lane DLPack dtype describes, NT_VOID if none does. */
+/* The kind a one-lane DLPack dtype describes, NT_VOID if none does. Every
+   scalar kind has a DLPack code and width (test_guards_dlpack refuses the
+   widths none has, 0 among them). */
 static int kind_of_dtype(DLDataType d)
 {
     for (int k = NT_BOOL; k <= NT_C128; k++)
-        if (nt_kinds[k].dl_bits != 0 && nt_kinds[k].dl_code == d.code
-            && nt_kinds[k].dl_bits == d.bits)
+        if (nt_kinds[k].dl_code == d.code && nt_kinds[k].dl_bits == d.bits)
             return k;
     return NT_VOID;
 }

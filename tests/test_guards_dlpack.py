@@ -76,3 +76,35 @@ def test_the_size_counts_the_dtype_s_bytes(ntexport, bits, code, shape):
         with pytest.raises(ValueError, match=rf"make more than {MAX} bytes"):
             nt.bind(_addr(ntexport), exporter)
 
+
+
+@pytest.mark.parametrize("code", [0, 1, 2, 4, 5, 6])
+@pytest.mark.parametrize("bits", [0, 1, 7, 12, 24, 256])
+def test_a_dtype_of_no_kind_s_width_is_refused(ntexport, code, bits):
+    """dlpack.c kind_of_dtype: a kind matches a DLPack dtype by code and
+    bits; a width no kind has (0 bits, fewer than 8, not a whole byte, 256)
+    is no kind's, whatever its code, and refused naming the dtype."""
+    exporter = ntexport.Tensor(np.zeros(4), code, bits, (2,), None)
+    with pytest.raises((TypeError, ValueError), match=r"^argument 1 \(t: const DLTensor \*\): "
+                                                      r".*(dtype|bits)"):
+        nt.bind(_addr(ntexport), exporter)
+    assert exporter.exported == exporter.deleted == 1
+
+
+@pytest.mark.parametrize("shape, dtype", [((0,), "f8"), ((0, 3), "c16"), ((2,), "f8"),
+                                          ((3, 0), "i4")])
+def test_an_ndarray_numpy_calls_aligned_is_taken_only_if_its_data_is(shape, dtype):
+    """NumPy calls an empty array aligned whatever its data pointer; the
+    ndarray fast path of a DLTensor * (dlpack.c from_ndarray) takes what
+    the buffer path takes, and that one refuses data a kind's alignment
+    does not divide, empty or not."""
+    fn = nt.Function(0x1000, "double (const DLTensor *t)")          # never called
+    for offset in (0, 1, 3, 4):
+        a = np.ndarray(shape, dtype=dtype, buffer=bytearray(64), offset=offset)
+        align = np.dtype(dtype).alignment
+        if (a.ctypes.data % align) == 0:
+            assert nt.bind(fn, a).bindings[0] is a
+            continue
+        for v in (a, memoryview(a)):
+            with pytest.raises(ValueError, match=rf"data is not aligned to {align} bytes"):
+                nt.bind(fn, v)
