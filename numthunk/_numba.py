@@ -54,7 +54,8 @@ def type_to_c(t, where="type"):
         return "void *"
     if isinstance(t, types.FunctionType):
         sig = t.signature
-        args = ", ".join(type_to_c(a, where) for a in sig.args) or "void"
+        # no parameters: "()", which the core reads as "(void)"
+        args = ", ".join(type_to_c(a, where) for a in sig.args)
         return f"{type_to_c(sig.return_type, where)} (*)({args})"
     if isinstance(t, types.NoneType):
         return "void"
@@ -76,7 +77,7 @@ def signature_to_c(sig):
                          "(write e.g. float64(float64) or void(float64))")
     ret = type_to_c(sig.return_type, "return type")
     args = [type_to_c(a, f"argument {i + 1}") for i, a in enumerate(sig.args)]
-    return f"{ret} ({', '.join(args) or 'void'})"
+    return f"{ret} ({', '.join(args)})"           # "()": no parameters, as "(void)"
 
 
 # Numba's signature text ("float64(CPointer(float64), intc)", the form
