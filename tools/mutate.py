@@ -163,7 +163,8 @@ MUTANTS = [
 
     # ---- sig.c: the parser
     M("sig-const-base", "src/sig.c", "const on a scalar base forgotten",
-      "t->cflags |= NT_CONST_BASE;", "t->cflags |= 0;", [T_SIG, T_BAD, T_CONV]),
+      "NT_FNPTR ? NT_CONST_SELF : NT_CONST_BASE;", "NT_FNPTR ? NT_CONST_SELF : 0;",
+      [T_SIG, T_BAD, T_CONV]),
     M("sig-equal-cflags", "src/sig.c", "type equality ignores const",
       "if (a->kind != b->kind || a->cflags != b->cflags)", "if (a->kind != b->kind)",
       [T_SIG, T_NUMBA, T_CYTHON]),
