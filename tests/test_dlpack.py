@@ -796,6 +796,17 @@ def test_dlpack_device_answers_other_than_two_ints_are_refused(kern, engine):
     assert nt.bind(fn, DeviceDL(np.ones(3), (np.int64(1), np.int32(0))), engine=engine)() == 3.0
 
 
+@pytest.mark.parametrize("device, name", [((-1, 3), "unknown:3"), ((-1, 0), "unknown:0"),
+                                          ((2, 3), "CUDA:3"), ((2, -1), "CUDA:-1")])
+def test_a_device_answer_of_minus_one_is_read_whole(kern, device, name):
+    """-1 is an int like any other in __dlpack_device__()'s answer (not
+    the C API's error value): both parts are read and named."""
+    fn = kern("dl_sum_f64", "double (const DLTensor *t)")
+    with pytest.raises(ValueError, match=rf"the array is on device {re.escape(name)} \(DLPack "
+                                         rf"device type {device[0]}\)"):
+        nt.bind(fn, DeviceDL(np.ones(3), device))
+
+
 def test_strided_is_refused_for_a_descriptor(kern):
     fn = kern("dl_sum_f64", "double (const DLTensor *t)")
     with pytest.raises(TypeError, match=r"argument 1 \(t: const DLTensor \*\): a DLTensor "
