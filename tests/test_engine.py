@@ -548,44 +548,60 @@ def test_handler_cache_stays_flat_over_distinct_shapes(policy):
     assert growth < 3 * 2**20, f"RSS grew by {growth / 2**20:.1f} MiB over the second half"
 
 
-# Small handlers (a few parameters: 8 to 32 bytes of code, the smallest size
-# class of mem_memfd.c) made, their plans dropped, pushed out of the
-# quarantine by more releases, then made again: the second round takes the
-# blocks the first gave back, so the memory file does not grow.
-SMALL_HANDLERS_AGAIN = """
-import itertools, os
+# What the scripts below share, run in a fresh interpreter: the memory
+# files' descriptors, every small shape (1 to 4 parameters of four kinds,
+# each bound or forwarded: 4680 patterns), and enough releases to push what
+# waits in the quarantine out of it.
+ENGINE_PRELUDE = """
+import ctypes, gc, itertools, os, tempfile
+import numpy as np
 import numthunk as nt
-addr = nt._core._kernels()["sum"]      # never called
+kernels = nt._core._kernels()
+addr = kernels["sum"]                   # never called with these signatures
 
-def code_file_size():
+def memory_files():
+    out = []
     for fd in os.listdir("/proc/self/fd"):
         try:
             if os.readlink(f"/proc/self/fd/{fd}").startswith("/memfd:numthunk"):
-                return os.fstat(int(fd)).st_size
+                out.append(int(fd))
         except OSError:
             pass                        # the descriptor listdir itself used
-    raise AssertionError("no memory file")
+    return sorted(out)
 
-SMALL = ["int", "double", "signed char", "unsigned short"]
-
-def small_shapes():
-    n = 0
+def small_patterns():
     for k in range(1, 5):
-        for types in itertools.product(SMALL, repeat=k):
+        for types in itertools.product(["int", "double", "signed char", "unsigned short"],
+                                       repeat=k):
             sig = nt.Signature("void (" + ", ".join(types) + ")")
             for mask in range(2 ** k):
-                given = [nt.ARG if mask >> i & 1 else 0 for i in range(k)]
-                t = nt.bind(nt.Function(addr, sig), *given)
-                assert t.backend != "libffi"
-                t.release()
-                del t                   # its plan goes: the handler waits in quarantine
-                n += 1
-    return n
+                yield sig, [nt.ARG if mask >> i & 1 else 0 for i in range(k)]
 
 def churn():
     f = nt.Function(addr, "void (int)")  # one shape: one handler, kept
     for _ in range(nt.backend_info()["config"]["quarantine"] + 5000):
         nt.bind(f, 1).release()
+"""
+
+
+# Small handlers (a few parameters: 8 to 32 bytes of code, the smallest size
+# class of mem_memfd.c) made, their plans dropped, pushed out of the
+# quarantine by more releases, then made again: the second round takes the
+# blocks the first gave back, so the memory file does not grow.
+SMALL_HANDLERS_AGAIN = ENGINE_PRELUDE + """
+def code_file_size():
+    (fd,) = memory_files()
+    return os.fstat(fd).st_size
+
+def small_shapes():
+    n = 0
+    for sig, given in small_patterns():
+        t = nt.bind(nt.Function(addr, sig), *given)
+        assert t.backend != "libffi"
+        t.release()
+        del t                           # its plan goes: the handler waits in quarantine
+        n += 1
+    return n
 
 made = small_shapes()
 churn()                                 # the small handlers left: their blocks are spare
@@ -639,36 +655,38 @@ def test_the_memory_file_is_opened_once_whatever_errno_held():
     assert out.stdout.split() == ["0", "1", "3"]
 
 
-FORK_CLOSES_FILE_ZERO = """
-import ctypes, os
-import numthunk as nt
-
-def memory_files():
-    n = 0
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            n += os.readlink(f"/proc/self/fd/{fd}").startswith("/memfd:numthunk")
-        except OSError:
-            pass
-    return n
-
+# A forked child closes its copy of the parent's memory file (here at
+# descriptor 0); its first new shape is placed in a memory file of its own,
+# never through the parent's descriptor number, which a file the child
+# opened holds by then, and needs no fallback.
+FORK_CLOSES_FILE_ZERO = ENGINE_PRELUDE + """
 libc = ctypes.CDLL(None)
-f = nt.Function(ctypes.cast(libc.labs, ctypes.c_void_p).value, "long (long)")
+labs = ctypes.cast(libc.labs, ctypes.c_void_p).value
+f = nt.Function(labs, "long (long)")
 os.close(0)                             # the memory file gets descriptor 0
 t = nt.bind(f, -3)
-assert os.readlink("/proc/self/fd/0").startswith("/memfd:numthunk")
+assert memory_files() == [0]
 r, w = os.pipe()
 pid = os.fork()
 if pid == 0:
     # the child's copy of the parent's file is closed, descriptor 0 too
-    before = memory_files()
-    u = nt.bind(f, -4)
-    os.write(w, f"{before} {t()} {u()}".encode())
+    before = len(memory_files())
+    u = nt.bind(f, -4)                  # the parent's shape: no code placed
+    # descriptor 0 again, a file of the child's; then a new shape, whose
+    # code goes to a memory file of the child's own, never through 0
+    with tempfile.TemporaryFile() as mine:
+        mine.write(b"12345")
+        mine.flush()
+        v = nt.bind(nt.Function(labs, "long (long, double, int)"), -5, 1.5, 2)
+        info = nt.backend_info()
+        os.write(w, f"{before} {t()} {u()} {v()} {mine.fileno()} "
+                    f"{os.fstat(mine.fileno()).st_size} {len(memory_files())} "
+                    f"{info['memory_policy']} {len(info['fallbacks'])}".encode())
     os._exit(0)
 os.close(w)
-child = os.read(r, 100).decode()
+child = os.read(r, 200).decode()
 os.waitpid(pid, 0)
-print(child, memory_files(), t())
+print(child, len(memory_files()), t())
 """
 
 
@@ -677,64 +695,15 @@ print(child, memory_files(), t())
 def test_a_forked_child_closes_the_memory_file_at_descriptor_zero():
     out = run_py(FORK_CLOSES_FILE_ZERO, NUMTHUNK_BACKEND="native", NUMTHUNK_EXECMEM="memfd")
     assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.split() == ["0", "3", "4", "1", "3"]
-
-
-# A forked child whose first new handler needs code placed: it makes a
-# memory file of its own, never writes through the parent's descriptor
-# number (here taken by a file the child opened), and needs no fallback.
-FORK_PLACES_IN_A_FILE_OF_ITS_OWN = """
-import ctypes, os, tempfile
-import numthunk as nt
-
-def memory_files():
-    return sorted(int(fd) for fd in os.listdir("/proc/self/fd")
-                  if os.path.exists(f"/proc/self/fd/{fd}")
-                  and os.readlink(f"/proc/self/fd/{fd}").startswith("/memfd:numthunk"))
-
-libc = ctypes.CDLL(None)
-labs = ctypes.cast(libc.labs, ctypes.c_void_p).value
-t = nt.bind(nt.Function(labs, "long (long)"), -3)
-(parent_fd,) = memory_files()
-r, w = os.pipe()
-pid = os.fork()
-if pid == 0:
-    closed = memory_files() == []
-    with tempfile.TemporaryFile() as f:    # the lowest free descriptor: the parent's number
-        f.write(b"12345")
-        f.flush()
-        mine = f.fileno() == parent_fd
-        u = nt.bind(nt.Function(labs, "long (long, double, int)"), -4, 1.5, 2)   # a new shape
-        size = os.fstat(f.fileno()).st_size
-        info = nt.backend_info()
-        os.write(w, f"{closed} {mine} {size} {u()} {t()} {len(memory_files())} "
-                    f"{info['memory_policy']} {len(info['fallbacks'])}".encode())
-    os._exit(0)
-os.close(w)
-child = os.read(r, 200).decode()
-os.waitpid(pid, 0)
-print(child)
-"""
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux") or not NATIVE,
-                    reason="memfd is Linux's; the native engine places handlers")
-def test_a_forked_child_places_code_in_a_memory_file_of_its_own():
-    out = run_py(FORK_PLACES_IN_A_FILE_OF_ITS_OWN, NUMTHUNK_BACKEND="native",
-                 NUMTHUNK_EXECMEM="memfd")
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.split() == ["True", "True", "5", "4", "3", "1", "memfd-pwrite", "0"]
+    assert out.stdout.split() == ["0", "3", "4", "5", "0", "5", "1", "memfd-pwrite", "0",
+                                  "1", "3"]
 
 
 # Two thunks of one shape share one handler, counted once for each: the
 # first released and gone, its handler must stay for the second, however
 # many releases pass and however many handlers are made after (they take
 # the blocks that handlers given back leave).
-SHARED_HANDLER_KEPT = """
-import gc, itertools
-import numpy as np
-import numthunk as nt
-kernels = nt._core._kernels()
+SHARED_HANDLER_KEPT = ENGINE_PRELUDE + """
 x = np.arange(5.0)
 # two signatures, so two plans (a signature keeps its plans) of one shape
 s1, s2 = (nt.Signature(f"double (const double *{p}, int n)") for p in "ab")
@@ -744,17 +713,9 @@ assert first.backend != "libffi" and (first(), second()) == (10.0, 6.0)
 first.release()
 del first, s1                           # its plan goes; second's uses the handler
 gc.collect()
+churn()
+made = [nt.bind(nt.Function(addr, sig), *given) for sig, given in small_patterns()]
 f = nt.Function(kernels["sum"], "double (const double *, int)")
-never = nt.Function(kernels["many"], "void (int)")  # never called
-for _ in range(nt.backend_info()["config"]["quarantine"] + 5000):
-    nt.bind(never, 1).release()
-made = []
-for k in range(1, 4):
-    for types in itertools.product(["int", "double", "signed char", "unsigned short"], repeat=k):
-        sig = nt.Signature("void (" + ", ".join(types) + ")")
-        for mask in range(1, 2 ** k):   # first parameter bound: none is the first's shape
-            made.append(nt.bind(nt.Function(kernels["many"], sig),
-                                *[nt.ARG if mask >> i & 1 and i else 0 for i in range(k)]))
 print(second(), nt.bind(f, x, 3)(), len(made))
 """
 
