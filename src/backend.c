@@ -14,6 +14,7 @@
  * Linux is one branch: its arch file, the two memory policies, and
  * LINUX_NATIVE(its nt_arch, its engine name).
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,7 +175,20 @@ static void read_config(void)
                  "address) or 0, false, no, empty (the default)",
                  nr);
     }
+    const char *q = env_or("NUMTHUNK_QUARANTINE", "");
     c->quarantine = QUARANTINE;
+    if (q[0] != '\0') {
+        char *end;
+        errno = 0;
+        unsigned long long n = strtoull(q, &end, 10);
+        if (q[0] < '1' || q[0] > '9' || *end != '\0' || errno != 0 || n > (1ull << 30))
+            snprintf(c->error, sizeof(c->error),
+                     "NUMTHUNK_QUARANTINE=%.40s: expected a count of releases from 1 to "
+                     "1073741824 (empty: the default, %u)",
+                     q, QUARANTINE);
+        else
+            c->quarantine = (unsigned)n;
+    }
     nt_error err = { NT_OK, -1, "" };
     if (nt_engine_parse(c->engine, "NUMTHUNK_BACKEND=", &c->forced, &err) != NT_OK)
         snprintf(c->error, sizeof(c->error), "%.*s", (int)sizeof(c->error) - 1, err.msg);

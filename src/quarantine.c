@@ -139,7 +139,7 @@ void nt_quarantine_push(void *item, void (*leave)(void *item))
     q_entry out[3];
     int nout = 0;
     nt_spin_lock(&q_lock);
-    q_released++;
+    __atomic_store_n(&q_released, q_released + 1, __ATOMIC_RELAXED);
     if (ring_push(&q_entries, (q_entry){ item, leave, q_released }) == 0
         && q_entries.len > cfg->quarantine)
         out[nout++] = ring_pop(&q_entries);
@@ -151,4 +151,17 @@ void nt_quarantine_push(void *item, void (*leave)(void *item))
     nt_spin_unlock(&q_lock);
     for (int k = 0; k < nout; k++)
         out[k].leave(out[k].item);
+}
+
+uint64_t nt_quarantine_clock(void)
+{
+    return __atomic_load_n(&q_released, __ATOMIC_RELAXED);
+}
+
+int nt_quarantine_holds(uint64_t stamp)
+{
+    const nt_config *cfg = nt_config_get();
+    /* the entry of stamp s leaves at the push that makes the clock
+       s + quarantine (ring_push, then the pop of the oldest) */
+    return cfg->no_reuse || nt_quarantine_clock() - stamp < cfg->quarantine;
 }

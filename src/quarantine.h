@@ -12,6 +12,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <stdint.h>
 
 /*
  * The quarantine's lock and the native engine's: a flag taken with an
@@ -45,6 +46,19 @@ static inline void nt_spin_unlock(nt_spin *l)
  * leave never runs. If the ring cannot grow, the item is simply kept.
  */
 void nt_quarantine_push(void *item, void (*leave)(void *item));
+
+/*
+ * The quarantine's clock: entries released so far. Read right after an
+ * entry's push (under the state lock, which every release holds), it is
+ * that entry's stamp.
+ */
+uint64_t nt_quarantine_clock(void);
+
+/*
+ * Whether an entry pushed at stamp still waits (its address cannot serve
+ * anything else yet): always with NUMTHUNK_NO_REUSE.
+ */
+int nt_quarantine_holds(uint64_t stamp);
 
 /*
  * Handler code that no plan uses (native.c): leave(item) runs once
