@@ -349,7 +349,7 @@ class Function:
 
     __slots__ = ("address", "_signature", "nogil", "owner", "name", "memoryviews",
                  "fixed", "depends", "structs", "_user_params", "_call_thunk",
-                 "_protocol_sig", "_nbtype", "_recipe", "__weakref__")
+                 "_protocol_sig", "_nbtype", "_recipe", "_carried", "__weakref__")
 
     def __init__(self, address, signature, *, nogil=True, owner=None, name=None,
                  memoryviews=None, fixed=None, depends=(), structs=None):
@@ -364,6 +364,10 @@ class Function:
         self._protocol_sig = None
         self.nogil = _flag(nogil, "Function(nogil=)")
         self.owner = owner
+        # the thunk this function is, when its owner is (or spells) the
+        # thunk at this address: the core takes it rather than finding
+        # whichever thunk holds the address when the function is bound
+        self._carried = _carried_thunk(owner)
         self.name = name
         self.memoryviews = {}
         if memoryviews:
@@ -480,7 +484,8 @@ class Function:
                 args = _with_fixed(self, args)
             owner = self.owner if not self.structs else _Declared(self.owner, self.structs)
             self._call_thunk = Thunk(self._signature, self.address, args, owner,
-                                     self.nogil, self.memoryviews, None, self.depends)
+                                     self.nogil, self.memoryviews, None, self.depends,
+                                     self._carried)
         return self._call_thunk
 
     def __call__(self, *args):
@@ -489,6 +494,35 @@ class Function:
     def __repr__(self):
         name = f"{self.name} " if self.name else ""
         return f"<numthunk.Function {name}{self._signature} at {self.address:#x}>"
+
+
+def _carried_thunk(obj):
+    """The thunk that a function object (or a target's owner) stands for,
+    or None: a thunk; a Function, capsule, ``t.ctypes``, ``t.cffi(ffi)`` or
+    ``t.lowlevelcallable()`` made from one; an owner that is one of these.
+    The core takes this thunk when its address is the one bound, released
+    or not, and never looks the address up again (a released thunk's
+    address may serve a new thunk once the quarantine let it go)."""
+    for _ in range(32):         # owners of owners, bounded
+        if isinstance(obj, _core.Thunk):
+            return obj
+        if isinstance(obj, Function):
+            return obj._carried
+        if isinstance(obj, _Declared):
+            obj = obj.owner
+        elif type(obj) is tuple and obj:        # bind(keep=): (function, keep)
+            obj = obj[0]
+        elif isinstance(obj, ctypes._CFuncPtr):
+            obj = getattr(obj, "_numthunk_owner", None)
+        elif type(obj).__name__ == "PyCapsule":
+            obj = _core._capsule_owner(obj)
+        elif _LowLevelCallable is not None and isinstance(obj, _LowLevelCallable):
+            obj = obj.function
+        elif _cffi.is_cdata(obj):
+            obj = _cffi.owner_of(obj)
+        else:
+            return None
+    return None
 
 
 def _thunk_tuple(objs, what):
@@ -682,7 +716,8 @@ def bind(target, *args, **options):
     # module) and calls this function for the others.
     if not options and type(target) is Function and not target.fixed:
         return _new_thunk(Thunk, target._signature, target.address, args, target,
-                          target.nogil, target.memoryviews, None, target.depends)
+                          target.nogil, target.memoryviews, None, target.depends,
+                          target._carried)
     for k in options:
         if k not in _BIND_OPTIONS:
             raise TypeError(f"bind() got an unexpected keyword argument {k!r}")
@@ -714,7 +749,7 @@ def _bind(target, *args, signature=None, nogil=None, engine=None, keep=None):
     # by its address; fn.depends names the thunks the target's code uses.
     # _new_thunk is Thunk(...) by position without the argument tuple.
     return _new_thunk(Thunk, fn._signature, fn.address, args, fn, fn.nogil, fn.memoryviews,
-                      engine, fn.depends)
+                      engine, fn.depends, fn._carried)
 
 
 # inspect.signature (and the docs) follow __wrapped__: the keywords bind() takes.
@@ -985,12 +1020,17 @@ def _resolve_one(obj, sig, i, desc, structs=None):
                             f"bound to a function pointer (got cffi '{_cffi.cname(obj)}')")
         if is_function_object(obj):
             fn = as_function(obj)
+            # owner: the thunk the value stands for, when it is one (the
+            # core takes that thunk, not the registry's at the address);
+            # a Function's call thunk is found by its address
+            carried = fn._carried
             if fn.fixed:
-                fn = as_function(fn._thunk())
+                fn, carried = as_function(fn._thunk()), None
             if fn._signature != fnsig:
                 raise TypeError(f"{param_label(sig, i)}: expected a function '{fnsig}', "
                                 f"got '{fn._signature}'")
-            return Address(fn.address, owner=obj, nogil=fn.nogil)
+            return Address(fn.address, owner=obj if carried is None else carried,
+                           nogil=fn.nogil)
         return obj
     if _foreign.is_foreign(obj):
         # ctypes and cffi pointers, BitGenerators: one rule (pointee

@@ -8,6 +8,8 @@ imports nothing of the package but the core. cffi's backend is imported
 only when one of its objects shows up.
 """
 
+import weakref
+
 from . import _core
 
 __all__ = ["CFFI_OF_C", "type_text", "signature_text", "cffi_text", "is_cffi", "is_cdata",
@@ -165,7 +167,25 @@ def pointer(thunk, ffi, sig):
     ctype = ffi.typeof(f"{cffi_text(sig.restype)}(*)({args})")
     ptr = ffi.cast(ctype, thunk.address)
     # the destructor closes over the thunk: it lives as long as the cdata
-    return ffi.gc(ptr, lambda _cdata, _owner=thunk: None)
+    cdata = ffi.gc(ptr, lambda _cdata, _owner=thunk: None)
+    # and the cdata is known as the thunk's (owner_of), by identity: cdata
+    # compare and hash by the address they hold, which a new thunk may
+    # hold once this one is released and its address reused
+    key = id(cdata)
+    _owners[key] = (weakref.ref(cdata, lambda _r, key=key: _owners.pop(key, None)), thunk)
+    return cdata
+
+
+# id(cdata) -> (weak reference to the cdata, its thunk), for thunk.cffi(ffi)
+_owners = {}
+
+
+def owner_of(cdata):
+    """The thunk a cdata was made for by ``thunk.cffi(ffi)``, or None."""
+    entry = _owners.get(id(cdata))
+    if entry is None or entry[0]() is not cdata:
+        return None
+    return entry[1]
 
 
 # ---------------------------------------------------------------- pointers

@@ -133,7 +133,7 @@ static PyObject *capi_create(PyObject *signature, void *target, PyObject *const 
     /* The commit Thunk() and numthunk.bind end in; it checks the count. */
     result = nt_thunk_create(cls, (nt_SignatureObject *)signature, target,
                              resolved != NULL ? PySequence_Fast_ITEMS(resolved) : items, nvalues,
-                             owner, !(flags & NUMTHUNK_NEEDS_GIL), NULL, wanted, NULL);
+                             owner, !(flags & NUMTHUNK_NEEDS_GIL), NULL, wanted, NULL, NULL);
 done:
     NT_LOCK_END
     for (Py_ssize_t i = 0; i < nvalues; i++)

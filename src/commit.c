@@ -19,8 +19,9 @@
  * Thunks that use thunks. A thunk depends on the thunks its calls reach:
  * its target when that is a thunk's address, each bound function-pointer
  * value that is one, and those its target declares (Function.depends, for
- * code that calls thunks the core cannot see). The registry (registry.c)
- * finds a thunk from its address whatever spelling carried it. A thunk
+ * code that calls thunks the core cannot see). A spelling that carries its
+ * thunk is that thunk; a bare address is found in the registry
+ * (registry.c), of the signature it is bound as (nt_thunk_identify). A thunk
  * holds what it depends on (strong references) and is listed, weakly, in
  * each of them as a user; from that graph come the chain depth (bounded,
  * so a call cannot overflow the C stack), the GIL need (a target that
@@ -30,6 +31,7 @@
  * that would close a cycle is refused.
  */
 #include "thunk.h"
+#include "quarantine.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -241,6 +243,11 @@ static void refresh(ThunkObject *t)
    number, so a thunk reached twice is walked once. */
 static uint64_t walks;
 
+uint64_t nt_thunk_walk(void)
+{
+    return ++walks;
+}
+
 static int uses(ThunkObject *from, ThunkObject *to, uint64_t walk)
 {
     if (from == to)
@@ -302,6 +309,75 @@ static int within_limit(ThunkObject *t, int chain, int limit, uint64_t walk)
             return -1;
     }
     return 0;
+}
+
+/* The thunk whose entry is at address p, bound where `what` points as a
+   function of signature want (NULL: any signature). A spelling that
+   carries its thunk (the thunk itself, t.ctypes, a capsule, owner=: the
+   package hands it over as `carried`) is that thunk whenever its address
+   is p, released or not, and is never looked up again by address (which a
+   new thunk may have taken after the quarantine); a bare address is looked
+   up. 0 with *out the thunk (borrowed; check_dep judges a released one) or
+   NULL where p is no thunk's; -1 with an exception where p is a thunk's
+   that is being collected or was collected (its address still in the
+   quarantine), or a live thunk's of another signature. */
+int nt_thunk_identify(const void *p, PyObject *carried, const nt_sig *want, const char *what,
+                      ThunkObject **out)
+{
+    ThunkObject *d = NULL;
+    *out = NULL;
+    if (carried != NULL && PyObject_TypeCheck(carried, nt_get_state()->thunk_type)
+        && ((ThunkObject *)carried)->address == p) {
+        d = (ThunkObject *)carried;
+    } else {
+        int collected;
+        d = nt_registry_find(p, &collected);
+        if (collected) {
+            PyErr_Format(PyExc_ValueError,
+                         "%s is the address %p of a thunk that was released and collected "
+                         "(the address still traps); bind a live thunk, and keep it for as "
+                         "long as its address is used" SEE_LIFETIME,
+                         what, p);
+            return -1;
+        }
+        /* Freed now: its last reference went, and Python code (a weakref
+           callback, a finalizer) runs before the registry lets it go. */
+        if (d != NULL && Py_REFCNT(d) == 0) {
+            PyErr_Format(PyExc_ValueError,
+                         "%s is the address %p of a thunk being collected (its last "
+                         "reference is gone); bind a live thunk" SEE_LIFETIME,
+                         what, p);
+            return -1;
+        }
+    }
+    if (d != NULL && want != NULL && !d->released) {
+        PyObject *csig = nt_thunk_csig(d);
+        if (csig == NULL)
+            return -1;
+        int same = nt_sig_equal(((nt_SignatureObject *)csig)->sig, want);
+        if (!same) {
+            char text[300];
+            nt_mark_cut(text, sizeof(text), nt_sig_format(want, text, sizeof(text)));
+            PyErr_Format(PyExc_TypeError,
+                         "%s is a thunk (at %p) of signature '%S', not '%s': a call "
+                         "through it would pass the wrong arguments; give a function of "
+                         "the signature declared, or declare the thunk's own",
+                         what, p, csig, text);
+        }
+        Py_DECREF(csig);
+        if (!same)
+            return -1;
+    }
+    *out = d;
+    return 0;
+}
+
+/* nt_thunk_identify for a function-pointer value v (an Address marker):
+   its owner is the thunk its spelling carried, if it is one. */
+int nt_thunk_identify_value(PyObject *v, const nt_sig *want, const char *what, ThunkObject **out)
+{
+    nt_AddressObject *a = (nt_AddressObject *)v;
+    return nt_thunk_identify((const void *)a->value, a->owner, want, what, out);
 }
 
 /* ValueError unless d, found where `what` points (the target, a bound
@@ -383,8 +459,10 @@ void nt_thunk_teardown(ThunkObject *self)
         return;
     nt_thunk_mark_released(self);
     self->torn = 1;
-    if (self->entry.entry != NULL) /* none yet: creation failed before */
+    if (self->entry.entry != NULL) { /* none yet: creation failed before */
         nt_entry_free(&self->entry, nt_plan_what(self->plan, nt_thunk_target(self)));
+        self->released_at = nt_quarantine_clock(); /* this release's stamp */
+    }
     nt_thunk_reclaim_now(self);
     /* NULL is published (release) before the context goes: a Numba
        inlined call that loads the cell from now on traps instead of
@@ -700,20 +778,29 @@ static int add_dep(ThunkObject *self, ThunkObject *d, int param)
    function-pointer value that is one, and the declared ones (via). Each is
    held from here (a failure part way leaves those held so far to the
    thunk's release); link_deps checks them once nothing can change. */
-static int gather_deps(ThunkObject *self, PyObject *const *values, PyObject *via)
+static int gather_deps(ThunkObject *self, PyObject *const *values, PyObject *via,
+                       PyObject *carried)
 {
     const nt_sig *sig = self->sig->sig;
-    ThunkObject *target = nt_thunk_at(nt_thunk_target(self));
-    if (target != NULL && add_dep(self, target, DEP_TARGET) < 0)
+    ThunkObject *target;
+    /* a target that is a thunk's address carries it, or is owned by it */
+    if (carried == NULL || carried == Py_None)
+        carried = self->owner;
+    if (nt_thunk_identify(nt_thunk_target(self), carried, sig, "the target", &target) < 0
+        || (target != NULL && add_dep(self, target, DEP_TARGET) < 0))
         return -1;
     for (int i = 0; i < sig->nargs; i++) {
         PyObject *v = values[i];
         if (sig->args[i].kind != NT_FNPTR || v == NT_ARG)
             continue;
         self->fn_bound = 1;
-        ThunkObject *d =
-            nt_is_address(v) ? nt_thunk_at((void *)((nt_AddressObject *)v)->value) : NULL;
-        if (d != NULL && add_dep(self, d, i) < 0)
+        if (!nt_is_address(v))
+            continue;
+        char what[300];
+        nt_param_label(sig, i, what, sizeof(what));
+        ThunkObject *d;
+        if (nt_thunk_identify_value(v, sig->args[i].fn, what, &d) < 0
+            || (d != NULL && add_dep(self, d, i) < 0))
             return -1;
     }
     Py_ssize_t ndeclared = via == NULL || via == Py_None ? 0
@@ -848,7 +935,8 @@ int nt_thunk_resolve(PyTypeObject *type, nt_SignatureObject *sigobj, PyObject *c
 
 PyObject *nt_thunk_create(PyTypeObject *type, nt_SignatureObject *sig, void *target,
                           PyObject *const *values, Py_ssize_t nvalues, PyObject *owner, int nogil,
-                          PyObject *memviews, const nt_backend *wanted, PyObject *via)
+                          PyObject *memviews, const nt_backend *wanted, PyObject *via,
+                          PyObject *carried)
 {
     if (check_values(sig->sig, nvalues) < 0 || check_via(via) < 0)
         return NULL;
@@ -876,7 +964,7 @@ PyObject *nt_thunk_create(PyTypeObject *type, nt_SignatureObject *sig, void *tar
     self->ctx = first_ctx(self, target, &err);
     if (self->ctx == NULL)
         goto error_nt;
-    if (gather_deps(self, values, via) < 0 || convert_bound(self, values) < 0)
+    if (gather_deps(self, values, via, carried) < 0 || convert_bound(self, values) < 0)
         goto error;
     NT_TSAN_SYNC();
     if (self->plan->backend->entry_new(self->plan, self->ctx, &self->entry, &self->address, &err)
@@ -885,7 +973,7 @@ PyObject *nt_thunk_create(PyTypeObject *type, nt_SignatureObject *sig, void *tar
     if (link_deps(self) < 0)
         goto error;
     NT_TSAN_SYNC(); /* conversion ran Python code */
-    if (nt_registry_add(self) < 0) {
+    if (nt_registry_add(self, self->address) < 0) {
         PyErr_NoMemory();
         goto error;
     }
@@ -1102,14 +1190,17 @@ static void commit(ThunkObject *self, int i, PyObject *value, const void *cell, 
    any, checked as bind() checks it (live, not this thunk nor one that uses
    it), the chain depth with it in place, and room for the change, so that
    commit_dep cannot fail. Runs no Python code. */
-static int prepare_dep(ThunkObject *self, int i, const void *cell, ThunkObject **out)
+static int prepare_dep(ThunkObject *self, int i, PyObject *value, const void *cell,
+                       ThunkObject **out)
 {
     void *p;
     memcpy(&p, cell, sizeof(p));
     char what[300];
     nt_param_label(self->sig->sig, i, what, sizeof(what));
-    ThunkObject *d = nt_thunk_at(p);
-    if (check_dep(self, p, d, what, "rebind to") < 0)
+    ThunkObject *d = NULL;
+    if ((nt_is_address(value)
+         && nt_thunk_identify_value(value, self->sig->sig->args[i].fn, what, &d) < 0)
+        || check_dep(self, p, d, what, "rebind to") < 0)
         return -1;
     int chain = 0, limit = self->entry.engine->chain_limit;
     for (int k = 0; self->x != NULL && k < self->x->ndeps; k++) {
@@ -1237,7 +1328,7 @@ int nt_thunk_rebind(ThunkObject *self, int i, PyObject *value)
     NT_TSAN_SYNC();
     int function = sig->args[i].kind == NT_FNPTR;
     ThunkObject *d = NULL;
-    if (function && prepare_dep(self, i, &cell, &d) < 0)
+    if (function && prepare_dep(self, i, value, &cell, &d) < 0)
         goto error;
     commit(self, i, value, &cell, held, newkey, &p);
     if (function)

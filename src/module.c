@@ -180,20 +180,27 @@ static PyObject *mod_backend_info(PyObject *module, PyObject *unused)
                          cfg->no_reuse ? Py_True : Py_False, "quarantine", cfg->quarantine);
 }
 
-/* A capsule named by its C signature (the SciPy/Cython convention) whose
-   context keeps owner alive. */
+/* A capsule named by its C signature (the SciPy/Cython convention) that
+   keeps owner alive: its name lives in the block that holds the owner, so
+   that the destructor and _capsule_owner find the block from the name.
+   With context, the block is the capsule's context too; without, the
+   context is NULL, as SciPy's LowLevelCallable keeps its first capsule
+   (its consumers read the context as the callback's user data). */
 typedef struct {
     PyObject *owner;
     char name[];
-} capsule_ctx;
+} capsule_block;
+
+static capsule_block *block_of(PyObject *capsule)
+{
+    return (capsule_block *)(PyCapsule_GetName(capsule) - offsetof(capsule_block, name));
+}
 
 static void capsule_destroy(PyObject *capsule)
 {
-    capsule_ctx *c = PyCapsule_GetContext(capsule);
-    if (c != NULL) {
-        Py_XDECREF(c->owner);
-        PyMem_Free(c);
-    }
+    capsule_block *c = block_of(capsule);
+    Py_XDECREF(c->owner);
+    PyMem_Free(c);
 }
 
 static void *capsule_address(PyObject *address)
@@ -204,19 +211,22 @@ static void *capsule_address(PyObject *address)
     return p;
 }
 
-static PyObject *make_capsule(void *p, const char *name, PyObject *owner)
+static PyObject *make_capsule(void *p, const char *name, PyObject *owner, int with_context)
 {
     size_t len = strlen(name);
-    capsule_ctx *c = PyMem_Malloc(sizeof(capsule_ctx) + len + 1);
+    capsule_block *c = PyMem_Malloc(sizeof(capsule_block) + len + 1);
     if (c == NULL)
         return PyErr_NoMemory();
     memcpy(c->name, name, len + 1);
     c->owner = Py_NewRef(owner);
     PyObject *capsule = PyCapsule_New(p, c->name, capsule_destroy);
-    if (capsule == NULL || PyCapsule_SetContext(capsule, c) < 0) {
-        Py_XDECREF(capsule);
-        Py_DECREF(c->owner);
-        PyMem_Free(c);
+    if (capsule == NULL || (with_context && PyCapsule_SetContext(capsule, c) < 0)) {
+        if (capsule != NULL)
+            Py_DECREF(capsule); /* its destructor frees the block */
+        else {
+            Py_DECREF(c->owner);
+            PyMem_Free(c);
+        }
         return NULL;
     }
     return capsule;
@@ -230,28 +240,20 @@ static PyObject *mod_capsule(PyObject *module, PyObject *args)
     if (!PyArg_ParseTuple(args, "OsO:_capsule", &address, &name, &owner))
         return NULL;
     void *p = capsule_address(address);
-    return p == NULL ? NULL : make_capsule(p, name, owner);
+    return p == NULL ? NULL : make_capsule(p, name, owner, 1);
 }
 
-/* A capsule named by its C signature with no context, as SciPy's
-   LowLevelCallable keeps first (its consumers read the context as the
-   callback's user data); the name is its own copy. */
-static void raw_capsule_destroy(PyObject *capsule)
+/* _capsule_owner(capsule): the owner a capsule of ours keeps (_capsule,
+   _lowlevelcallable: a thunk's, a Function's), None for any other. */
+static PyObject *mod_capsule_owner(PyObject *module, PyObject *capsule)
 {
-    PyMem_Free((void *)PyCapsule_GetName(capsule));
-}
-
-static PyObject *make_raw_capsule(void *p, const char *name)
-{
-    size_t len = strlen(name);
-    char *copy = PyMem_Malloc(len + 1);
-    if (copy == NULL)
-        return PyErr_NoMemory();
-    memcpy(copy, name, len + 1);
-    PyObject *capsule = PyCapsule_New(p, copy, raw_capsule_destroy);
-    if (capsule == NULL)
-        PyMem_Free(copy);
-    return capsule;
+    (void)module;
+    if (!PyCapsule_CheckExact(capsule) || PyCapsule_GetDestructor(capsule) != capsule_destroy
+        || PyCapsule_GetName(capsule) == NULL) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    return Py_NewRef(block_of(capsule)->owner);
 }
 
 /* _lowlevelcallable(cls, address, name, owner): what SciPy's
@@ -259,7 +261,7 @@ static PyObject *make_raw_capsule(void *p, const char *name)
    owner, with no user data, without its search through the ctypes and cffi
    forms: the tuple of class cls (SciPy's LowLevelCallable, a tuple
    subclass) holding a context-free capsule of the same pointer and name
-   (user data NULL), the capsule, and None. */
+   (user data NULL) that keeps owner too, the capsule, and None. */
 static PyObject *mod_lowlevelcallable(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
@@ -275,8 +277,8 @@ static PyObject *mod_lowlevelcallable(PyObject *module, PyObject *const *args, P
     if (p == NULL)
         return NULL;
     PyObject *r = NULL, *items = NULL, *pack = NULL;
-    PyObject *capsule = make_capsule(p, name, args[3]);
-    PyObject *raw = capsule == NULL ? NULL : make_raw_capsule(p, name);
+    PyObject *capsule = make_capsule(p, name, args[3], 1);
+    PyObject *raw = capsule == NULL ? NULL : make_capsule(p, name, args[3], 0);
     if (raw != NULL)
         items = PyTuple_Pack(3, raw, capsule, Py_None);
     if (items != NULL)
@@ -287,6 +289,30 @@ static PyObject *mod_lowlevelcallable(PyObject *module, PyObject *const *args, P
     Py_XDECREF(items);
     Py_XDECREF(raw);
     Py_XDECREF(capsule);
+    return r;
+}
+
+/* _registry_find(address): what the registry holds at address (tests and
+   debugging): the thunk entered there (live or released), "collected"
+   where a freed thunk's entry still waits in the quarantine, None for
+   anything else (a thunk being freed, at a reference count of 0, too). */
+static PyObject *mod_registry_find(PyObject *module, PyObject *address)
+{
+    (void)module;
+    void *p = PyLong_AsVoidPtr(address);
+    if (p == NULL && PyErr_Occurred())
+        return NULL;
+    PyObject *r;
+    NT_LOCK_BEGIN
+    int collected;
+    PyObject *t = nt_registry_find(p, &collected);
+    if (collected)
+        r = PyUnicode_FromString("collected");
+    else if (t != NULL && Py_REFCNT(t) > 0)
+        r = Py_NewRef(t);
+    else
+        r = Py_NewRef(Py_None);
+    NT_LOCK_END
     return r;
 }
 
@@ -438,6 +464,10 @@ static PyMethodDef module_methods[] = {
     { "_lowlevelcallable", (PyCFunction)(void (*)(void))mod_lowlevelcallable, METH_FASTCALL,
       "a scipy.LowLevelCallable of a signature-named capsule keeping owner, no user data" },
     { "_capsule_pointer", mod_capsule_pointer, METH_O, "the pointer and name of a capsule" },
+    { "_registry_find", mod_registry_find, METH_O,
+      "the thunk at an address, 'collected' or None (tests)" },
+    { "_capsule_owner", mod_capsule_owner, METH_O,
+      "the owner a capsule of numthunk's keeps, None for any other" },
     { "_scalar", mod_scalar, METH_VARARGS, "check a scalar against a C type" },
     { "_register", (PyCFunction)(void (*)(void))mod_register, METH_VARARGS | METH_KEYWORDS,
       "the package's thunk class and hooks, handed to the core once" },

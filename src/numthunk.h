@@ -528,14 +528,15 @@ void nt_trap_released_at(const char *what, const void *target);
 /* ------------------------------------------------------------------------ */
 /* Registry: thunks by entry address (registry.c)                           */
 
-/* Owners keep their entry address at this offset (a pointer). */
-void nt_registry_init(size_t address_offset);
-/* Enters owner at its address, in place of any other there. -1: no
+/* Enters owner at address, in place of whatever was there. -1: no
    memory. */
-int nt_registry_add(void *owner);
-/* The owner at address, or NULL. */
-void *nt_registry_find(const void *address);
-/* owner leaves, if it is the one entered at its address. */
-void nt_registry_remove(const void *owner);
+int nt_registry_add(void *owner, const void *address);
+/* The owner at address (live or released), or NULL; *collected: the
+   address is a freed owner's whose entry the quarantine still holds. */
+void *nt_registry_find(const void *address, int *collected);
+/* owner, entered at address, is freed: its address stays as a collected
+   thunk's while the quarantine holds the entry released at stamp
+   (nt_quarantine_clock), then it is forgotten. */
+void nt_registry_bury(const void *owner, const void *address, uint64_t stamp);
 
 #endif /* NUMTHUNK_H */

@@ -295,13 +295,17 @@ int nt_thunk_add(PyObject *module, nt_state *st);
  * runs here is the C converter and the publication. owner (NULL: None) is
  * kept alive with the thunk; memviews as Thunk() takes them (NULL: none);
  * wanted: the engine asked for, NULL for the automatic choice; via: the
- * thunk that is the target, if it is one (NULL otherwise).
+ * thunks the target declares it uses (Function.depends; NULL: none);
+ * carried: the thunk whose address the target is, as the target's
+ * spelling carries it (Function._carried; NULL or None: none, the target
+ * address is looked up in the registry).
  */
 PyObject *nt_thunk_create(PyTypeObject *type, nt_SignatureObject *sig, void *target,
                           PyObject *const *values, Py_ssize_t nvalues, PyObject *owner, int nogil,
-                          PyObject *memviews, const nt_backend *wanted, PyObject *via);
+                          PyObject *memviews, const nt_backend *wanted, PyObject *via,
+                          PyObject *carried);
 /* numthunk._core._new_thunk(type, signature, address, args, owner, nogil,
-   memviews, engine, via): type(signature, ...) as Thunk() takes its
+   memviews, engine, via, carried): type(signature, ...) as Thunk() takes its
    arguments by position, without the argument tuple and the type call
    (bind()'s path; a type with an __init__ of its own does not come here). */
 PyObject *nt_thunk_new_positional(PyObject *module, PyObject *const *args, Py_ssize_t n);

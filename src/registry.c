@@ -1,42 +1,51 @@
 /*
- * numthunk registry: thunks by entry address.
+ * numthunk registry: thunks by entry address, and the addresses of
+ * collected thunks that still wait in the quarantine.
  *
  * Place in the pipeline: beside the engines, above them. A thunk's address
- * reaches bind() again in many spellings (an int with signature=,
- * t.ctypes, t.cffi(ffi), a capsule, a LowLevelCallable's function, a ctypes
- * cast of the int...); the registry turns any of them back into its thunk,
- * so that the thunk that uses it can hold it, count it in its chain depth,
- * take its GIL need and refuse cycles (thunk.c). A thunk is entered when it
- * is made and leaves when it is freed; released meanwhile, it stays and is
- * refused when bound (it says so itself). An address reused by a new thunk
- * after the quarantine replaces the entry of a released one still alive.
+ * reaches bind() again as a bare int (signature=, address(n), a ctypes cast
+ * of the int); the registry turns it back into its thunk, so that the thunk
+ * that uses it can hold it, count it in its chain depth, take its GIL need
+ * and refuse cycles (commit.c). Spellings that carry their thunk (the
+ * thunk, t.ctypes, a capsule, owner=) are not looked up here: commit.c
+ * takes the thunk they carry. A thunk is entered when it is made and
+ * leaves when it is freed; released meanwhile, it stays and is refused when
+ * bound (it says so itself). Freed, its address stays as a collected
+ * thunk's (a "grave", with the quarantine clock of its release) for as long
+ * as the quarantine holds the entry, so that an int naming it is refused
+ * instead of being bound as plain code; once the quarantine let the entry
+ * go, the address may serve anything, and the grave is forgotten (lazily:
+ * when met, and in sweeps). An address reused by a new thunk replaces
+ * whatever was entered at it.
  *
- * The registry holds no reference. A slot is the owner pointer alone (8
- * bytes): an owner's address is read from the owner itself, at the offset
- * nt_registry_init was given. Every call runs with the GIL held, or
+ * The registry holds no reference. Every call runs with the GIL held, or
  * without a GIL under the state lock (pyapi.h), which thunk.c's and
- * capi.c's entry points take before they reach commit.c, the only caller.
+ * capi.c's entry points take before they reach commit.c.
  *
  * Open addressing with linear probing and backward-shift deletion, at most
- * half full.
+ * half full, graves included.
  */
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "numthunk.h"
+#include "quarantine.h"
 
-static void **table; /* owners; NULL: an empty slot */
-static size_t cap;   /* a power of two, or 0 */
+typedef struct {
+    const void *address; /* NULL: an empty slot */
+    uintptr_t who;       /* the owner, or GRAVE(stamp) */
+} slot;
+
+#define IS_GRAVE(who)   ((who) & 1u)
+#define GRAVE(stamp)    (((uintptr_t)(stamp) << 1) | 1u)
+#define GRAVE_STAMP(w)  ((uint64_t)((w) >> 1))
+
+static slot *table;
+static size_t cap; /* a power of two, or 0 */
 static size_t count;
-static unsigned shift;    /* 64 - log2(cap) */
-static size_t key_offset; /* where an owner keeps its address */
-
-#define KEY(owner) (*(void *const *)((const char *)(owner) + key_offset))
-
-void nt_registry_init(size_t address_offset)
-{
-    key_offset = address_offset;
-}
+static size_t graves;         /* of count */
+static size_t sweep_at = 256; /* graves that start a sweep */
+static unsigned shift;        /* 64 - log2(cap) */
 
 static size_t home(const void *address)
 {
@@ -44,21 +53,39 @@ static size_t home(const void *address)
     return (size_t)(((uint64_t)(uintptr_t)address * 0x9E3779B97F4A7C15ull) >> shift);
 }
 
-/* The slot holding address's owner, or the empty slot ending its run. */
-static void **probe(const void *address)
+/* The slot holding address, or the empty slot ending its run. */
+static slot *probe(const void *address)
 {
     size_t i = home(address);
-    while (table[i] != NULL && KEY(table[i]) != address)
+    while (table[i].address != NULL && table[i].address != address)
         i = (i + 1) & (cap - 1);
     return &table[i];
 }
 
-static int grow(void)
+/* Empties s; later members of the run move into the hole unless their
+   home lies cyclically in (hole, i]. */
+static void delete(slot *s)
 {
-    size_t ncap = cap ? 2 * cap : 64;
-    void **old = table;
+    size_t hole = (size_t)(s - table);
+    graves -= IS_GRAVE(s->who);
+    for (size_t i = (hole + 1) & (cap - 1); table[i].address != NULL; i = (i + 1) & (cap - 1)) {
+        size_t h = home(table[i].address);
+        if (hole < i ? (h <= hole || h > i) : (h <= hole && h > i)) {
+            table[hole] = table[i];
+            hole = i;
+        }
+    }
+    table[hole] = (slot){ NULL, 0 };
+    count--;
+}
+
+/* The table again at ncap slots, without the graves the quarantine has let
+   go. 0, or -1 with no memory (the table unchanged). */
+static int rebuild(size_t ncap)
+{
+    slot *old = table;
     size_t ocap = cap;
-    void **fresh = calloc(ncap, sizeof(void *));
+    slot *fresh = calloc(ncap, sizeof(slot));
     if (fresh == NULL)
         return -1;
     table = fresh;
@@ -66,45 +93,65 @@ static int grow(void)
     shift = 64;
     for (size_t c = ncap; c > 1; c >>= 1)
         shift--;
-    for (size_t i = 0; i < ocap; i++)
-        if (old[i] != NULL)
-            *probe(KEY(old[i])) = old[i];
+    count = graves = 0;
+    for (size_t i = 0; i < ocap; i++) {
+        slot s = old[i];
+        if (s.address == NULL || (IS_GRAVE(s.who) && !nt_quarantine_holds(GRAVE_STAMP(s.who))))
+            continue;
+        *probe(s.address) = s;
+        count++;
+        graves += IS_GRAVE(s.who);
+    }
     free(old);
     return 0;
 }
 
-int nt_registry_add(void *owner)
+int nt_registry_add(void *owner, const void *address)
 {
-    if (2 * (count + 1) > cap && grow() != 0)
+    if (2 * (count + 1) > cap && rebuild(cap ? 2 * cap : 64) != 0)
         return -1;
-    void **s = probe(KEY(owner));
-    count += *s == NULL;
-    *s = owner; /* in place of a released owner of the address */
+    slot *s = probe(address);
+    if (s->address == NULL)
+        count++;
+    else
+        graves -= IS_GRAVE(s->who); /* a grave, or a released owner, replaced */
+    *s = (slot){ address, (uintptr_t)owner };
     return 0;
 }
 
-void *nt_registry_find(const void *address)
+void *nt_registry_find(const void *address, int *collected)
 {
-    return count == 0 ? NULL : *probe(address); /* (no owner's address is NULL) */
+    *collected = 0;
+    if (count == 0 || address == NULL)
+        return NULL;
+    slot *s = probe(address);
+    if (s->address == NULL)
+        return NULL;
+    if (!IS_GRAVE(s->who))
+        return (void *)s->who;
+    if (nt_quarantine_holds(GRAVE_STAMP(s->who)))
+        *collected = 1;
+    else
+        delete(s); /* the quarantine let the entry go: forgotten */
+    return NULL;
 }
 
-void nt_registry_remove(const void *owner)
+void nt_registry_bury(const void *owner, const void *address, uint64_t stamp)
 {
-    if (count == 0)
+    if (count == 0 || address == NULL)
         return;
-    void **s = probe(KEY(owner));
-    if (*s != owner)
-        return; /* not entered (as one whose address is NULL), or replaced since */
-    /* backward shift: later members of the run move into the hole unless
-       their home lies cyclically in (hole, i] */
-    size_t hole = (size_t)(s - table);
-    for (size_t i = (hole + 1) & (cap - 1); table[i] != NULL; i = (i + 1) & (cap - 1)) {
-        size_t h = home(KEY(table[i]));
-        if (hole < i ? (h <= hole || h > i) : (h <= hole && h > i)) {
-            table[hole] = table[i];
-            hole = i;
-        }
+    slot *s = probe(address);
+    if (s->address == NULL || s->who != (uintptr_t)owner)
+        return; /* not entered (creation failed), or replaced since */
+    if (!nt_quarantine_holds(stamp)) {
+        delete(s);
+        return;
     }
-    table[hole] = NULL;
-    count--;
+    s->who = GRAVE(stamp);
+    /* graves whose time has passed go in sweeps, at most as often as
+       graves double: a program that frees thunks whose addresses never
+       recur (libffi closures go back to libffi) keeps no more than about
+       twice the quarantine's worth */
+    if (++graves >= sweep_at && rebuild(cap) == 0)
+        sweep_at = graves > 128 ? 2 * graves : 256;
 }

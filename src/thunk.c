@@ -7,11 +7,13 @@
  * docs/architecture.md for the states and who may change them.
  *
  * Calls from Python count as in flight from their `released` check to
- * their return. release() waits for such calls made by other threads; one
- * made from inside a call of the same thunk on this thread (a target that
- * calls back into Python) marks the thunk released and leaves the teardown
- * to that call's return. reclaim() with calls in flight is deferred the
- * same way. Every counter and flag here changes with the GIL held, or
+ * their return, for the thunk called and every thunk the call reaches (its
+ * dependencies at every level, thunks forwarded to it): the call frame pins
+ * them. release() of any of them waits for such calls made by other
+ * threads; one made from inside a call on this thread that pins it (a
+ * target that calls back into Python) marks the thunk released and leaves
+ * the teardown to that call's return. reclaim() with calls in flight is
+ * deferred the same way. Every counter and flag here changes with the GIL held, or
  * without a GIL under the state lock (pyapi.h): the entry points at the
  * end of this file take it, __call__ leaves it around the target.
  *
@@ -26,20 +28,34 @@
 #include <string.h>
 #include <unistd.h>
 
-/* The thunks this thread is calling through __call__, innermost first:
-   release() must not wait for its own caller. */
+/*
+ * The calls this thread makes through __call__, innermost first, each with
+ * the thunks it pins: the thunk called and every thunk the call can reach
+ * (what it depends on, at every level, and the thunks forwarded to its
+ * function-pointer parameters, with theirs). A pinned thunk counts the
+ * call as in flight, as the thunk called does, and the frame holds a
+ * reference to it: release() waits for the call (another thread) or leaves
+ * the teardown to its return (this thread), reclaim() defers, whichever
+ * thunk of the call they are asked of. The walk is on the Python call
+ * path only; calls from C through an address count nothing.
+ */
 typedef struct call_frame {
-    ThunkObject *thunk;
     struct call_frame *up;
+    ThunkObject **pins; /* small, or allocated */
+    int npins, cap;
+    ThunkObject *small[8];
 } call_frame;
 
 static _Thread_local call_frame *calls;
 
+/* Whether a call of this thread pins self: release() must not wait for
+   its own caller. */
 static int in_own_call(ThunkObject *self)
 {
     for (call_frame *f = calls; f != NULL; f = f->up)
-        if (f->thunk == self)
-            return 1;
+        for (int k = 0; k < f->npins; k++)
+            if (f->pins[k] == self)
+                return 1;
     return 0;
 }
 
@@ -53,8 +69,8 @@ static void after_fork_child(void)
 }
 
 /* In a child of fork(), calls from Python in flight are counted again:
-   only this thread's own calls of the thunk (on its frame list) go on.
-   Out of line: the call path reads this thread's frame list only here. */
+   only this thread's own calls that pin the thunk (on its frame list) go
+   on. Out of line: the call path reads this thread's frame list only here. */
 #if defined(__GNUC__)
 __attribute__((noinline, cold))
 #endif
@@ -63,7 +79,8 @@ recount(ThunkObject *self)
 {
     int32_t n = 0;
     for (call_frame *f = calls; f != NULL; f = f->up)
-        n += f->thunk == self;
+        for (int k = 0; k < f->npins; k++)
+            n += f->pins[k] == self;
     self->inflight = n;
     self->fork_gen = fork_gen;
 }
@@ -72,8 +89,8 @@ recount(ThunkObject *self)
 #define inflight(self) \
     ((self)->fork_gen == fork_gen ? (self)->inflight : (recount(self), (self)->inflight))
 
-/* A call from Python ends: the last one out does what release() or
-   reclaim() left to it. */
+/* A call from Python ends for one thunk it pinned: the last one out does
+   what release() or reclaim() left to it. */
 static void call_done(ThunkObject *self)
 {
     if (--self->inflight > 0)
@@ -84,6 +101,72 @@ static void call_done(ThunkObject *self)
         self->reclaim_pending = 0;
         nt_thunk_reclaim_now(self);
     }
+}
+
+/* t pinned by frame f: counted in flight and held. 0, or -1 with
+   MemoryError. */
+static int pin_one(call_frame *f, ThunkObject *t)
+{
+    if (f->npins == f->cap) {
+        int ncap = 2 * f->cap;
+        ThunkObject **more = PyMem_Malloc((size_t)ncap * sizeof(*more));
+        if (more == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy(more, f->pins, (size_t)f->npins * sizeof(*more));
+        if (f->pins != f->small)
+            PyMem_Free(f->pins);
+        f->pins = more;
+        f->cap = ncap;
+    }
+    t->inflight = inflight(t) + 1;
+    f->pins[f->npins++] = (ThunkObject *)Py_NewRef(t);
+    return 0;
+}
+
+/* t and every thunk it depends on, at every level, pinned by f: the pins
+   are the walk's work list, and a thunk with dependencies is marked with
+   the walk's number (commit.c's walks), so each is pinned once (a leaf
+   reached twice is pinned twice, which counts alike). 0, or -1 with
+   MemoryError (what was pinned stays on f, for unpin). */
+static int pin(call_frame *f, ThunkObject *t)
+{
+    uint64_t walk = nt_thunk_walk();
+    int k = f->npins;
+    if (pin_one(f, t) < 0)
+        return -1;
+    if (t->x != NULL)
+        t->x->mark = walk;
+    for (; k < f->npins; k++) {
+        extra *x = f->pins[k]->x;
+        for (int j = 0; x != NULL && j < x->ndeps; j++) {
+            ThunkObject *d = x->deps[j].thunk;
+            if (d->x != NULL) {
+                if (d->x->mark == walk)
+                    continue;
+                d->x->mark = walk;
+            }
+            if (pin_one(f, d) < 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* The call of frame f is over: each thunk it pinned is done, then let go
+   (a teardown may free the thunk's dependencies; the frame's references
+   keep every pinned thunk until here). */
+static void unpin(call_frame *f)
+{
+    for (int k = 0; k < f->npins; k++) {
+        inflight(f->pins[k]); /* a fork() meanwhile: count this call again */
+        call_done(f->pins[k]);
+    }
+    for (int k = 0; k < f->npins; k++)
+        Py_DECREF(f->pins[k]);
+    if (f->pins != f->small)
+        PyMem_Free(f->pins);
 }
 
 /* An object the thunk holds a buffer export of is not reported to the
@@ -140,17 +223,23 @@ static void thunk_dealloc(ThunkObject *self)
 {
     PyTypeObject *type = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
-    if (self->weakreflist != NULL)
-        PyObject_ClearWeakRefs((PyObject *)self);
     extra *x;
     PyObject *owner, *sig;
     NT_LOCK_BEGIN
+    /* Torn down, and out of the registry, before the weakref callbacks
+       below run Python code: an address of it bound from there is refused
+       as a collected thunk's (the Python code teardown itself may run, a
+       bound value's finalizer, finds it at a reference count of 0, which
+       nt_thunk_identify refuses too). Released, a thunk stayed in the
+       registry while it existed: whatever still held it and was bound
+       again was refused. Its address, reused meanwhile by a new thunk
+       (after the quarantine), is that thunk's entry, left alone. */
     nt_thunk_teardown(self);
-    /* Released, a thunk stays in the registry while it exists: whatever
-       still holds it (t.ctypes, a capsule, address(owner=t)) and is bound
-       again is recognised and refused. Its address, reused meanwhile by a
-       new thunk (after the quarantine), is that thunk's entry now. */
-    nt_registry_remove(self);
+    nt_registry_bury(self, self->address, self->released_at);
+    NT_LOCK_END
+    if (self->weakreflist != NULL)
+        PyObject_ClearWeakRefs((PyObject *)self);
+    NT_LOCK_BEGIN
     if (self->plan_owned)
         nt_plan_free(self->plan);
     if (!self->ctx_inline) /* teardown leaves the first context */
@@ -181,6 +270,7 @@ static void thunk_dealloc(ThunkObject *self)
 typedef struct {
     nt_SignatureObject *sig;
     PyObject *address, *owner, *memviews, *engine, *via;
+    PyObject *carried; /* the thunk the target's spelling carries, or None */
     int nogil;
     PyObject *const *values; /* borrowed, held by the caller */
     Py_ssize_t nvalues;
@@ -195,13 +285,16 @@ static void values_of(new_args *a, PyObject *args)
 
 static int parse_new_args(PyObject *args, PyObject *kwds, new_args *a)
 {
-    static char *kwlist[] = { "signature", "address", "args", "owner", "nogil",
-                              "memviews",  "engine",  "via",  NULL };
-    *a = (new_args){
-        .owner = Py_None, .memviews = Py_None, .engine = Py_None, .via = Py_None, .nogil = 1
-    };
+    static char *kwlist[] = { "signature", "address", "args", "owner",   "nogil",
+                              "memviews",  "engine",  "via",  "carried", NULL };
+    *a = (new_args){ .owner = Py_None,
+                     .memviews = Py_None,
+                     .engine = Py_None,
+                     .via = Py_None,
+                     .carried = Py_None,
+                     .nogil = 1 };
     Py_ssize_t n = PyTuple_GET_SIZE(args);
-    if (kwds == NULL && n >= 3 && n <= 8) {
+    if (kwds == NULL && n >= 3 && n <= 9) {
         /* bind() passes everything by position: keyword parsing would be a
            sizeable part of the creation cost. */
         PyObject *const *v = &PyTuple_GET_ITEM(args, 0);
@@ -217,6 +310,8 @@ static int parse_new_args(PyObject *args, PyObject *kwds, new_args *a)
             a->engine = v[6];
         if (n > 7)
             a->via = v[7];
+        if (n > 8)
+            a->carried = v[8];
         if (!PyObject_TypeCheck(v[0], nt_get_state()->signature_type) || !PyTuple_Check(v[2])) {
             PyErr_SetString(PyExc_TypeError, "Thunk(signature, address, args: tuple, ...)");
             return -1;
@@ -225,10 +320,10 @@ static int parse_new_args(PyObject *args, PyObject *kwds, new_args *a)
         return 0;
     }
     PyObject *values;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!OO!|OpOOO:Thunk", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!OO!|OpOOOO:Thunk", kwlist,
                                      nt_get_state()->signature_type, &a->sig, &a->address,
                                      &PyTuple_Type, &values, &a->owner, &a->nogil, &a->memviews,
-                                     &a->engine, &a->via))
+                                     &a->engine, &a->via, &a->carried))
         return -1;
     values_of(a, values);
     return 0;
@@ -291,7 +386,7 @@ static PyObject *make_thunk(PyTypeObject *type, new_args *a)
         return NULL;
     PyObject *const *values = resolved != NULL ? PySequence_Fast_ITEMS(resolved) : a->values;
     PyObject *self = nt_thunk_create(type, a->sig, target, values, a->nvalues, a->owner, a->nogil,
-                                     a->memviews, wanted, a->via);
+                                     a->memviews, wanted, a->via, a->carried);
     Py_XDECREF(resolved);
     return self;
 }
@@ -308,11 +403,11 @@ PyObject *nt_thunk_new_positional(PyObject *module, PyObject *const *v, Py_ssize
 {
     (void)module;
     nt_state *st = nt_get_state();
-    if (n != 9 || !PyType_Check(v[0]) || !PyType_IsSubtype((PyTypeObject *)v[0], st->thunk_type)
+    if (n != 10 || !PyType_Check(v[0]) || !PyType_IsSubtype((PyTypeObject *)v[0], st->thunk_type)
         || !PyObject_TypeCheck(v[1], st->signature_type) || !PyTuple_Check(v[3])) {
         PyErr_SetString(PyExc_TypeError,
                         "_new_thunk(type, signature, address, args: tuple, "
-                        "owner, nogil, memviews, engine, via)");
+                        "owner, nogil, memviews, engine, via, carried)");
         return NULL;
     }
     new_args a = { .sig = (nt_SignatureObject *)v[1],
@@ -320,7 +415,8 @@ PyObject *nt_thunk_new_positional(PyObject *module, PyObject *const *v, Py_ssize
                    .owner = v[4],
                    .memviews = v[6],
                    .engine = v[7],
-                   .via = v[8] };
+                   .via = v[8],
+                   .carried = v[9] };
     values_of(&a, v[3]);
     if (v[5] == Py_True || v[5] == Py_False)
         a.nogil = v[5] == Py_True;
@@ -337,16 +433,16 @@ PyObject *nt_thunk_new_positional(PyObject *module, PyObject *const *v, Py_ssize
    numthunk.bind is a Binder over the package's bind(): a call with no
    keywords whose target is exactly numthunk.Function, with no fixed
    parameters, is _new_thunk(Thunk, f._signature, f.address, args, f,
-   f.nogil, f.memoryviews, None, f.depends) made here, without the Python
+   f.nogil, f.memoryviews, None, f.depends, f._carried) made here, without the Python
    frame, the argument tuple and dict of the package's function, which
    would be a third of the cost of a bind; every other call, and any
    Function whose slots are not what its __init__ leaves, goes to that
    function unchanged. The slots are read where their member descriptors
    say, as CPython's own attribute cache does. */
 
-enum { F_SIGNATURE, F_ADDRESS, F_NOGIL, F_MEMORYVIEWS, F_DEPENDS, F_FIXED, NFIELDS };
-static const char *const field_names[NFIELDS] = { "_signature",  "address", "nogil",
-                                                  "memoryviews", "depends", "fixed" };
+enum { F_SIGNATURE, F_ADDRESS, F_NOGIL, F_MEMORYVIEWS, F_DEPENDS, F_FIXED, F_CARRIED, NFIELDS };
+static const char *const field_names[NFIELDS] = { "_signature", "address", "nogil",   "memoryviews",
+                                                  "depends",    "fixed",   "_carried" };
 
 typedef struct {
     PyObject_HEAD
@@ -390,6 +486,7 @@ static PyObject *binder_fast(BinderObject *self, PyObject *const *args, Py_ssize
                    .memviews = f[F_MEMORYVIEWS],
                    .engine = Py_None,
                    .via = f[F_DEPENDS],
+                   .carried = f[F_CARRIED],
                    .values = args + 1,
                    .nvalues = n - 1 };
     if ((a.nogil = PyObject_IsTrue(f[F_NOGIL])) < 0) /* True and False: no call */
@@ -608,6 +705,11 @@ static PyObject *thunk_csig_held(ThunkObject *self, void *closure)
     return csig;
 }
 
+PyObject *nt_thunk_csig(ThunkObject *self)
+{
+    return thunk_csig_held(self, NULL);
+}
+
 /* Numba reads _numba_type_ twice for every call that passes the thunk to
    compiled code: a C getter with the type cached on the thunk keeps that
    off the Python level. The package's registered numba_type makes the
@@ -776,30 +878,39 @@ static PyObject *resolve_call_args(ThunkObject *self, PyObject *args)
     return Py_NewRef(args);
 }
 
-/* Functions forwarded to function-pointer parameters, converted: a
-   released thunk is refused (its address would trap), and one that needs
-   the GIL makes this call keep it. */
+/* Functions forwarded to function-pointer parameters, converted: a thunk
+   among them is identified as a bound one is (the thunk its spelling
+   carries, else the registry's, of the parameter's signature), refused
+   when released (its address would trap), and pinned by this call with
+   what it uses; one that needs the GIL makes this call keep it. */
 static int forwarded_functions(ThunkObject *self, PyObject *args, const nt_memviewslice *cells,
                                int *nogil)
 {
     const nt_plan *plan = self->plan;
     for (int k = 0; k < plan->nfwd; k++) {
         int i = plan->fwd_index[k];
-        if (self->sig->sig->args[i].kind != NT_FNPTR)
+        const nt_type *t = &self->sig->sig->args[i];
+        if (t->kind != NT_FNPTR)
             continue;
         void *p;
         memcpy(&p, &cells[k], sizeof(p));
-        ThunkObject *d = nt_thunk_at(p);
-        if (d != NULL && NT_UNUSABLE(d)) {
-            char what[300];
-            nt_param_label(self->sig->sig, i, what, sizeof(what));
-            return nt_thunk_refuse_released(what, d, "pass");
-        }
         PyObject *v = PyTuple_GET_ITEM(args, k);
-        if (d != NULL)
+        char what[300];
+        nt_param_label(self->sig->sig, i, what, sizeof(what));
+        ThunkObject *d;
+        if (nt_thunk_identify(p, nt_is_address(v) ? ((nt_AddressObject *)v)->owner : NULL, t->fn,
+                              what, &d)
+            < 0)
+            return -1;
+        if (d != NULL && NT_UNUSABLE(d))
+            return nt_thunk_refuse_released(what, d, "pass");
+        if (d != NULL) {
             *nogil &= d->nogil;
-        else if (nt_is_address(v) && ((nt_AddressObject *)v)->needs_gil)
+            if (pin(calls, d) < 0)
+                return -1;
+        } else if (nt_is_address(v) && ((nt_AddressObject *)v)->needs_gil) {
             *nogil = 0;
+        }
     }
     return 0;
 }
@@ -917,15 +1028,16 @@ static PyObject *call_held(ThunkObject *self, PyObject *args, PyObject *kwds, nt
                      self->plan->nfwd == 1 ? "" : "s", nargs);
         goto out;
     }
-    /* In flight from here: release() and reclaim() leave the entry, the
-       contexts and the buffers alone until this call returns. */
-    self->inflight = inflight(self) + 1;
-    call_frame frame = { self, calls };
+    /* In flight from here, for the thunk and every thunk it uses:
+       release() and reclaim() of any of them leave their entries, contexts
+       and buffers alone until this call returns. */
+    call_frame frame = { calls, NULL, 0, 8, { NULL } };
+    frame.pins = frame.small;
     calls = &frame;
-    result = call_target(self, resolved, lk);
-    inflight(self); /* a fork() meanwhile: count this call again */
+    if (pin(&frame, self) == 0)
+        result = call_target(self, resolved, lk);
     calls = frame.up;
-    call_done(self);
+    unpin(&frame);
 out:
     Py_DECREF(resolved);
     return result;
@@ -1292,7 +1404,6 @@ int nt_thunk_add(PyObject *module, nt_state *st)
     if (!once) {
         once = 1;
         pthread_atfork(NULL, NULL, after_fork_child);
-        nt_registry_init(offsetof(ThunkObject, address));
     }
     PyObject *type = PyType_FromModuleAndSpec(module, &thunk_spec, NULL);
     if (type == NULL)

@@ -69,6 +69,7 @@ struct thunk_object {
     uint16_t chain;       /* longest path of thunks below this one */
     uint16_t chain_limit; /* the least chain_limit of the engines on it */
     uint16_t fork_gen;    /* the fork generation inflight counts in */
+    uint64_t released_at; /* the quarantine clock when its entry went */
     uint16_t nogil : 1,   /* calls from Python may release the GIL: */
         own_nogil : 1,    /*   the target says so, */
         gil_values : 1,   /*   no bound function needs it, none below */
@@ -112,12 +113,10 @@ static inline void *nt_thunk_target(const ThunkObject *t)
 /* Released, or a thunk below it is: a call from Python raises. */
 #define NT_UNUSABLE(t) ((t)->released || (t)->broken)
 
-/* The thunk whose entry is at address (live, or released but not yet
-   freed), NULL if none. */
-static inline ThunkObject *nt_thunk_at(const void *address)
-{
-    return (ThunkObject *)nt_registry_find(address);
-}
+/* ---- thunk.c ---- */
+
+/* The thunk's own Signature (its forwarded parameters), new reference. */
+PyObject *nt_thunk_csig(ThunkObject *self);
 
 /* ---- commit.c ---- */
 
@@ -133,6 +132,19 @@ int nt_thunk_refuse_released(const char *what, ThunkObject *d, const char *verb)
 /* The ValueError of a call from Python of a thunk that is released, or
    that uses one; -1. */
 int nt_thunk_unusable_error(ThunkObject *self);
+/* The thunk at address p, bound where `what` points as a function of
+   signature want (NULL: any): the thunk `carried` (the one the value's
+   spelling carries) when its address is p, else the registry's. 0 with
+   *out the thunk or NULL (no thunk's); -1 with an exception when p is the
+   address of a thunk being collected or collected, or a live thunk's of
+   another signature. */
+int nt_thunk_identify(const void *p, PyObject *carried, const nt_sig *want, const char *what,
+                      ThunkObject **out);
+/* The same for a function-pointer value v (an Address marker, whose owner
+   may be the thunk it spells). */
+int nt_thunk_identify_value(PyObject *v, const nt_sig *want, const char *what, ThunkObject **out);
+/* A new number for a walk of the graph (extra.mark). */
+uint64_t nt_thunk_walk(void);
 /* Frees the contexts and buffers rebind() retired. */
 void nt_thunk_reclaim_now(ThunkObject *self);
 /* Marks the thunk released (and every thunk that uses it broken). */

@@ -668,13 +668,14 @@ def test_core_thunk_by_position_refuses_what_is_no_signature_or_tuple(cfn):
                        (np.bool_(False), False), (np.bool_(True), True), ([0], True)):
         for t in (nt._core.Thunk(sig, addr, (1.0,), None, flag),
                   nt._core._new_thunk(nt.Thunk, sig, addr, (1.0,), None, flag, None, None,
-                                      None)):
+                                      None, None)):
             assert t.nogil is want and t() == 1.0
             t.release()
     with pytest.raises(ZeroDivisionError, match="no truth"):
         nt._core.Thunk(sig, addr, (1.0,), None, Unsure())
     with pytest.raises(ZeroDivisionError, match="no truth"):
-        nt._core._new_thunk(nt.Thunk, sig, addr, (1.0,), None, Unsure(), None, None, None)
+        nt._core._new_thunk(nt.Thunk, sig, addr, (1.0,), None, Unsure(), None, None, None,
+                            None)
     # bind()'s fast path reads a Function's nogil slot the same way (it is
     # assignable: a flag set after the Function was made)
     fn = cfn("f_d_d", "double (double a)")

@@ -693,15 +693,16 @@ def test_binder_takes_a_class_with_the_function_slots():
 
 def test_new_thunk_checks_its_arguments():
     fn = nt.Function(nt._core._kernels()["sum"], "double (const double *, int)")
-    good = (nt.Thunk, fn._signature, fn.address, (np.arange(2.0), 2), fn, True, {}, None, ())
+    good = (nt.Thunk, fn._signature, fn.address, (np.arange(2.0), 2), fn, True, {}, None, (),
+            None)
     assert nt._core._new_thunk(*good)() == 1.0
-    for bad in (good[:8], (object,) + good[1:], good[:1] + ("x",) + good[2:],
+    for bad in (good[:9], (object,) + good[1:], good[:1] + ("x",) + good[2:],
                 good[:3] + ([1.0, 2],) + good[4:]):
         with pytest.raises(TypeError, match=r"_new_thunk\(type, signature"):
             nt._core._new_thunk(*bad)
     with pytest.raises(ValueError, match="target address is 0"):
         nt._core._new_thunk(nt.Thunk, fn._signature, 0, (np.arange(2.0), 2), fn, True, {},
-                            None, ())
+                            None, (), None)
 
 
 # ------------------------------------------------ integer guards at their edges

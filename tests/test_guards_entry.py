@@ -1,6 +1,6 @@
 """The argument counts of the core's entry points at their edges:
-Thunk(...) by position (thunk.c parse_new_args: 3 to 8 read without
-keyword parsing, more refused by it), _new_thunk (exactly 9), and a
+Thunk(...) by position (thunk.c parse_new_args: 3 to 9 read without
+keyword parsing, more refused by it), _new_thunk (exactly 10), and a
 thunk's call (exactly as many arguments as it forwards, none by keyword),
 with one fewer and one more each time. On both engines."""
 
@@ -19,35 +19,36 @@ def _sum(cfn):
     return cfn("f_d_pi", SIG3)
 
 
-@pytest.mark.parametrize("n", [3, 4, 5, 6, 7, 8])
-def test_thunk_by_position_with_3_to_8_arguments(cfn, engine, n):
+@pytest.mark.parametrize("n", [3, 4, 5, 6, 7, 8, 9])
+def test_thunk_by_position_with_3_to_9_arguments(cfn, engine, n):
     fn = _sum(cfn)
     a = np.arange(4.0)
-    full = (fn._signature, fn.address, (a, 4), fn, True, None, engine, None)
+    full = (fn._signature, fn.address, (a, 4), fn, True, None, engine, None, None)
     t = _core.Thunk(*full[:n])
     assert t() == 6.0
     assert t.bindings == (a, 4)
     if n > 6:
         assert t.backend.startswith("native" if engine == "native" else "libffi")
     # the same by keyword (the slow path) gives the same thunk
-    names = ("signature", "address", "args", "owner", "nogil", "memviews", "engine", "via")
+    names = ("signature", "address", "args", "owner", "nogil", "memviews", "engine", "via",
+             "carried")
     k = _core.Thunk(*full[:2], **dict(zip(names[2:n], full[2:n])))
     assert k() == 6.0 and k.bindings == (a, 4)
 
 
-def test_thunk_by_position_with_2_or_9_arguments_is_refused(cfn):
+def test_thunk_by_position_with_2_or_10_arguments_is_refused(cfn):
     fn = _sum(cfn)
-    full = (fn._signature, fn.address, (np.arange(4.0), 4), fn, True, None, None, None)
+    full = (fn._signature, fn.address, (np.arange(4.0), 4), fn, True, None, None, None, None)
     with pytest.raises(TypeError, match=r"Thunk\(\) missing required argument 'args' \(pos 3\)"):
         _core.Thunk(*full[:2])
-    with pytest.raises(TypeError, match=r"Thunk\(\) takes at most 8 arguments \(9 given\)"):
+    with pytest.raises(TypeError, match=r"Thunk\(\) takes at most 9 arguments \(10 given\)"):
         _core.Thunk(*full, None)
 
 
-@pytest.mark.parametrize("n", [3, 8])
+@pytest.mark.parametrize("n", [3, 9])
 def test_thunk_by_position_checks_its_signature_and_tuple(cfn, n):
     fn = _sum(cfn)
-    full = [fn._signature, fn.address, (np.arange(4.0), 4), fn, True, None, None, None]
+    full = [fn._signature, fn.address, (np.arange(4.0), 4), fn, True, None, None, None, None]
     for at, bad in ((0, SIG3), (2, [np.arange(4.0), 4])):
         args = list(full[:n])
         args[at] = bad
@@ -55,10 +56,11 @@ def test_thunk_by_position_checks_its_signature_and_tuple(cfn, n):
             _core.Thunk(*args)
 
 
-@pytest.mark.parametrize("n", [0, 1, 8, 10, 11])
-def test_new_thunk_takes_exactly_9_arguments(cfn, n):
+@pytest.mark.parametrize("n", [0, 1, 9, 11, 12])
+def test_new_thunk_takes_exactly_10_arguments(cfn, n):
     fn = _sum(cfn)
-    good = (nt.Thunk, fn._signature, fn.address, (np.arange(2.0), 2), fn, True, {}, None, ())
+    good = (nt.Thunk, fn._signature, fn.address, (np.arange(2.0), 2), fn, True, {}, None, (),
+            None)
     assert _core._new_thunk(*good)() == 1.0
     args = (good + (None, None))[:n]
     with pytest.raises(TypeError, match=r"^_new_thunk\(type, signature, address"):
