@@ -20,7 +20,7 @@ import pytest
 import numthunk as nt
 
 from conftest import BACKEND, ENGINES
-from thunks import SUM, Index, Owner, bind, count_is, kept, run_bounded, sum_fn
+from thunks import SUM, Index, Owner, bind, count_is, kept, run_bounded, run_py, sum_fn
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -741,3 +741,370 @@ def test_keep_holds_its_object_and_changes_nothing_of_the_target(cfn, engine):
         del t, kept
         gc.collect()
         assert alive() is None
+
+
+# -------------------------------------------- calls in flight through any path
+#
+# thunk.c pin/unpin: a call from Python pins the thunk called and every
+# thunk it can reach (its target, bound and declared function values at
+# every level, and thunks forwarded to it): release() of any of them from
+# another thread waits for the call, from inside it is left to its return,
+# and reclaim() is deferred, as for the thunk called itself.
+
+UNARY = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double)
+APPLY = ctypes.CFUNCTYPE(ctypes.c_double, UNARY, ctypes.c_double)(lambda f, x: f(x))
+SUMMED = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.POINTER(ctypes.c_double), ctypes.c_int,
+                          ctypes.c_double)
+
+
+def _paths(engine, inner):
+    """(name, thunk to call, its arguments): inner reached as a target, as a
+    bound function value, forwarded to one, declared by the target, two
+    levels down, and through its own spellings (t.ctypes, an int)."""
+    apply = nt.Function(ctypes.cast(APPLY, ctypes.c_void_p).value,
+                        "double (double (*f)(double), double x)", owner=APPLY)
+    declared = nt.Function(apply.address, apply._signature, owner=APPLY, depends=(inner,))
+    mid = nt.bind(apply, inner, nt.ARG, engine=engine)
+    return [
+        ("target", nt.bind(inner, nt.ARG, engine=engine), (1.0,)),
+        ("bound", nt.bind(apply, inner, nt.ARG, engine=engine), (1.0,)),
+        ("forwarded", nt.bind(apply, nt.ARG, nt.ARG, engine=engine), (inner, 1.0)),
+        ("forwarded int", nt.bind(apply, nt.ARG, nt.ARG, engine=engine),
+         (nt.address(inner.address), 1.0)),
+        ("declared", nt.bind(declared, inner, nt.ARG, engine=engine), (1.0,)),
+        ("two levels", nt.bind(apply, mid, nt.ARG, engine=engine), (1.0,)),
+        ("ctypes spelling", nt.bind(apply, inner.ctypes, nt.ARG, engine=engine), (1.0,)),
+    ]
+
+
+PATHS = ["target", "bound", "forwarded", "forwarded int", "declared", "two levels",
+         "ctypes spelling"]
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_release_of_a_thunk_below_waits_for_a_call_of_another_thread(engine, path):
+    """The call is inside inner's target (a sleep with the GIL free) when
+    another thread releases inner: release() returns only after the call,
+    which read inner's array whole."""
+    order, started = [], threading.Event()
+
+    def body(p, n, x):
+        started.set()
+        time.sleep(0.2)
+        total = sum(p[i] for i in range(n))
+        order.append("call returns")
+        return total + x
+
+    cb = SUMMED(body)
+    a = np.arange(1.0, 5.0)
+    inner = nt.bind(cb, a, 4, nt.ARG, engine=engine)        # double (double)
+    outer, args = dict((n, (t, a_)) for n, t, a_ in _paths(engine, inner))[path]
+    results = []
+    th = threading.Thread(target=lambda: results.append(outer(*args)))
+    th.start()
+    assert started.wait(10)
+    inner.release()
+    order.append("release returns")
+    th.join(20)
+    assert not th.is_alive()
+    assert results == [11.0]
+    assert order == ["call returns", "release returns"]
+    if path not in ("forwarded", "forwarded int"):
+        with pytest.raises(ValueError, match="uses a released thunk"):
+            outer(*args)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_target_that_releases_a_thunk_below_keeps_it_until_the_call_returns(engine, path):
+    """inner's target releases inner, reached through another thunk: the
+    release is left to the outermost call's return, and the bound array is
+    read whole meanwhile (a torn-down inner would read freed cells)."""
+    box = {}
+
+    def body(p, n, x):
+        box["inner"].release()
+        gc.collect()
+        box["alive_inside"] = box["ref"]() is not None
+        box["released_inside"] = box["inner"].released
+        return sum(p[i] for i in range(n)) + x
+
+    cb = SUMMED(body)
+    a = np.arange(1.0, 5.0)
+    box["ref"] = weakref.ref(a)
+    inner = box["inner"] = nt.bind(cb, a, 4, nt.ARG, engine=engine)
+    del a
+    outer, args = dict((n, (t, a_)) for n, t, a_ in _paths(engine, inner))[path]
+    assert outer(*args) == 11.0
+    assert box["alive_inside"], "the thunk below was torn down under the running call"
+    assert box["released_inside"] and inner.released
+    del args
+    gc.collect()
+    assert box["ref"]() is None, "the last call out did not tear the thunk below down"
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_reclaim_of_a_thunk_below_waits_for_the_call(engine, path):
+    box = {}
+    b = np.full(4, 100.0)
+
+    def body(p, n, x):
+        box["inner"].rebind(0, b)
+        box["inner"].reclaim()
+        gc.collect()
+        box["alive_inside"] = box["ref"]() is not None
+        return sum(p[i] for i in range(n)) + x
+
+    cb = SUMMED(body)
+    a = np.arange(1.0, 5.0)
+    box["ref"] = weakref.ref(a)
+    inner = box["inner"] = nt.bind(cb, a, 4, nt.ARG, engine=engine)
+    del a
+    outer, args = dict((n, (t, a_)) for n, t, a_ in _paths(engine, inner))[path]
+    assert outer(*args) == 11.0                      # the array of the call's start
+    assert box["alive_inside"], "reclaimed under the running call"
+    gc.collect()
+    assert box["ref"]() is None, "the last call out did not reclaim"
+    assert inner.bindings[0] is b and not inner.released
+
+
+RACE = """
+import ctypes, threading, time, numpy as np, numthunk as nt
+SUMMED = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.POINTER(ctypes.c_double), ctypes.c_int,
+                          ctypes.c_double)
+cb = SUMMED(lambda p, n, x: sum(p[i] for i in range(n)) + x)
+inner = nt.bind(cb, np.arange(1.0, 5.0), 4, nt.ARG, engine={engine!r})
+outer = nt.bind(inner, nt.ARG, engine={engine!r})
+class Slow:
+    # the argument: converting it lets the other thread release inner
+    def __float__(self):
+        started.set()
+        while not inner.released:
+            time.sleep(0.001)
+        return 1.0
+started = threading.Event()
+def release():
+    started.wait(10)
+    inner.release()
+th = threading.Thread(target=release)
+th.start()
+try:
+    outer(Slow())
+except ValueError as exc:
+    print("refused:", exc)
+else:
+    print("called")
+th.join(10)
+assert not th.is_alive()
+print("done", inner.released)
+"""
+
+
+def test_a_release_racing_a_call_of_a_user_is_a_valueerror_never_the_trap(engine):
+    """docs/lifetime.md: a call from Python of a thunk whose dependency is
+    released raises ValueError. Released between the call's check and its
+    target (while its argument converts), the dependency waits for the
+    call, which sees it released and raises; the process never reaches the
+    trap."""
+    out = run_py(RACE.format(engine=engine))
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "refused: this thunk uses a released thunk (double (double) over double " in out.stdout
+    assert "done True" in out.stdout
+
+
+# ---------------------------------------------------- identity, not addresses
+#
+# commit.c nt_thunk_identify: a spelling that carries its thunk is that
+# thunk; a bare address is looked up, and refused when it is a thunk's
+# being collected, collected, or of another signature.
+
+
+def test_a_weakref_callback_of_a_dying_thunk_cannot_bind_it(cfn, engine):
+    """A thunk's weakref callbacks run after it left the registry: its
+    address, bound from there (an int with signature=, address() for a
+    function pointer), is refused as a collected thunk's, and nothing
+    holds the freed object."""
+    f = cfn("f_d_d", "double (double)")
+    solver = cfn("f_d_Fddi", "double (double (*f)(double), double a, double b, int n)")
+    got = []
+    t = nt.bind(f, nt.ARG, engine=engine)
+    addr = t.address
+
+    def callback(_ref):
+        for make in (lambda: nt.bind(addr, nt.ARG, signature="double (double)"),
+                     lambda: nt.bind(solver, nt.address(addr), 0.0, 1.0, 1)):
+            try:
+                got.append(make())
+            except ValueError as exc:
+                got.append(str(exc))
+
+    ref = weakref.ref(t, callback)
+    del t
+    gc.collect()
+    assert ref() is None
+    collected = (f"is the address {addr:#x} of a thunk that was released and collected "
+                 "(the address still traps); bind a live thunk, and keep it for as long as "
+                 "its address is used (see docs/lifetime.md)")
+    assert got == ["the target " + collected,
+                   "argument 1 (f: double (*)(double)) " + collected]
+
+
+class _Kept(nt.Thunk):
+    """A subclass with a __dict__: CPython clears it before the core's
+    dealloc runs, at a reference count of 0."""
+
+
+def test_python_code_run_by_a_dying_thunk_cannot_bind_it(cfn, engine):
+    f = cfn("f_d_d", "double (double)")
+    got = []
+
+    class Spy:
+        def __del__(self):
+            try:
+                got.append(nt.bind(self.addr, nt.ARG, signature="double (double)"))
+            except ValueError as exc:
+                got.append(str(exc))
+
+    t = _Kept(f._signature, f.address, (nt.ARG,), f, True, None, engine)
+    spy = Spy()
+    addr = spy.addr = t.address
+    t.spy = spy
+    del spy, t
+    gc.collect()
+    assert got == [f"the target is the address {addr:#x} of a thunk being collected (its last "
+                   "reference is gone); bind a live thunk (see docs/lifetime.md)"]
+
+
+SPELLINGS_AFTER_REUSE = """
+import ctypes, cffi, numpy as np, numthunk as nt
+lib = ctypes.CDLL({path!r})
+f = nt.Function(ctypes.cast(lib.f_d_d, ctypes.c_void_p).value, "double (double)")
+solver = nt.Function(ctypes.cast(lib.f_d_Fddi, ctypes.c_void_p).value,
+                     "double (double (*f)(double), double a, double b, int n)")
+ffi = cffi.FFI()
+t = nt.bind(f, nt.ARG, engine={engine!r})
+addr = t.address
+llc = t.lowlevelcallable()
+spellings = {{"the thunk": t, "t.ctypes": t.ctypes, "capsule": llc.function,
+             "t.cffi(ffi)": t.cffi(ffi), "t.opaque()": t.opaque(),
+             "Function(owner=t)": nt.Function(addr, "double (double)", owner=t),
+             "address(owner=t)": nt.address(addr, owner=t)}}
+t.release()
+kept = []
+for k in range(1000):                # one release lets t's address go (quarantine 1)
+    u = nt.bind(f, nt.ARG, engine={engine!r})
+    if u.address == addr:
+        break
+    u.release()
+    kept.append(u)
+assert u.address == addr, "the address was not reused"
+assert nt.bind(addr, nt.ARG, signature="double (double)")(2.0) == 2.0   # an int: u now
+for name, s in spellings.items():
+    for how, make in (("target", lambda: nt.bind(s, 1.0)),
+                      ("value", lambda: nt.bind(solver, s, 0.0, 1.0, 1))):
+        if name == "address(owner=t)" and how == "target":
+            continue                 # not targets
+        if name == "the thunk" and how == "target":
+            continue                 # refused by the thunk itself (below)
+        try:
+            make()
+        except ValueError as exc:
+            assert ("is a released thunk" in str(exc)
+                    or str(exc) == "the thunk has been released (see docs/lifetime.md)"), \
+                (name, how, str(exc))
+        else:
+            raise AssertionError(f"{{name}} as a {{how}} bound the thunk now at its address")
+try:
+    nt.bind(t, 1.0)
+except ValueError as exc:
+    assert str(exc) == "the thunk has been released (see docs/lifetime.md)", exc
+print("refused every spelling")
+"""
+
+
+def test_a_released_thunk_s_spellings_never_name_the_thunk_now_at_its_address(fixture_path,
+                                                                             engine):
+    """A released thunk's address, once the quarantine let it go, serves a
+    new thunk; t.ctypes, its LowLevelCallable's capsule, t.cffi(ffi),
+    t.opaque(), Function(owner=t) and address(owner=t) made before the
+    release still stand for t, and are refused (as a target and as a
+    function-pointer value), never bound to the new thunk; the int binds the
+    new one, as an int names whatever is at its address."""
+    out = run_py(SPELLINGS_AFTER_REUSE.format(path=fixture_path, engine=engine),
+                 NUMTHUNK_QUARANTINE="1")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "refused every spelling" in out.stdout
+
+
+def test_an_int_address_of_a_collected_thunk_in_the_quarantine_is_refused(cfn, engine):
+    f = cfn("f_d_d", "double (double)")
+    solver = cfn("f_d_Fddi", "double (double (*f)(double), double a, double b, int n)")
+    t = nt.bind(f, nt.ARG, engine=engine)
+    addr = t.address
+    del t
+    gc.collect()
+    collected = (f"is the address {addr:#x} of a thunk that was released and collected "
+                 "(the address still traps); bind a live thunk, and keep it for as long as "
+                 "its address is used (see docs/lifetime.md)")
+    with pytest.raises(ValueError) as exc:
+        nt.bind(addr, nt.ARG, signature="double (double)")
+    assert str(exc.value) == "the target " + collected
+    with pytest.raises(ValueError) as exc:
+        nt.bind(nt.Function(addr, "double (double)"), nt.ARG)
+    assert str(exc.value) == "the target " + collected
+    for value in (nt.address(addr), ctypes.cast(addr, ctypes.CFUNCTYPE(ctypes.c_double,
+                                                                      ctypes.c_double))):
+        with pytest.raises(ValueError) as exc:
+            nt.bind(solver, value, 0.0, 1.0, 1)
+        assert str(exc.value) == "argument 1 (f: double (*)(double)) " + collected
+    # forwarded to a call from Python, and rebound
+    o = nt.bind(solver, nt.ARG, 0.0, 1.0, 1, engine=engine)
+    with pytest.raises(ValueError) as exc:
+        o(nt.address(addr))
+    assert str(exc.value) == "argument 1 (f: double (*)(double)) " + collected
+    live = nt.bind(f, nt.ARG, engine=engine)
+    r = nt.bind(solver, live, 0.0, 1.0, 1, engine=engine)
+    with pytest.raises(ValueError) as exc:
+        r.rebind(0, nt.address(addr))
+    assert str(exc.value) == "argument 1 (f: double (*)(double)) " + collected
+    assert r.dependencies == (live,)
+
+
+@pytest.mark.parametrize("how", ["int with signature=", "Function", "address() value",
+                                 "ctypes cast value", "forwarded", "rebind"])
+def test_a_thunk_s_address_under_another_signature_is_refused(cfn, engine, how):
+    """The registry knows the thunk at an address and its signature: an
+    address bound as a function of another signature is refused, naming
+    both (a call would pass the wrong arguments)."""
+    f = cfn("f_d_idfl", "double (int a, double b, float c, int64_t d)")
+    solver = cfn("f_d_Fddi", "double (double (*f)(double), double a, double b, int n)")
+    t = nt.bind(f, nt.ARG, 0.0, 0.0, 0, engine=engine)     # double (int a)
+    a = t.address
+    unary = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double)
+    label = "argument 1 (f: double (*)(double))"
+    want = f"is a thunk (at {a:#x}) of signature 'double (int)', not '{{}}': a call through it " \
+           "would pass the wrong arguments; give a function of the signature declared, or " \
+           "declare the thunk's own"
+    with pytest.raises(TypeError) as exc:
+        if how == "int with signature=":
+            nt.bind(a, nt.ARG, signature="double (double)")
+        elif how == "Function":
+            nt.bind(nt.Function(a, "double (double)"), nt.ARG)
+        elif how == "address() value":
+            nt.bind(solver, nt.address(a), 0.0, 1.0, 1)
+        elif how == "ctypes cast value":
+            nt.bind(solver, ctypes.cast(a, unary), 0.0, 1.0, 1)
+        elif how == "forwarded":
+            nt.bind(solver, nt.ARG, 0.0, 1.0, 1, engine=engine)(nt.address(a))
+        else:
+            good = nt.bind(cfn("f_d_d", "double (double)"), nt.ARG)
+            r = nt.bind(solver, good, 0.0, 1.0, 1, engine=engine)
+            try:
+                r.rebind(0, nt.address(a))
+            finally:
+                assert r.dependencies == (good,) and r() == 0.5
+    target = how in ("int with signature=", "Function")
+    assert str(exc.value) == ("the target " if target else label + " ") + want.format(
+        "double (double)")
+    # its own signature binds, and holds it
+    u = nt.bind(a, nt.ARG, signature="double (int)")
+    assert u(3) == 3.0 and u.dependencies == (t,)
