@@ -711,12 +711,19 @@ static int refuse_undeclared_struct(const nt_type *t, const Py_buffer *v, nt_lab
 
 /* ---- held buffers: what pointers and memoryviews share ---- */
 
-/* The buffer of obj, held: NULL with an exception naming the parameter. */
+/* The buffer of obj, held: NULL with an exception naming the parameter.
+   Every buffer a pointer or a memoryview binds comes through here, so
+   here its items are refused if they hold Python objects. */
 static nt_held *hold(PyObject *obj, nt_label *what)
 {
     if (refuse_datetime(obj, what) < 0)
         return NULL;
-    return nt_held_get(obj, W(what));
+    nt_held *h = nt_held_get(obj, W(what));
+    if (h != NULL && nt_check_plain(&h->view, W(what)) < 0) {
+        nt_held_release(h);
+        return NULL;
+    }
+    return h;
 }
 
 /* Refuses a read-only buffer where the target may write (the declaration,

@@ -205,6 +205,105 @@ int nt_struct_check_order(const Py_buffer *view, const char *what)
     return 0;
 }
 
+/* A field name (":name:") at c, or NULL: its text, *len bytes long. */
+static const char *field_name(const char *c, size_t *len)
+{
+    const char *end = c[0] == ':' ? strchr(c + 1, ':') : NULL;
+    if (end == NULL)
+        return NULL;
+    *len = (size_t)(end - c - 1);
+    return c + 1;
+}
+
+/* name (len bytes) before the path that starts at *at, in buf, with a '.'
+   between; 0 when it does not fit, the path then cut: "..." before it.
+   Three bytes are kept for that. */
+static int prepend(char *buf, char **at, const char *name, size_t len)
+{
+    int dot = **at != '\0';
+    if ((size_t)(*at - buf) < len + dot + 3) {
+        *at -= 3;
+        memcpy(*at, "...", 3);
+        return 0;
+    }
+    *at -= dot;
+    if (dot)
+        **at = '.';
+    *at -= len;
+    memcpy(*at, name, len);
+    return 1;
+}
+
+/* The path of a field whose code ends just before c, at the depth-th
+   nested struct ('s.o'): the name that follows the code, then the name
+   that follows each '}' closing a struct around it. NULL if the field
+   itself has no name. */
+static const char *field_path(const char *c, int depth, char *buf, size_t n)
+{
+    char *at = buf + n - 1;
+    *at = '\0';
+    size_t len;
+    const char *name = field_name(c, &len);
+    if (name == NULL)
+        return NULL;
+    int inner = 0, fits = prepend(buf, &at, name, len);
+    for (c = name + len + 1; *c != '\0' && depth > 0 && fits; c++) {
+        if ((name = field_name(c, &len)) != NULL) {
+            c = name + len; /* a field after it, of the same struct */
+        } else if (*c == '{') {
+            inner++;
+        } else if (*c == '}' && inner > 0) {
+            inner--;
+        } else if (*c == '}' && --depth > 0 && (name = field_name(c + 1, &len)) != NULL) {
+            fits = prepend(buf, &at, name, len); /* the struct around it, by its name */
+            c = name + len;
+        }
+    }
+    return at;
+}
+
+/* Python objects among the items: the code 'O' outside field names, at
+   any depth (a struct's field, a nested struct's, a sub-array's). A kernel
+   that writes a number there overwrites a reference, and what it reads is
+   an address: neither is data C code can use. */
+int nt_check_plain(const Py_buffer *view, const char *what)
+{
+    const char *f = view->format != NULL ? view->format : "B";
+    const char *c = f;
+    int depth = 0;
+    size_t len;
+    for (; *c != '\0' && *c != 'O'; c++) {
+        const char *name = field_name(c, &len);
+        if (name != NULL)
+            c = name + len;
+        else if (*c == '{')
+            depth++;
+        else if (*c == '}')
+            depth--;
+    }
+    if (*c == '\0')
+        return 0;
+    char buf[128];
+    const char *path = depth > 0 ? field_path(c + 1, depth, buf, sizeof(buf)) : NULL;
+    if (depth <= 0)
+        PyErr_Format(PyExc_TypeError,
+                     "%s: a buffer of Python objects (format '%s', as a NumPy array of dtype "
+                     "object exports): C code cannot read or write them; bind an array of "
+                     "plain data",
+                     what, f);
+    else if (path != NULL)
+        PyErr_Format(PyExc_TypeError,
+                     "%s: the struct's field '%s' holds Python objects (format '%s'): C code "
+                     "cannot read or write them; bind an array of plain data",
+                     what, path, f);
+    else
+        PyErr_Format(PyExc_TypeError,
+                     "%s: a field of the struct holds Python objects (format '%s'): C code "
+                     "cannot read or write them; bind an array of plain data",
+                     what, f);
+    return -1;
+}
+
 int nt_check_aligned(const Py_buffer *view, size_t align, const char *what)
 {
     if (nt_is_aligned(view, align))

@@ -227,6 +227,10 @@ int nt_elem_decode(const Py_buffer *view, nt_elem *out, const char *what);
 /* A struct buffer's fields in the host's byte order: 0, or -1 with a
    TypeError starting with `what` that names the first field in the other. */
 int nt_struct_check_order(const Py_buffer *view, const char *what);
+/* Items of plain data: no Python object ('O') among them, at any depth
+   of a struct. 0, or -1 with a TypeError starting with `what` that names
+   the field. Every buffer bound to a pointer or memoryview passes it. */
+int nt_check_plain(const Py_buffer *view, const char *what);
 int nt_is_aligned(const Py_buffer *view, size_t align);
 /* 0 if it is, else -1 with a ValueError starting with `what`. */
 int nt_check_aligned(const Py_buffer *view, size_t align, const char *what);

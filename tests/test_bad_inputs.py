@@ -94,6 +94,14 @@ ROWS = [
      "takes 2 arguments, got 3"),
     ("buffer-to-double-pointer", "f_p_p", "void *(double **p)", lambda: (np.zeros(2),), TypeError,
      "argument 1 (p: double **): a buffer can be bound to a single-level pointer"),
+    ("objects-to-void-pointer", "f_p_p", "void *(void *p)",
+     lambda: (np.array([1, "a"], dtype=object),), TypeError,
+     "argument 1 (p: void *): a buffer of Python objects (format 'O', as a NumPy array of "
+     "dtype object exports): C code cannot read or write them; bind an array of plain data"),
+    ("object-field-to-void-pointer", "f_p_p", "void *(void *p)",
+     lambda: (np.zeros(2, dtype=[("x", "f8"), ("o", "O")]),), TypeError,
+     "argument 1 (p: void *): the struct's field 'o' holds Python objects (format "
+     "'T{d:x:O:o:}'): C code cannot read or write them; bind an array of plain data"),
 ]
 
 

@@ -443,6 +443,59 @@ def test_pointer_takes_its_own_dtype_only(ctype):
                 nt.bind(fn, arr)
 
 
+# ------------------------------------------------------------ plain data only
+#
+# A pointer takes plain data: where the items are Python objects (NumPy's
+# dtype object, format 'O'), a kernel that writes a number overwrites a
+# reference, and what it reads is an address. Every buffer a pointer binds
+# is refused for them (descr.c nt_check_plain), whatever exported it,
+# whatever the pointee, however it is bound. Objects inside structs are in
+# test_interop.py, with the struct pointers.
+
+# pointer parameter -> a plain array it takes
+PLAIN_POINTEES = {"void *": "u1", "const void *": "f8", "char *": "i1", "const char *": "u1",
+                  "unsigned char *": "u1", "double *": "f8", "const int64_t *": "i8",
+                  "uintptr_t *": "u8"}
+
+
+def _object_buffers(ntexport):
+    """(buffer of Python objects, the format it exports) from every exporter."""
+    arr = np.array([1, "a", None, 2.5], dtype=object)
+    raw = np.zeros(32, dtype=np.uint8)      # never read: refused first
+    return [(arr, "O"), (arr.reshape(2, 2), "O"), (np.empty((), dtype=object), "O"),
+            (np.empty(0, dtype=object), "O"), (memoryview(arr), "O"), (arr.ctypes, "O"),
+            (nt.strided(arr[::2]), "O"), (nt.strided(arr.reshape(2, 2).T), "O"),
+            (ntexport.Buffer(raw, "O", 8, (4,), (8,)), "O"),
+            (ntexport.Buffer(raw, "<O", 8, (4,), (8,)), "<O"),
+            (ntexport.Buffer(raw, "@O", 8, (), ()), "@O")]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("ctype", sorted(PLAIN_POINTEES))
+def test_pointers_refuse_buffers_of_python_objects(ntexport, engine, ctype):
+    fn = nt.Function(ntexport.kernels["nt_x_addr"], f"uintptr_t ({ctype} p)")
+    plain = np.zeros(4, dtype=PLAIN_POINTEES[ctype])
+    t = nt.bind(fn, plain, engine=engine)
+    fwd = nt.bind(fn, nt.ARG, engine=engine)
+    ways = {"bind": lambda v: nt.bind(fn, v, engine=engine), "rebind": lambda v: t.rebind(0, v),
+            "forwarded": fwd, "call": fn,
+            "core": lambda v: nt._core.Thunk(fn._signature, fn.address, (v,), engine=engine)}
+    for value, fmt in _object_buffers(ntexport):
+        text = (f"argument 1 (p: {ctype}): a buffer of Python objects (format '{fmt}', as a "
+                "NumPy array of dtype object exports): C code cannot read or write them; bind "
+                "an array of plain data")
+        for way, how in ways.items():
+            if way == "core" and type(value).__name__ == "_ctypes":
+                continue        # arr.ctypes is the package's to resolve
+            with pytest.raises(TypeError) as info:
+                how(value)
+            assert str(info.value) == text, (way, value)
+    # the plain array stays bound, and the kernel reads it
+    assert t.bindings[0] is plain and t() == plain.ctypes.data
+    assert fwd(plain) == plain.ctypes.data
+    assert nt.bind(fn, plain.ctypes, engine=engine)() == plain.ctypes.data
+
+
 # ------------------------------------------------------------ foreign buffer exporters
 #
 # Buffers from tests/exporters/ntexport.c, which exports exactly the layout

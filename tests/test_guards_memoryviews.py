@@ -107,3 +107,26 @@ def test_a_pointer_is_no_array_for_a_memoryview(cfn, ntexport):
                                             rf"\(format '{fmt}'\)$"):
             nt.bind(fn, other, 3)
     assert nt.bind(fn, arr, 3).bindings[0] is arr                 # never called
+
+
+def test_a_buffer_of_python_objects_is_refused(cfn):
+    """Items that are Python objects are refused before the dtype is read
+    (descr.c nt_check_plain), by every way a memoryview is bound: an object
+    array has the size of a double, and a struct of one object field
+    too."""
+    fn = nt.Function(cfn("f_d_pi", "double (const double *x, int n)").address, SIG,
+                     memoryviews={0: "double[:]"})
+    arr = np.zeros(3)
+    t = nt.bind(fn, arr, 3)
+    fwd = nt.bind(fn, nt.ARG, 3)
+    rest = "C code cannot read or write them; bind an array of plain data"
+    for value, text in [
+            (np.array([1.0, "a", None], dtype=object),
+             "a buffer of Python objects (format 'O', as a NumPy array of dtype object exports)"),
+            (np.zeros(3, dtype=[("o", "O")]),
+             "the struct's field 'o' holds Python objects (format 'T{O:o:}')")]:
+        for how in (lambda v: nt.bind(fn, v, 3), lambda v: t.rebind(0, v), fwd):
+            with pytest.raises(TypeError) as info:
+                how(value)
+            assert str(info.value) == f"argument 1 (__Pyx_memviewslice): {text}: {rest}"
+    assert t.bindings[0] is arr

@@ -607,6 +607,99 @@ def test_struct_declarations_are_checked_and_travel(ilib):
     assert again() == 21.0 and again.target.structs == {"pt": 16}
 
 
+# A pointer takes plain data only. Items that hold Python objects, at any
+# depth of a struct (a field, a nested struct's, a sub-array's), are refused
+# for struct pointers and void * alike: the core reads them in the buffer's
+# format (descr.c nt_check_plain), the package in a ctypes type, whose
+# Union or packed Structure exports bytes (numthunk._foreign).
+
+REST = ": C code cannot read or write them; bind an array of plain data"
+VOID_SUM = "double (void *p, int n)"
+
+
+def _ways(fn, engine):
+    """A thunk of fn(p, n) bound to (None, 0), and every way a value v
+    meets parameter p: bound, rebound in that thunk, forwarded, passed to
+    fn called from Python."""
+    t = nt.bind(fn, None, 0, engine=engine)
+    fwd = nt.bind(fn, nt.ARG, 0, engine=engine)
+    return t, (lambda v: nt.bind(fn, v, 0, engine=engine), lambda v: t.rebind(0, v), fwd,
+               lambda v: fn(v, 0))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("fields, path", [
+    ([("x", "f8"), ("o", "O")], "o"),
+    ([("o", "O"), ("y", "f8")], "o"),
+    ([("x", "f8"), ("s", [("i", "i4"), ("o", "O")])], "s.o"),
+    ([("x", "f4"), ("s", "O", (3,))], "s"),
+    ([("p", [("v", "f8"), ("a", "O", (2,))], (2,))], "p.a"),
+    ([("a", [("b", [("c", "O")])]), ("z", "f8")], "a.b.c"),
+    ([("q", [("y", "f8"), ("n", [("w", "i8")])]), ("o", "O")], "o"),
+], ids=["field", "first", "nested", "subarray", "nested-subarray", "deep", "after-a-struct"])
+def test_struct_pointer_refuses_python_objects_at_any_depth(ilib, engine, fields, path):
+    dt = np.dtype(fields)
+    assert dt.hasobject
+    addr = ctypes.cast(ilib.pt_sum, ctypes.c_void_p).value
+    total = nt.Function(addr, PT_SUM, structs={"pt": dt}, owner=ilib)
+    void = nt.Function(addr, VOID_SUM, owner=ilib)
+    objects = np.zeros(2, dtype=dt)
+    for fn, label in [(total, LABEL), (void, r"argument 1 \(p: void \*\): ")]:
+        t, ways = _ways(fn, engine)
+        # (NumPy writes the format of each array: '=' where it sees a field
+        # off its alignment)
+        for value, array in [(objects, objects), (objects[:1], objects[:1]),
+                             (memoryview(objects), objects), (objects.ctypes, objects),
+                             (nt.strided(objects[::2]), objects[::2])]:
+            text = (label + re.escape(f"the struct's field '{path}' holds Python objects "
+                                      f"(format '{memoryview(array).format}')" + REST) + "$")
+            for how in ways:
+                with pytest.raises(TypeError, match=text):
+                    how(value)
+        assert t.bindings[0] is None and t() == 0.0
+
+
+@pytest.mark.parametrize("fmt, text", [
+    ("T{dO}", "a field of the struct holds Python objects (format 'T{dO}')"),
+    ("T{d:x:<O:o:}", "the struct's field 'o' holds Python objects (format 'T{d:x:<O:o:}')"),
+    ("T{d:x:T{O}:s:}", "a field of the struct holds Python objects (format 'T{d:x:T{O}:s:}')"),
+    ("T{d:O:T{d:y:O:o:}:s:}",
+     "the struct's field 's.o' holds Python objects (format 'T{d:O:T{d:y:O:o:}:s:}')"),
+])
+def test_struct_pointer_refuses_python_objects_from_any_exporter(ilib, ntexport, fmt, text):
+    # an exporter's own struct formats: an unnamed field is refused
+    # unnamed, and a field named O (':O:') is a name, not an object
+    addr = ctypes.cast(ilib.pt_sum, ctypes.c_void_p).value
+    total = nt.Function(addr, PT_SUM, structs={"pt": 16}, owner=ilib)
+    buf = ntexport.Buffer(np.zeros(48, dtype=np.uint8), fmt, 16, (3,), (16,))
+    with pytest.raises(TypeError, match=LABEL + re.escape(text + REST) + "$"):
+        nt.bind(total, buf, 3)
+    assert buf.exports == 0
+    named = ntexport.Buffer(np.ones(6), "T{d:O:d:y:}", 16, (3,), (16,))
+    assert nt.bind(total, named, 3)() == 6.0
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_structs_of_plain_data_bind_at_any_depth(ilib, engine):
+    # no objects, no refusal: nested structs and sub-arrays of doubles are
+    # struct pt's 16 bytes, read by pt_sum through struct pt * and void *
+    addr = ctypes.cast(ilib.pt_sum, ctypes.c_void_p).value
+    void = nt.Function(addr, VOID_SUM, owner=ilib)
+    for fields in (PT, [("p", [("x", "f8"), ("y", "f8")])], [("xy", "f8", (2,))],
+                   [("p", [("v", "f8")], (2,))],
+                   np.dtype({"names": ["x", "y"], "formats": ["f8", "f8"], "offsets": [0, 8],
+                             "itemsize": 16}, align=True)):
+        dt = np.dtype(fields)
+        a = np.frombuffer(np.arange(1.0, 7.0).tobytes(), dtype=dt).copy()
+        total = nt.Function(addr, PT_SUM, structs={"pt": dt}, owner=ilib)
+        for fn in (total, void):
+            assert nt.bind(fn, a, 3, engine=engine)() == 21.0
+            assert nt.bind(fn, nt.ARG, 3, engine=engine)(a) == 21.0
+            t = nt.bind(fn, a[:1], 1, engine=engine)
+            t.rebind(0, a[1:])
+            assert t() == 7.0
+
+
 # -------------------------------------------------- foreign pointers
 
 
