@@ -1009,6 +1009,8 @@ def _resolve_one(obj, sig, i, desc, structs=None):
     if arr is not None:
         obj = arr
     if not _foreign.is_foreign(obj):
+        if desc[0] == "pointer" and desc[2] == 1:
+            _foreign.refuse_objects(obj, sig, i)    # a ctypes value's Python objects
         # a buffer for a struct S * (resolve_struct leaves any other alone)
         obj = _foreign.resolve_struct(obj, sig, i, structs)
     if arr is not None:

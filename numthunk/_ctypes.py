@@ -1,6 +1,6 @@
 """ctypes adapter: C text of ctypes types and function pointers, prototypes
 from signatures, what ctypes pointer objects point to, the structs a
-ctypes function declares.
+ctypes function declares, where a ctypes type holds Python objects.
 
 Below numthunk._signature (which reads the text this module writes): it
 imports nothing of the package but the core, and works on the core's
@@ -13,7 +13,8 @@ import ctypes
 from . import _core
 
 __all__ = ["type_text", "prototype_text", "function_text", "prototype", "POINTERS",
-           "is_function", "address_of", "pointee", "declared_structs", "struct_of"]
+           "is_function", "address_of", "pointee", "declared_structs", "struct_of",
+           "objects_in"]
 
 
 def _int_text(ct):
@@ -213,4 +214,22 @@ def struct_of(obj):
         t = t._type_
     if issubclass(t, (ctypes.Structure, ctypes.Union)):
         return t
+    return None
+
+
+def objects_in(t):
+    """Where ctypes type t holds Python objects (``py_object``) at any depth
+    of its Structure, Union and array fields: the field's path ('s.o'), ''
+    for t itself (or its items), None where it holds none."""
+    if not isinstance(t, type):
+        return None
+    if issubclass(t, ctypes._SimpleCData):
+        return "" if t._type_ == "O" else None
+    if issubclass(t, ctypes.Array):
+        return objects_in(t._type_)
+    if issubclass(t, (ctypes.Structure, ctypes.Union)):
+        for field in getattr(t, "_fields_", ()):
+            path = objects_in(field[1])
+            if path is not None:
+                return field[0] + ("." + path if path else "")
     return None

@@ -14,8 +14,9 @@ foreign object, so the thunk keeps it alive:
   (``next_double(void *state)``).
 
 What each library's pointer holds and points to is its adapter's
-(numthunk._ctypes, numthunk._cffi); the rule and the struct checks are
-here. cffi is imported only when one of its objects shows up.
+(numthunk._ctypes, numthunk._cffi); the rule, the struct checks and the
+refusal of ctypes memory that holds Python objects are here. cffi is
+imported only when one of its objects shows up.
 """
 
 import ctypes
@@ -23,8 +24,8 @@ import ctypes
 from . import _cffi, _core, _ctypes, _cython
 from ._signature import Signature, param_label, scipy_text
 
-__all__ = ["is_foreign", "resolve", "struct_size", "declared_structs", "resolve_struct",
-           "cffi_pointer"]
+__all__ = ["is_foreign", "resolve", "refuse_objects", "struct_size", "declared_structs",
+           "resolve_struct", "cffi_pointer"]
 
 Address = _core.Address
 _CTYPES_POINTERS = _ctypes.POINTERS
@@ -150,7 +151,37 @@ def resolve(obj, sig, i):
         raise TypeError(f"{param_label(sig, i)}: {what} points to {_pointee_text(given)}, "
                         f"the parameter to {_pointee_text(param, _aggregate_word(sig, i))}; pass "
                         "numthunk.address(...) to bind a pointer value as it is")
+    if isinstance(obj, ctypes._Pointer):
+        _refuse_objects_in(type(obj)._type_, sig, i, f"{what} points to",
+                           "bind a pointer to plain data")
     return Address(value, owner=obj)
+
+
+# ---------------------------------------------------------------- plain data
+#
+# A pointer takes plain data only: where the memory holds Python objects, a
+# kernel that writes a number overwrites a reference, and what it reads is
+# an address. The core refuses a buffer whose format shows them (descr.c
+# nt_check_plain: NumPy's dtype object, an object field at any depth); a
+# ctypes value is looked at here, by its type, as ctypes exports a Union or
+# a packed Structure as bytes and a pointer's pointee not at all.
+
+
+def _refuse_objects_in(t, sig, i, what, instead):
+    path = _ctypes.objects_in(t)
+    if path is not None:
+        where = f" (field '{path}')" if path else ""
+        raise TypeError(f"{param_label(sig, i)}: {what} Python objects{where}: C code cannot "
+                        f"read or write them; {instead}")
+
+
+def refuse_objects(obj, sig, i):
+    """Refuses a ctypes Structure, Union or array (or ``strided()`` of one)
+    that holds Python objects, bound to data pointer parameter i of sig."""
+    inner = obj.obj if type(obj).__name__ == "Strided" else obj
+    if isinstance(inner, (ctypes.Structure, ctypes.Union, ctypes.Array)):
+        _refuse_objects_in(type(inner), sig, i, f"a ctypes {type(inner).__name__} holds",
+                           "bind an array of plain data")
 
 
 # ---------------------------------------------------------------- structs

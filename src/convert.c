@@ -1014,6 +1014,28 @@ static int is_ctypes_pointer(PyObject *value)
     return r;
 }
 
+/* A ctypes Structure, Union or array instance (its type's type is one of
+   ctypes' metatypes, or derives from one: a BigEndianStructure's). Its
+   buffer's format may not show what its fields hold, ctypes exports a
+   Union or a packed Structure as bytes: the package reads its type. */
+static int is_ctypes_aggregate(PyObject *value)
+{
+    static const char *const metas[] = { "_ctypes.PyCStructType", "_ctypes.UnionType",
+                                         "_ctypes.PyCArrayType" };
+    if (!PyObject_CheckBuffer(value))
+        return 0;
+    PyObject *mro = Py_TYPE(Py_TYPE(value))->tp_mro;
+    if (mro == NULL || !PyTuple_Check(mro))
+        return 0;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(mro); k++) {
+        const char *name = ((PyTypeObject *)PyTuple_GET_ITEM(mro, k))->tp_name;
+        for (size_t m = 0; m < sizeof(metas) / sizeof(metas[0]); m++)
+            if (strcmp(name, metas[m]) == 0)
+                return 1;
+    }
+    return 0;
+}
+
 int nt_needs_resolve(const nt_type *t, PyObject *value)
 {
     /* which foreign objects stand for a value differs per kind */
@@ -1041,6 +1063,8 @@ int nt_needs_resolve(const nt_type *t, PyObject *value)
         }
         if (PyArray_CheckExact(value))
             return 0;
+        if (is_ctypes_aggregate(source_object(value)))
+            return 1; /* what its fields hold is the package's to check */
         return !(value == Py_None || nt_is_address(value) || nt_is_strided(value)
                  || nt_is_derived(value) || PyLong_Check(value))
             && (!PyObject_CheckBuffer(value) || is_ctypes_pointer(value));

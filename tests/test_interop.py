@@ -700,6 +700,66 @@ def test_structs_of_plain_data_bind_at_any_depth(ilib, engine):
             assert t() == 7.0
 
 
+class ObjUnion(ctypes.Union):
+    _fields_ = [("d", ctypes.c_double), ("o", ctypes.py_object)]
+
+
+class ObjPacked(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("tag", ctypes.c_char), ("o", ctypes.py_object)]
+
+
+class ObjInner(ctypes.Structure):
+    _fields_ = [("x", ctypes.c_double), ("u", ObjUnion)]
+
+
+class ObjPt(ctypes.Structure):
+    _fields_ = [("x", ctypes.c_double), ("o", ctypes.py_object)]
+
+
+ObjPt.__name__ = "pt"
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_ctypes_values_holding_python_objects_are_refused(ilib, cfn, engine):
+    # ctypes exports a Union and a packed Structure as bytes ('B'), and a
+    # pointer's pointee not at all: the package looks at their types
+    addr = ctypes.cast(ilib.pt_sum, ctypes.c_void_p).value
+    total = nt.Function(addr, PT_SUM, structs={"pt": 16}, owner=ilib)
+    void = nt.Function(addr, VOID_SUM, owner=ilib)
+    cases = [(ObjUnion(), "a ctypes ObjUnion holds Python objects (field 'o')"),
+             ((ObjUnion * 2)(), "a ctypes ObjUnion_Array_2 holds Python objects (field 'o')"),
+             (ObjPacked(), "a ctypes ObjPacked holds Python objects (field 'o')"),
+             (ObjInner(), "a ctypes ObjInner holds Python objects (field 'u.o')"),
+             ((ctypes.py_object * 3)(), "a ctypes py_object_Array_3 holds Python objects"),
+             (nt.strided((ObjInner * 2)()),
+              "a ctypes ObjInner_Array_2 holds Python objects (field 'u.o')"),
+             (ObjPt(), "a ctypes pt holds Python objects (field 'o')"),
+             (ctypes.pointer(ObjPt()), "a ctypes LP_pt points to Python objects (field 'o')")]
+    # pointers to other pointees are refused by struct pt * for those
+    pointers = [(ctypes.pointer(ctypes.py_object(1)), "a ctypes LP_py_object points to Python "
+                                                      "objects"),
+                (ctypes.pointer(ObjInner()), "a ctypes LP_ObjInner points to Python objects "
+                                             "(field 'u.o')")]
+    for fn, label in [(total, LABEL), (void, r"argument 1 \(p: void \*\): ")]:
+        t, ways = _ways(fn, engine)
+        for value, what in cases + (pointers if fn is void else []):
+            instead = "a pointer to" if "points to" in what else "an array of"
+            text = label + re.escape(f"{what}: C code cannot read or write them; bind "
+                                     f"{instead} plain data") + "$"
+            for how in ways:
+                with pytest.raises(TypeError, match=text):
+                    how(value)
+        assert t.bindings[0] is None and t() == 0.0
+    # a ctypes value of plain data binds as before: its own address goes
+    ident = cfn("f_p_p", "void *(void *p)")
+    for plain in (num(d=1.5), (num * 2)(), Pt(1.0, 2.0), (ctypes.c_double * 2)()):
+        assert nt.bind(ident, plain, engine=engine)() == ctypes.addressof(plain)
+        assert nt.bind(ident, nt.ARG, engine=engine)(plain) == ctypes.addressof(plain)
+    assert nt.bind(void, (Pt * 3)(Pt(1.0, 2.0), Pt(3.0, 4.0), Pt(5.0, 6.0)), 3,
+                   engine=engine)() == 21.0
+
+
 # -------------------------------------------------- foreign pointers
 
 
