@@ -727,9 +727,10 @@ static nt_held *hold(PyObject *obj, nt_label *what)
 }
 
 /* Refuses a read-only buffer where the target may write (the declaration,
-   `decl`, is not const), and one not aligned for its elements. */
+   `decl`, is not const), and one not aligned for its elements (of_struct:
+   align is a struct's, nt_struct_align). */
 static int check_access(const Py_buffer *v, int is_const, const char *decl, size_t align,
-                        nt_label *what)
+                        int of_struct, nt_label *what)
 {
     if (v->readonly && !is_const) {
         PyErr_Format(PyExc_ValueError,
@@ -739,7 +740,7 @@ static int check_access(const Py_buffer *v, int is_const, const char *decl, size
                      W(what), decl, decl);
         return -1;
     }
-    return nt_check_aligned(v, align, W(what));
+    return nt_check_aligned(v, align, of_struct, W(what));
 }
 
 /* The end of a binding that holds h: the key of the memory it reads, and
@@ -815,7 +816,10 @@ static int check_elements(const nt_type *t, const Py_buffer *v, int strided, nt_
                          nt_kind_name(t->base), type, nt_kind_name(e.kind), e.format);
         return -1;
     }
-    if (check_access(v, t->cflags & NT_CONST_BASE, "the parameter", pointee_align(t), what) < 0)
+    /* a struct's alignment is its items' (the signature knows only its name) */
+    int of_struct = is_struct_pointer(t);
+    size_t align = of_struct ? nt_struct_align(v) : pointee_align(t);
+    if (check_access(v, t->cflags & NT_CONST_BASE, "the parameter", align, of_struct, what) < 0)
         return -1;
     if (!strided && !PyBuffer_IsContiguous(v, 'C')) {
         PyErr_Format(PyExc_ValueError,
@@ -882,7 +886,7 @@ static int check_memview(const Py_buffer *v, const nt_mvspec *mv, nt_label *what
                      NT_MEMVIEW_MAX_DIMS);
         return -1;
     }
-    if (check_access(v, mv->is_const, "the memoryview", nt_kinds[mv->kind].align, what) < 0)
+    if (check_access(v, mv->is_const, "the memoryview", nt_kinds[mv->kind].align, 0, what) < 0)
         return -1;
     if (mv->contig && !PyBuffer_IsContiguous(v, mv->contig)) {
         PyErr_Format(PyExc_ValueError,

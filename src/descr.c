@@ -304,14 +304,69 @@ int nt_check_plain(const Py_buffer *view, const char *what)
     return -1;
 }
 
-int nt_check_aligned(const Py_buffer *view, size_t align, const char *what)
+/* The alignment C gives a value of a PEP 3118 code: its kind's (the kind
+   table), else that of the C type the code names. Codes of no C type
+   (pads, strings, a code numthunk does not know) ask for none. */
+static size_t code_align(char code, int is_complex)
+{
+    int kind = nt_kind_of_format(code, 0, is_complex);
+    if (kind != NT_VOID)
+        return nt_kinds[kind].align;
+    switch (code) { /* the codes of no kind */
+    case 'e':
+    case 'u': return _Alignof(uint16_t); /* half, UCS-2 */
+    case 'w': return _Alignof(uint32_t); /* UCS-4: NumPy's unicode */
+    case 'g': return _Alignof(long double);
+    case 'O':
+    case 'P':
+    case '&':
+    case 'X': return _Alignof(void *);
+    default: return 1;
+    }
+}
+
+/* What a struct's items need, as C lays a struct out: the alignment of
+   its most aligned field, at any depth (nested structs, sub-arrays). The
+   order character does not change it: ctypes writes '<' before every
+   field of a struct its compiler laid out. But sizeof is a multiple of
+   _Alignof, so no more than divides the item size: an item of 9 bytes
+   holding a double is of a packed struct, which C reads anywhere. */
+size_t nt_struct_align(const Py_buffer *view)
+{
+    const char *f = view->format != NULL ? view->format : "B";
+    size_t align = 1, len;
+    int is_complex = 0;
+    for (const char *c = f; *c != '\0'; c++) {
+        const char *name = field_name(c, &len);
+        if (name != NULL) {
+            c = name + len;
+            continue;
+        }
+        if (*c == 'Z') {
+            is_complex = 1;
+            continue;
+        }
+        size_t a = code_align(*c, is_complex);
+        if (a > align)
+            align = a;
+        is_complex = 0;
+    }
+    while (align > 1 && view->itemsize % (Py_ssize_t)align != 0)
+        align /= 2;
+    return align;
+}
+
+int nt_check_aligned(const Py_buffer *view, size_t align, int of_struct, const char *what)
 {
     if (nt_is_aligned(view, align))
         return 0;
+    /* NumPy calls a structured array aligned anywhere unless its dtype was
+       made with align=True: np.require copies only those */
     PyErr_Format(PyExc_ValueError,
-                 "%s: the buffer's data is not aligned to %zu bytes (address %p); "
-                 "copy it, e.g. np.require(arr, requirements='A')",
-                 what, align, view->buf);
+                 "%s: the buffer's data is not aligned to %zu bytes%s (address %p); "
+                 "copy it, e.g. %s",
+                 what, align, of_struct ? ", the alignment of its struct's most aligned field" : "",
+                 view->buf, of_struct ? "arr.copy()" : "np.require(arr, requirements='A')");
     return -1;
 }
 

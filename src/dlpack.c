@@ -304,7 +304,7 @@ static int fill_from_view(dl_block *b, const Py_buffer *view, dl_label *what)
         b->tensor.strides[d] = stride / view->itemsize;
         compact *= view->shape[d];
     }
-    return nt_check_aligned(view, dtype_align(b->tensor.dtype), L(what));
+    return nt_check_aligned(view, dtype_align(b->tensor.dtype), 0, L(what));
 }
 
 /* NULL with an exception, or NULL with *not_array set for a pointer

@@ -231,9 +231,14 @@ int nt_struct_check_order(const Py_buffer *view, const char *what);
    of a struct. 0, or -1 with a TypeError starting with `what` that names
    the field. Every buffer bound to a pointer or memoryview passes it. */
 int nt_check_plain(const Py_buffer *view, const char *what);
+/* The alignment a struct buffer's items need: their most aligned field's,
+   no more than divides the item size (a packed struct's is 1). */
+size_t nt_struct_align(const Py_buffer *view);
 int nt_is_aligned(const Py_buffer *view, size_t align);
-/* 0 if it is, else -1 with a ValueError starting with `what`. */
-int nt_check_aligned(const Py_buffer *view, size_t align, const char *what);
+/* 0 if it is, else -1 with a ValueError starting with `what`; of_struct:
+   align is that of a struct's items (nt_struct_align), which NumPy's own
+   alignment does not know. */
+int nt_check_aligned(const Py_buffer *view, size_t align, int of_struct, const char *what);
 /* 1 for the buffer of a pointer object (a ctypes c_void_p, c_char_p or
    POINTER instance exports the pointer's own bytes): what it means is its
    value, an address, not an array. */

@@ -760,6 +760,96 @@ def test_ctypes_values_holding_python_objects_are_refused(ilib, cfn, engine):
                    engine=engine)() == 21.0
 
 
+# A struct buffer is aligned for its struct as a T * buffer is for T: to its
+# most aligned field (descr.c nt_struct_align), as the C compiler lays the
+# struct out, but no more than divides the item size (a packed struct's is
+# 1). NumPy calls a structured array aligned anywhere unless its dtype was
+# made with align=True, so the refusal says to copy it.
+
+def _misaligned(dt, n=3):
+    """n items of dt one byte past an aligned address."""
+    raw = np.zeros(dt.itemsize * n + 8, dtype=np.uint8)
+    base = (-raw.ctypes.data) % 8
+    view = raw[base + 1:base + 1 + dt.itemsize * n].view(dt)
+    assert view.ctypes.data % 8 == 1 and view.flags.aligned == (dt.alignment == 1)
+    return view
+
+
+def _not_aligned(align):
+    return (LABEL + rf"the buffer's data is not aligned to {align} bytes, the alignment of its "
+            r"struct's most aligned field \(address 0x[0-9a-f]+\); copy it, e.g. arr\.copy\(\)$")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("dt", [PT, np.dtype([("x", "f8"), ("y", "f8")], align=True)],
+                         ids=["align=False", "align=True"])
+def test_struct_pointer_refuses_a_misaligned_array(ilib, engine, dt):
+    addr = ctypes.cast(ilib.pt_sum, ctypes.c_void_p).value
+    total = nt.Function(addr, PT_SUM, structs={"pt": dt}, owner=ilib)
+    odd = _misaligned(dt)
+    odd[:] = _points()
+    t = nt.bind(total, _points(), 3, engine=engine)
+    fwd = nt.bind(total, nt.ARG, 3, engine=engine)
+    for value in (odd, memoryview(odd), odd.ctypes, nt.strided(odd),
+                  (Pt * 3).from_buffer(odd.view(np.uint8))):
+        for how in (lambda v: nt.bind(total, v, 3, engine=engine), lambda v: t.rebind(0, v),
+                    fwd, lambda v: total(v, 3)):
+            with pytest.raises(ValueError, match=_not_aligned(8)):
+                how(value)
+    # a T * refuses the same memory as doubles, as it did
+    with pytest.raises(ValueError, match=r"the buffer's data is not aligned to 8 bytes"):
+        nt.bind(nt.Function(addr, "double (const double *p, int n)"), odd.view("f8"), 3)
+    # the aligned array, and a copy of the misaligned one, are read
+    assert t() == 21.0 and fwd(_points()) == 21.0
+    assert nt.bind(total, odd.copy(), 3, engine=engine)() == 21.0
+    # an array whose stride is not a multiple of 8 steps off it too
+    raw = np.zeros(16 * 4, dtype=np.uint8)
+    skewed = np.ndarray((2,), dtype=dt, buffer=raw, strides=(20,))
+    with pytest.raises(ValueError, match=_not_aligned(8)):
+        nt.bind(total, nt.strided(skewed), 2, engine=engine)
+
+
+LONG_DOUBLE = ctypes.alignment(ctypes.c_longdouble)
+
+
+@pytest.mark.parametrize("fmt, itemsize, align", [
+    ("T{d:x:d:y:}", 16, 8), ("T{<d:x:<d:y:}", 16, 8), ("T{b:a:xxxi:i:}", 8, 4),
+    ("T{B:a:=d:b:}", 9, 1), ("T{(16)B:b:}", 16, 1), ("T{T{h:a:h:b:}:p:(2)i:q:}", 12, 4),
+    ("T{Zf:z:}", 8, 4), ("T{Zd:z:}", 16, 8), ("T{e:h:}", 2, 2), ("T{3w:s:}", 12, 4),
+    ("T{d:x:i:y:}", 12, 4), ("T{P:p:}", 8, 8), ("T{?:a:c:b:}", 2, 1),
+    ("T{b:a:(15)x:g:g:}", 32, LONG_DOUBLE)])
+def test_struct_alignment_is_that_of_its_most_aligned_field(ntexport, fmt, itemsize, align):
+    # the buffer's own layout says what the struct needs: its items bind at
+    # a multiple of it, and are refused half of it past one
+    fn = nt.Function(ntexport.kernels["nt_x_addr"], "uintptr_t (const struct pt *p)",
+                     structs={"pt": itemsize})
+    raw = np.zeros(itemsize * 4 + 64, dtype=np.uint8)
+    base = (-raw.ctypes.data) % 32
+    for offset in (base, base + align):
+        buf = ntexport.Buffer(raw, fmt, itemsize, (2,), (itemsize,), offset=offset)
+        assert nt.bind(fn, buf)() == raw.ctypes.data + offset
+    if align > 1:
+        buf = ntexport.Buffer(raw, fmt, itemsize, (2,), (itemsize,), offset=base + align // 2)
+        with pytest.raises(ValueError, match=_not_aligned(align)):
+            nt.bind(fn, buf)
+        assert buf.exports == 0
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_packed_struct_is_read_at_any_address(ilib, engine):
+    # struct pk is packed: a double at offset 1, 9 bytes. Its items are
+    # aligned to 1, so an odd address is as good as any (pk_sum reads it)
+    addr = ctypes.cast(ilib.pk_sum, ctypes.c_void_p).value
+    pk = np.dtype([("tag", "u1"), ("v", "f8")])
+    assert pk.itemsize == 9
+    fn = nt.Function(addr, "double (const struct pk *p, int n)", structs={"pk": pk}, owner=ilib)
+    odd = _misaligned(pk, 4)
+    odd["v"] = [0.5, 1.5, 2.5, 3.5]
+    odd["tag"] = 7
+    assert nt.bind(fn, odd, nt.size(odd), engine=engine)() == 8.0
+    assert nt.bind(fn, nt.ARG, 2, engine=engine)(odd[1:]) == 4.0
+
+
 # -------------------------------------------------- foreign pointers
 
 
