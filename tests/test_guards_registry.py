@@ -117,3 +117,125 @@ def test_every_removal_keeps_the_rest_found_in_a_small_table(fixture_path, engin
     out = run_py(CHURN.format(path=fixture_path, engine=engine), NUMTHUNK_QUARANTINE="1")
     assert out.returncode == 0, out.stderr[-3000:]
     assert "checks 69750" in out.stdout
+
+
+# A thunk alive (not released) is found by its address and held: spelled as
+# an int with signature= (a target) and as nt.address(int) (a function
+# value), the thunk made over it lists it as its dependency, itself and no
+# other. Released thunks still alive are refused.
+HELD = PRELUDE + """
+def held(t):
+    by_int = nt.bind(t.address, nt.ARG, signature="double (double)", engine={engine!r})
+    by_value = nt.bind(solver, nt.address(t.address), 0.0, 1.0, 1, engine={engine!r})
+    return by_int.dependencies == (t,) and by_value.dependencies == (t,)
+"""
+
+MIXED = HELD + """
+import random
+rng = random.Random({seed})
+live, released = {{}}, {{}}             # index -> thunk (released: and its address)
+made = 0
+
+def check(where):
+    for i, t in live.items():
+        assert held(t), (where, "live", i)
+    for i, (t, address) in released.items():
+        assert found(address), (where, "released", i)
+
+def make():
+    global made
+    t = nt.bind(fn, float(made), engine={engine!r})
+    roll = rng.random()
+    if roll < 0.5:
+        live[made] = t
+    elif roll < 0.75:
+        released[made] = (t, t.address)
+        t.release()
+    # else: freed at once, an entry added and removed
+    made += 1
+
+# growth: every power of two of entries passed, checked on either side
+edges = {{n for p in range(5, 12) for n in ((1 << p) // 2 - 1, (1 << p) // 2 + 1)}}
+while len(live) + len(released) < 1100:
+    make()
+    if len(live) + len(released) in edges:
+        check(("grown", len(live) + len(released)))
+# removal in the order asked for, checked after every tenth; with new
+# thunks made meanwhile, which fill the holes that removals left
+order = {order!r}
+keys = sorted(set(live) | set(released))
+if order == "newest":
+    keys.reverse()
+elif order == "scattered":
+    rng.shuffle(keys)
+for k, i in enumerate(keys):
+    (live if i in live else released).pop(i)
+    if k % 3 == 0:
+        make()
+    if k % 110 == 0:
+        check(("removed", k))
+check("end")
+print("checked", len(live), len(released))
+"""
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("order", ["oldest", "newest", "scattered"])
+def test_live_thunks_are_found_and_held_by_any_address_spelling(fixture_path, engine, order):
+    """Live and released thunks mixed, with thunks freed as soon as made:
+    across the table's growth and removals in three orders (new thunks
+    made meanwhile), every live thunk is the one its address finds, as an
+    int with signature= and as nt.address(int), and every released one
+    still alive is refused."""
+    out = run_py(MIXED.format(path=fixture_path, engine=engine, order=order, seed=35))
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.startswith("checked "), out.stdout
+
+
+# An address that left the quarantine serves a new thunk while the released
+# thunk that had it is still alive: the new one takes its entry (found and
+# held, not refused as the released one was), and freeing the old one
+# afterwards, in any order, leaves the new one's entry alone. Between the
+# release and the reuse the table grows (2000 thunks kept), so the entries
+# replaced are ones that moved.
+REUSED = HELD + """
+import gc, random
+rng = random.Random(35)
+K = 50
+q = nt.backend_info()["config"]["quarantine"]
+olds = [nt.bind(fn, float(i), engine={engine!r}) for i in range(K)]
+addresses = [t.address for t in olds]
+for t in olds:
+    t.release()
+assert all(found(a) for a in addresses[:3])           # three releases: counted below
+fodder = [nt.bind(fn, nt.ARG, engine={engine!r}) for _ in range(K)]
+grown = [nt.bind(fn, -float(i), engine={engine!r}) for i in range(2000)]
+for _ in range(q - K - 3):
+    nt.bind(fn, nt.ARG, engine={engine!r}).release()
+# each release from here lets one old address out, in release order, and
+# the next thunk made takes it
+new = []
+for i, t in enumerate(fodder):
+    t.release()
+    new.append(nt.bind(fn, 100.0 + i, engine={engine!r}))
+assert [t.address for t in new] == addresses, "not reused in release order"
+assert all(held(t) for t in new)
+order = list(range(K))
+rng.shuffle(order)
+for k, i in enumerate(order):
+    olds[i] = None                                     # freed now
+    gc.collect()
+    if k % 5 == 0:
+        assert all(held(t) for t in new), k
+assert all(held(t) for t in new) and all(held(t) for t in grown[::50])
+call = ctypes.CFUNCTYPE(ctypes.c_double)
+assert [call(t.address)() for t in new] == [100.0 + i for i in range(K)]
+print("reused", len(new))
+"""
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_reused_address_finds_its_new_thunk_while_the_old_one_lives(fixture_path, engine):
+    out = run_py(REUSED.format(path=fixture_path, engine=engine))
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip() == "reused 50", out.stdout
