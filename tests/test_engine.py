@@ -215,6 +215,55 @@ def test_quarantine_holds_exactly_its_size(engine):
     assert out.stdout.split() == [str(q), str(q - 1), "False", str(q), str(q), "True"]
 
 
+# quarantine.c's ring of released entries, oldest out first: while it grows
+# from its first 1024 entries to past the quarantine, and after its head
+# has gone round the ring (pops start once the quarantine is full; the ring
+# then holds the quarantine in a capacity of the next power of two above
+# it). In a fresh process every thunk is made and released at once, so the
+# address the quarantine lets out is the next one given: thunk j gets thunk
+# j - q - 1's address (native: the slot given back last is taken first;
+# libffi: its allocator takes the closure freed last, but not always).
+QUARANTINE_ORDER = """
+import numpy as np
+import numthunk as nt
+k = nt._core._kernels()
+f = nt.Function(k["sum"], "double (const double *, int)")
+a = np.arange(8.0)
+q = nt.backend_info()["config"]["quarantine"]
+cap = 1024
+while cap <= q:
+    cap *= 2
+n = q + 1 + 2 * cap + 1000               # the head goes round twice
+addresses, last = [], {}
+gaps = []                               # for each reuse: releases since its last one
+for j in range(n):
+    t = nt.bind(f, a, j % 8, engine=ENGINE)
+    if j % 97 == 0:
+        assert t() == sum(range(j % 8)), j
+    if t.address in last:
+        gaps.append(j - last[t.address])
+    last[t.address] = j
+    addresses.append(t.address)
+    t.release()
+fifo = all(addresses[j] == addresses[j - q - 1] for j in range(q + 1, n))
+print(q, n, len(set(addresses[:q + 1])), min(gaps), len(gaps), fifo)
+"""
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_quarantine_lets_addresses_out_in_release_order(engine):
+    out = run_py(QUARANTINE_ORDER.replace("ENGINE", repr(engine)))
+    assert out.returncode == 0, out.stderr[-3000:]
+    q, n, first, shortest, reused, fifo = out.stdout.split()
+    q, n = int(q), int(n)
+    assert int(first) == q + 1                      # nothing came back too soon
+    assert int(shortest) == q + 1                   # never before q later releases
+    if engine == "native":
+        assert (int(reused), fifo) == (n - q - 1, "True")
+    else:
+        assert int(reused) > (n - q - 1) * 9 // 10
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 def test_same_results_on_both_engines(cfn, engine):
     if engine == "native" and not NATIVE:
@@ -726,6 +775,125 @@ def test_a_shared_handler_stays_while_any_thunk_of_its_shape_lives(policy):
     out = run_py(SHARED_HANDLER_KEPT, NUMTHUNK_BACKEND="native", NUMTHUNK_EXECMEM=policy)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split()[:2] == ["6.0", "3.0"]
+
+
+# A handler whose last plan went waits in the quarantine; a plan of its
+# shape made meanwhile takes it back. Kept by that plan when its time comes,
+# it stays (and leaves a full quarantine after that plan goes); dropped
+# again while it waits, it waits once more, is taken back again, and stays.
+# Then new handlers take every block that was given back: a handler freed
+# too early is overwritten, and its thunk computes something else, or
+# crashes.
+HANDLER_TAKEN_BACK = ENGINE_PRELUDE + """
+x = np.arange(6.0)
+def over(name, *args):
+    # one shape per binding pattern; the names make each its own plan
+    sig = nt.Signature(f"double (const double *{name}, int n)")
+    return sig, nt.bind(nt.Function(kernels["sum"], sig), *args)
+
+s, t = over("a", x, 5)                  # both bound
+assert t() == 10.0 and t.backend != "libffi"
+del s, t; gc.collect()                 # its plan went: the handler waits
+s_kept, kept = over("b", x, 4)          # taken back
+churn()                                 # its time came while a plan had it
+
+s, t = over("c", x, nt.ARG)             # another shape: the count forwarded
+assert t(3) == 3.0
+del s, t; gc.collect()                 # waits
+s, t = over("d", x, nt.ARG)             # taken back ...
+assert t(2) == 1.0
+del s, t; gc.collect()                 # ... and dropped while it waits
+churn()                                 # its first time: it waits once more
+s_again, again = over("e", x, nt.ARG)   # taken back during its second wait
+churn()                                 # its second time came while a plan had it
+
+made = [nt.bind(nt.Function(addr, sig), *given) for sig, given in small_patterns()]
+f = nt.Function(kernels["sum"], "double (const double *, int)")
+print(kept(), again(5), again(6), nt.bind(f, x, 3)(), len(made))
+"""
+
+
+@pytest.mark.skipif(not NATIVE, reason="handlers are the native engine's")
+@pytest.mark.parametrize("policy", ["memfd", "mprotect"])
+def test_a_handler_taken_back_from_the_quarantine_stays_while_its_plan_lives(policy):
+    out = run_py(HANDLER_TAKEN_BACK, NUMTHUNK_BACKEND="native", NUMTHUNK_EXECMEM=policy)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["6.0", "10.0", "15.0", "3.0", "4680"]
+
+
+# Handler code waits in the quarantine's code ring, in the order its last
+# plans went, and its blocks in the memory file then serve new handlers of
+# their size: the file grows only for new code. Three rounds, each measured:
+#  - the ring grows while its head is not at its start: 3000 handlers wait
+#    (the ring grows to 4096 entries, head at 0); 500 of them leave; 2000
+#    more come, so the ring fills with its oldest entry at 500 and its
+#    newest wrapped round to the start, and grows. Those that waited first
+#    still leave first: after as many releases again as the rest of the
+#    first 3000 need, their blocks serve 3000 new handlers (the 2000 that
+#    came later wait on). Out of order, the first would wait behind the 2000
+#    and the new handlers need about 160 KiB more;
+#  - the 2000 leave in turn, every one of them, and serve 2000 new handlers;
+#  - 2000 handlers taken back from the ring by new plans of their shapes,
+#    kept while their time comes, then dropped, wait again and leave.
+CODE_RING = ENGINE_PRELUDE + """
+K = 14                                  # 2**14 shapes: each its own handler, all of one size
+
+def shapes(lo, hi):
+    out = []
+    for n in range(lo, hi):
+        types = ["double" if (n >> k) & 1 else "int" for k in range(K)]
+        sig = nt.Signature("void (" + ", ".join(types) + ")")
+        t = nt.bind(nt.Function(addr, sig), *([nt.ARG] * K))
+        assert t.backend != "libffi"
+        t.release()
+        out.append(sig)                 # the signature keeps the plan, and its handler
+    return out
+
+def releases(n):
+    f = nt.Function(addr, "void (int)")
+    for _ in range(n):
+        nt.bind(f, 1).release()
+
+q = nt.backend_info()["config"]["quarantine"]
+first, second = shapes(0, 3000), shapes(3000, 5000)
+(fd,) = memory_files()                  # made with the first handler
+
+def grown(since):
+    return os.fstat(fd).st_size - since
+
+del first
+gc.collect()                            # 3000 handlers wait
+releases(q + 250)                       # two leave per release from q on: 500 left
+del second
+gc.collect()                            # 2000 more: the ring grows, its head at 500
+releases(1300)                          # the first 3000 have all left by now
+size = os.fstat(fd).st_size
+third = shapes(5000, 8000)
+print(grown(size))
+releases(q + 1000)                      # the 2000 leave too
+size = os.fstat(fd).st_size
+fourth = shapes(8000, 10000)
+print(grown(size))
+again = shapes(10000, 12000)
+del again
+gc.collect()                            # 2000 wait
+again = shapes(10000, 12000)            # taken back by plans of their shapes
+releases(q + 1000)                      # their time came while plans had them
+del again
+gc.collect()                            # they wait again
+releases(q + 1000)
+size = os.fstat(fd).st_size
+fifth = shapes(12000, 14000)
+print(grown(size))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not NATIVE,
+                    reason="memfd is Linux's; the native engine places handlers")
+def test_handler_code_leaves_the_code_ring_in_order_and_its_blocks_serve_again():
+    out = run_py(CODE_RING, NUMTHUNK_BACKEND="native", NUMTHUNK_EXECMEM="memfd")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["0", "0", "0"], "the memory file grew (bytes per round)"
 
 
 def test_core_works_without_the_python_package(fixture_path):
