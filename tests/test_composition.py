@@ -566,6 +566,120 @@ def test_a_gil_needing_function_forwarded_keeps_the_gil(fns, engine, gil_check):
     assert bind(engine, fns.call_int, gil_check.needs)() == 1
 
 
+FIF = "int (int (*f)(void), int a, int (*g)(void))"      # 100 a + 10 f() + g()
+
+
+def gil_values(engine, gil_check):
+    """int (void) values over PyGILState_Check in every spelling, each with
+    the GIL need it carries: (name, value, needs). None: a thunk's address
+    in a spelling that says otherwise of itself (the thunk's own need is
+    its dependency's), where bound and forwarded must only agree."""
+    needs, free = bind(engine, gil_check.needs), bind(engine, gil_check.free)
+    addr = gil_check.needs.address
+    return [
+        ("thunk that needs it", needs, True),
+        ("thunk that does not", free, False),
+        ("Function(nogil=False)", gil_check.needs, True),
+        ("Function", gil_check.free, False),
+        ("address(nogil=False)", nt.address(addr, nogil=False), True),
+        ("address", nt.address(addr), False),
+        ("capsule", nt._core._capsule(addr, "int (void)", None), True),   # capsules need it
+        ("capsule, nogil=True", nt.Function(addr, "int (void)"), False),
+        ("ctypes", ctypes.cast(addr, ctypes.CFUNCTYPE(ctypes.c_int)), False),
+        ("cffi", _FFI.cast("int (*)(void)", addr), False),
+        ("address of a thunk that needs it", nt.address(needs.address), True),
+        ("ctypes of a thunk that needs it", needs.ctypes, True),
+        ("cffi of a thunk that needs it", needs.cffi(_FFI), True),
+        ("capsule of a thunk that needs it", needs.lowlevelcallable().function, True),
+        ("ctypes of a thunk that does not", free.ctypes, False),
+        ("capsule of a thunk that does not", free.lowlevelcallable().function, None),
+        ("address(nogil=False) of a thunk that does not",
+         nt.address(free.address, nogil=False), None),
+    ]
+
+
+def test_a_function_value_needs_the_gil_alike_bound_and_forwarded(fns, engine, gil_check):
+    """Every spelling of a function value: bound, the thunk keeps the GIL
+    (t.nogil False, its calls see the GIL held) exactly when forwarded,
+    one call keeps it; calls with values of either need alternate, and the
+    forwarding thunk's own need never changes."""
+    fwd = bind(engine, fns.call_int, nt.ARG)
+    for name, value, needs in gil_values(engine, gil_check) * 2:
+        bound = bind(engine, fns.call_int, value)
+        got = (bound.nogil, bound(), fwd(value))
+        if needs is None:
+            assert got[1] == got[2] == int(not got[0]), (name, got)
+        else:
+            assert got == (not needs, int(needs), int(needs)), (name, got)
+        assert fwd.nogil, name
+
+
+def test_the_gil_is_kept_when_any_forwarded_function_needs_it(cfn, engine, gil_check):
+    """Two function pointers forwarded around a bound int (the thunk's
+    second parameter is the target's third), every pair of values: the call
+    keeps the GIL if either needs it, and both see the same. One forwarded
+    beside a bound function, before and after a forwarded int; a bound
+    function that needs it keeps it whatever is forwarded, and beside a
+    bound thunk that does not (on either side of it)."""
+    fif = cfn("f_i_FiF", FIF)
+    values = [(n, v, w) for n, v, w in gil_values(engine, gil_check) if w is not None]
+    both = bind(engine, fif, nt.ARG, 3, nt.ARG)
+    first = bind(engine, fif, nt.ARG, nt.ARG, gil_check.free)    # f, then a
+    last = bind(engine, fif, gil_check.free, nt.ARG, nt.ARG)     # a, then g
+    held = bind(engine, fif, gil_check.needs, nt.ARG, nt.ARG)
+    assert (both.nogil, first.nogil, last.nogil, held.nogil) == (True, True, True, False)
+    free = bind(engine, gil_check.free)
+    for f, g in ((gil_check.needs, free), (free, nt.address(gil_check.free.address, nogil=False))):
+        beside = bind(engine, fif, f, nt.ARG, g)
+        assert (beside.nogil, beside.dependencies, beside(7)) == (False, (free,), 711)
+    for n1, v1, w1 in values:
+        for n2, v2, w2 in values:
+            assert both(v1, v2) == 300 + 11 * (w1 or w2), (n1, n2)
+    for name, value, needs in values:
+        assert first(value, 4) == 400 + 11 * needs, name
+        assert last(5, value) == 500 + 11 * needs, name
+        assert held(6, value) == 611, name
+
+
+def test_the_gil_need_of_a_forwarded_function_through_chains(fns, cfn, engine, gil_check):
+    """Forwarded values whose need comes from below them (a thunk over a
+    thunk that needs the GIL, two levels down), forwarded through thunks
+    that forward them on (two levels up), and a need bound at the bottom of
+    a forwarding chain, rebound away and back."""
+    needs, free = bind(engine, gil_check.needs), bind(engine, gil_check.free)
+    over_needs = bind(engine, fns.call_int, needs)          # int (void): needs it, from below
+    over_free = bind(engine, fns.call_int, free)
+    deep_needs, deep_free = bind(engine, over_needs), bind(engine, over_free)
+    assert (over_needs.nogil, over_free.nogil, deep_needs.nogil, deep_free.nogil) == (
+        False, True, False, True)
+    fwd = bind(engine, fns.call_int, nt.ARG)                # int (int (*)(void))
+    top = bind(engine, fwd, nt.ARG)                         # forwards to fwd, which forwards
+    topper = bind(engine, top, nt.ARG)
+    assert (fwd.chain, top.chain, topper.chain) == (0, 1, 2)
+    for t in (fwd, top, topper):
+        assert t.nogil
+        for value, want in ((over_needs, 1), (over_free, 0), (deep_needs, 1), (deep_free, 0),
+                            (nt.address(deep_needs.address), 1), (deep_free.ctypes, 0),
+                            (gil_check.needs, 1), (gil_check.free, 0),
+                            (nt.address(gil_check.free.address, nogil=False), 1)):
+            assert t(value) == want, (t.chain, value)
+        assert t.nogil
+    # bound at the bottom, forwarded above: the need is the chain's own,
+    # and follows a rebind at the bottom (up is made while nothing below
+    # needs it: a Function over a thunk takes the thunk's need as it is)
+    low = bind(engine, cfn("f_i_FiF", FIF), free, 1, nt.ARG)
+    up = bind(engine, low, nt.ARG)
+    assert (low.nogil, up.nogil) == (True, True)
+    assert (up(free), up(needs), up(deep_needs), up(deep_free)) == (100, 111, 111, 100)
+    low.rebind(0, needs)
+    assert (low.nogil, up.nogil) == (False, False)
+    assert up(free) == up(needs) == 111
+    low.rebind("f", free)
+    assert (low.nogil, up.nogil, up(free)) == (True, True, 100)
+    low.rebind(0, deep_needs)                               # three levels below low
+    assert (low.nogil, up.nogil, up(free)) == (False, False, 111)
+
+
 # ---------------------------------------------------------------- released dependencies
 
 
