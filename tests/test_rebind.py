@@ -244,6 +244,126 @@ def test_shapes_of_other_axes_are_no_peers_when_pairing(cfn, engine):
     assert t() == c[:2].sum() + 10 * big.ravel()[:5].sum()
 
 
+# Views that share one buffer with other layouts: each derived value follows
+# the parameter holding its own array object, else the one reading the same
+# memory with the same layout, never another view of the same memory. The
+# target is a ctypes function that records what each call receives: the two
+# pointers, then what size, shape(0), shape(1), stride(0) in bytes and
+# stride(1) in elements read of each array.
+
+
+def recorder(layout):
+    """(calls, fn): a ctypes function of void * ('p') and ssize_t ('i')
+    parameters in the order of layout, appending each call's arguments."""
+    calls = []
+    types = [ctypes.c_void_p if c == "p" else ctypes.c_ssize_t for c in layout]
+    return calls, ctypes.CFUNCTYPE(None, *types)(lambda *args: calls.append(args))
+
+
+def derived_of(v):
+    return [nt.size(v), nt.shape(v, 0), nt.shape(v, 1), nt.stride(v, 0),
+            nt.stride(v, 1, elements=True)]
+
+
+def read_of(v):
+    """What derived_of(v) reads, and v's data pointer."""
+    v = np.asarray(v)
+    return [v.size, v.shape[0], v.shape[1], v.strides[0], v.strides[1] // v.itemsize]
+
+
+def _views(b):
+    m = b.reshape(6, 8)
+    return {
+        "reshaped": (m, b.reshape(8, 6)),
+        "transposed": (b[:16].reshape(4, 4), b[:16].reshape(4, 4).T),   # strides alone differ
+        "every other row": (m, m[::2]),
+        "every other column": (m, m[:, ::2]),
+        "first rows": (m, m[:3]),                                      # the shape alone
+        "float32 every other": (m, b.view(np.float32).reshape(6, 16)[:, ::2]),  # item size alone
+        "column and row": (b.reshape(48, 1), b.reshape(1, 48)),
+    }
+
+
+SHARED_FORMS = {"ndarray": lambda v: v, "memoryview": memoryview, "ctypes": lambda v: v.ctypes}
+
+
+def _follow_views(engine, pair, wrap, made_of, swap, x_first):
+    """One thunk over views p (at x) and q (at y) of one buffer, each with
+    its derived values (x's first or y's first), rebound at x, at y, and at
+    x again: each call receives, besides the pointers, what each view and
+    then each new array reads, as it was bound beside."""
+    r = np.zeros((5, 14))[:, ::2]                  # what x and y are rebound to
+    s = np.zeros((3, 9)).T
+    p, q = _views(np.arange(48.0))[pair][::-1 if swap else 1]
+    x, y = wrap(p), wrap(q)
+    dx = derived_of(x if made_of == "the bound object" else wrap(p.view()))
+    dy = derived_of(y if made_of == "the bound object" else wrap(q.view()))
+    calls, fn = recorder("pp" + "i" * 10)
+    t = bind(engine, fn, nt.strided(x), nt.strided(y), *(dx + dy if x_first else dy + dx))
+    at = np.asarray(p).ctypes.data
+    steps = [
+        (None, None, (at, read_of(p)), (at, read_of(q))),
+        (0, r, (r.ctypes.data, read_of(r)), (at, read_of(q))),        # x's values only
+        (1, s, (r.ctypes.data, read_of(r)), (s.ctypes.data, read_of(s))),  # y's only
+        (0, p, (at, read_of(p)), (s.ctypes.data, read_of(s))),
+    ]
+    for i, value, (px, vx), (py, vy) in steps:
+        if i is not None:
+            t.rebind(i, nt.strided(wrap(value)))
+        t()
+        want = (px, py, *(vx + vy if x_first else vy + vx))
+        assert calls[-1] == want, (swap, x_first, i)
+    t.release()
+
+
+@pytest.mark.parametrize("pair", list(_views(np.arange(48.0))))
+@pytest.mark.parametrize("form", list(SHARED_FORMS))
+@pytest.mark.parametrize("made_of", ["the bound object", "a view alike"])
+def test_values_derived_from_views_of_one_buffer_follow_their_own_view(engine, pair, form,
+                                                                       made_of):
+    """Two views of one buffer in other layouts (the same start; shape,
+    strides or item size differ), bound in one form (ndarray, memoryview,
+    arr.ctypes), the values derived from each made of the bound object or
+    of another view alike, either view first, either view's values first."""
+    for swap in (False, True):
+        for x_first in (True, False):
+            _follow_views(engine, pair, SHARED_FORMS[form], made_of, swap, x_first)
+
+
+@pytest.mark.parametrize("form", ["memoryview", "ctypes array", "strided"])
+def test_a_derived_value_follows_its_array_object_before_a_nearer_buffer_alike(engine, form):
+    """The array itself at one parameter, the same memory with the same
+    layout in another form at another: a value derived from the array
+    follows the parameter holding it, whichever of the two is nearer, on
+    either side. (strided: every other element, nt.strided of the array
+    and of a memoryview of it.)"""
+    if form == "strided":
+        a, big, other = np.arange(12.0)[::2], np.arange(200.0)[::2], np.arange(18.0)[::2]
+        wrap, mine, alike = nt.strided, nt.strided(a), nt.strided(memoryview(a))
+    else:
+        a, big, other = np.arange(6.0), np.arange(100.0), np.arange(9.0)
+        wrap, mine = (lambda v: v), a
+        alike = memoryview(a) if form == "memoryview" else (ctypes.c_double * 6).from_buffer(a)
+    # layout, values, the array's parameter, the other one, the derived value's
+    for layout, args, at, its, n in [
+        ("ppi", (mine, alike, nt.size(a)), 0, 1, 2),    # the one alike nearer, before
+        ("pipi", (mine, 3, alike, nt.size(a)), 0, 2, 3),
+        ("ipp", (nt.size(a), alike, mine), 2, 1, 0),    # the one alike nearer, after
+        ("ippi", (nt.size(a), alike, mine, 3), 2, 1, 0),
+    ]:
+        calls, fn = recorder(layout)
+        t = bind(engine, fn, *args)
+        t()
+        assert calls[-1][n] == 6, layout
+        t.rebind(its, wrap(other))                      # the buffer alike: n stays
+        t()
+        assert calls[-1][n] == 6, layout
+        t.rebind(at, wrap(big))                         # the array's own parameter: n follows
+        t()
+        assert calls[-1][n] == 100, layout
+        t.release()
+
+
 def test_kernel_reads_each_array_by_its_own_size_under_asan(engine):
     """The issue's case: one array bound to two pointer parameters, each with
     its size(); after rebind(0, big) the kernel reads n elements of x and m
