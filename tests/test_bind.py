@@ -321,6 +321,61 @@ def test_gil_policy(cfn):
     assert not nt.bind(nt.Function(fn.address, fn.signature, nogil=False), 1.0).nogil
 
 
+def test_each_kind_of_target_has_its_documented_gil_policy_by_default(engine):
+    """docs/threads.md: nogil is True by default for Function(...),
+    Function.from_library, an int with signature=, ctypes and cffi
+    functions and the core's Thunk(); False for capsules. Read back from
+    the Function, the thunk, and the target itself: PyGILState_Check says
+    whether the call from Python kept the GIL."""
+    addr = ctypes.cast(ctypes.pythonapi.PyGILState_Check, ctypes.c_void_p).value
+    sig = "int (void)"
+    functions = [
+        ("Function", nt.Function(addr, sig), True),
+        ("from_library", nt.Function.from_library(ctypes.pythonapi, "PyGILState_Check", sig),
+         True),
+    ]
+    for name, fn, nogil in functions:
+        assert fn.nogil is nogil and fn() == int(not nogil), name
+    targets = functions + [
+        ("ctypes", ctypes.cast(addr, ctypes.CFUNCTYPE(ctypes.c_int)), True),
+        ("cffi", cffi.FFI().cast("int (*)(void)", addr), True),
+        ("capsule", nt._core._capsule(addr, sig, None), False),
+    ]
+    for name, target, nogil in targets:
+        t = nt.bind(target, engine=engine)
+        assert (t.nogil, t.target.nogil, t()) == (nogil, nogil, int(not nogil)), name
+    t = nt.bind(addr, engine=engine, signature=sig)
+    assert (t.nogil, t.target.nogil, t()) == (True, True, 0)
+    t = nt._core.Thunk(nt.Signature(sig), addr, (), engine=engine)
+    assert (t.nogil, t()) == (True, 0)
+    t = nt._core.Thunk(nt.Signature(sig), addr, (), None, False, engine=engine)
+    assert (t.nogil, t()) == (False, 1)
+
+
+def test_unpack_gives_the_dims_and_with_strides_their_bytes_by_default(cfn, engine):
+    """unpack(arr): the array and its shape; strides=True appends the
+    strides in bytes (elements=True: in elements), and takes a
+    non-contiguous array. Read back by kernels: f_d_pzzzz takes byte
+    strides; an identity of ints reads each value alone."""
+    a = np.arange(24.0).reshape(4, 6)
+    view = a[::2, 1::2]                             # 2 x 3, strides (96, 16)
+    dims = nt.unpack(a)
+    assert len(dims) == 3 and dims[0] is a
+    ints = cfn("f_l_l", "int64_t (int64_t)")
+    read = [nt.bind(ints, d, engine=engine)() for d in dims[1:]]
+    assert read == [4, 6]
+    pzzzz = cfn("f_d_pzzzz", "double (const double *, ptrdiff_t, ptrdiff_t, ptrdiff_t, ptrdiff_t)")
+    want = sum(view[i, j] * (i + 1) for i in range(2) for j in range(3))
+    assert nt.bind(pzzzz, *nt.unpack(view, strides=True), engine=engine)() == want
+    for elements, strides in ((False, [96, 16]), (True, [12, 2])):
+        dims = nt.unpack(view, strides=True, elements=elements)
+        assert len(dims) == 5
+        read = [nt.bind(ints, d, engine=engine)() for d in dims[1:]]
+        assert read == [2, 3] + strides, elements
+    with pytest.raises(ValueError, match="contiguous"):
+        nt.bind(pzzzz, *nt.unpack(view), 0, 0, engine=engine)
+
+
 def test_one_byte_bytes_for_char(cfn):
     """LAPACK-style character flags: b'N' binds to a char (by value or ref)."""
     fn = cfn("f_c_c", "char (char)")
