@@ -514,11 +514,12 @@ class _CAPI(ctypes.Structure):
                 ("signature", ctypes.c_void_p), ("create", ctypes.c_void_p)]
 
 
-@pytest.mark.parametrize("engine_flag", [0x2, 0x4])
+@pytest.mark.parametrize("engine_flag", [0, 0x2, 0x4])
 def test_capi_needs_gil_flag_keeps_the_gil_for_the_target(engine_flag):
     # numthunk_create(..., NUMTHUNK_NEEDS_GIL): a call from Python keeps the
-    # GIL for the target; without the flag the call releases it. The target
-    # is CPython's own PyGILState_Check, which says which.
+    # GIL for the target; without the flag (the default, with an engine flag
+    # or none) the call releases it. The target is CPython's own
+    # PyGILState_Check, which says which.
     get = ctypes.pythonapi["PyCapsule_GetPointer"]   # private: its argtypes are ours alone
     get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
     api = _CAPI.from_address(get(nt._core._C_API, b"numthunk._core._C_API"))
@@ -531,3 +532,4 @@ def test_capi_needs_gil_flag_keeps_the_gil_for_the_target(engine_flag):
     without = create(sig, target, None, 0, None, engine_flag)
     assert with_gil() == 1, "NUMTHUNK_NEEDS_GIL: the target ran without the GIL"
     assert without() == 0
+    assert (with_gil.nogil, without.nogil) == (False, True)

@@ -12,6 +12,7 @@ import random
 import re
 import subprocess
 import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -537,6 +538,40 @@ def test_configuration_is_read_once_and_reported_whole():
     assert cfg["quarantine"] >= 8192
     bad = run_py("import numthunk", NUMTHUNK_EXECMEM="rwx")
     assert bad.returncode != 0 and "NUMTHUNK_EXECMEM=rwx" in bad.stderr, bad.stderr
+
+
+def test_with_nothing_configured_backend_info_reports_the_defaults():
+    """No NUMTHUNK_* variable set at all (not even empty): the engine
+    'auto', the memory policy 'auto' (memfd first: where the system refuses
+    it, the sealed pages, the fallback saying why), addresses reused after
+    32,768 releases; new thunks, with engine= left out, run on the engine
+    reported."""
+    code = textwrap.dedent("""
+        import numpy as np, numthunk as nt
+        k = nt._core._kernels()
+        t = nt.bind(nt.Function(k["sum"], "double (const double *, int)"), np.ones(3), 3)
+        print(repr((nt.backend_info(), t.backend, t())))
+        """)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMTHUNK_")}
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.dirname(nt.__file__)),
+                                         os.environ.get("PYTHONPATH", "")])
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    info, backend, value = eval(out.stdout)
+    assert info["config"] == {"engine": "auto", "execmem": "auto", "no_reuse": False,
+                              "quarantine": 32768}
+    assert info["fallback_engine"] == "libffi" and info["native_available"] is NATIVE
+    assert (backend, value) == (info["engine"], 3.0)
+    if not NATIVE:
+        assert info["engine"] == "libffi"
+        return
+    assert info["engine"] == NATIVE_NAME
+    if info["fallbacks"]:                       # memfd refused here: said so
+        assert info["memory_policy"] == "mprotect-sealed", info
+        assert info["fallbacks"][0].startswith("memfd-pwrite: "), info
+    else:
+        assert info["memory_policy"] == "memfd-pwrite", info
 
 
 def test_no_reuse_takes_yes_or_no_and_refuses_the_rest():
