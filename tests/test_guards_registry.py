@@ -124,6 +124,9 @@ def test_every_removal_keeps_the_rest_found_in_a_small_table(fixture_path, engin
 # value), the thunk made over it lists it as its dependency, itself and no
 # other. Released thunks still alive are refused.
 HELD = PRELUDE + """
+# thunks of double (double) that tell themselves apart: hypot(k, x) is k at 0
+hyp = nt.Function.from_library("libm.so.6", "hypot", "double (double, double)")
+
 def held(t):
     by_int = nt.bind(t.address, nt.ARG, signature="double (double)", engine={engine!r})
     by_value = nt.bind(solver, nt.address(t.address), 0.0, 1.0, 1, engine={engine!r})
@@ -144,7 +147,7 @@ def check(where):
 
 def make():
     global made
-    t = nt.bind(fn, float(made), engine={engine!r})
+    t = nt.bind(hyp, float(made), nt.ARG, engine={engine!r})
     roll = rng.random()
     if roll < 0.5:
         live[made] = t
@@ -203,13 +206,13 @@ import gc, random
 rng = random.Random(35)
 K = 50
 q = nt.backend_info()["config"]["quarantine"]
-olds = [nt.bind(fn, float(i), engine={engine!r}) for i in range(K)]
+olds = [nt.bind(hyp, float(i), nt.ARG, engine={engine!r}) for i in range(K)]
 addresses = [t.address for t in olds]
 for t in olds:
     t.release()
 assert all(found(a) for a in addresses[:3])           # three releases: counted below
 fodder = [nt.bind(fn, nt.ARG, engine={engine!r}) for _ in range(K)]
-grown = [nt.bind(fn, -float(i), engine={engine!r}) for i in range(2000)]
+grown = [nt.bind(hyp, -float(i), nt.ARG, engine={engine!r}) for i in range(2000)]
 for _ in range(q - K - 3):
     nt.bind(fn, nt.ARG, engine={engine!r}).release()
 # each release from here lets one old address out, in release order, and
@@ -217,7 +220,7 @@ for _ in range(q - K - 3):
 new = []
 for i, t in enumerate(fodder):
     t.release()
-    new.append(nt.bind(fn, 100.0 + i, engine={engine!r}))
+    new.append(nt.bind(hyp, 100.0 + i, nt.ARG, engine={engine!r}))
 # (libffi's allocator gives back the closure freed last, nearly always)
 reused = sum(t.address == a for t, a in zip(new, addresses))
 assert reused == K or ({engine!r} == "ffi" and reused >= K - 5), reused
@@ -230,8 +233,8 @@ for k, i in enumerate(order):
     if k % 5 == 0:
         assert all(held(t) for t in new), k
 assert all(held(t) for t in new) and all(held(t) for t in grown[::50])
-call = ctypes.CFUNCTYPE(ctypes.c_double)
-assert [call(t.address)() for t in new] == [100.0 + i for i in range(K)]
+call = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double)
+assert [call(t.address)(0.0) for t in new] == [100.0 + i for i in range(K)]
 print("reused", reused)
 """
 
