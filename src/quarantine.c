@@ -160,7 +160,11 @@ uint64_t nt_quarantine_clock(void)
 
 int nt_quarantine_holds(uint64_t stamp)
 {
-    const nt_config *cfg = nt_config_get();
+    /* asked at every burial and lookup: the configuration read once */
+    static const nt_config *config;
+    const nt_config *cfg = __atomic_load_n(&config, __ATOMIC_ACQUIRE);
+    if (cfg == NULL)
+        __atomic_store_n(&config, cfg = nt_config_get(), __ATOMIC_RELEASE);
     /* the entry of stamp s leaves at the push that makes the clock
        s + quarantine (ring_push, then the pop of the oldest) */
     return cfg->no_reuse || nt_quarantine_clock() - stamp < cfg->quarantine;

@@ -14,9 +14,10 @@
  * thunk's (a "grave", with the quarantine clock of its release) for as long
  * as the quarantine holds the entry, so that an int naming it is refused
  * instead of being bound as plain code; once the quarantine let the entry
- * go, the address may serve anything, and the grave is forgotten (lazily:
- * when met, and in sweeps). An address reused by a new thunk replaces
- * whatever was entered at it.
+ * go, the address may serve anything, and the grave is forgotten: graves
+ * wait in a ring in the order they were dug, and each burial lets go those
+ * at its head whose time has passed (a grave met past its time goes too).
+ * An address reused by a new thunk replaces whatever was entered at it.
  *
  * The registry holds no reference. Every call runs with the GIL held, or
  * without a GIL under the state lock (pyapi.h), which thunk.c's and
@@ -43,9 +44,15 @@ typedef struct {
 static slot *table;
 static size_t cap; /* a power of two, or 0 */
 static size_t count;
-static size_t graves;         /* of count */
-static size_t sweep_at = 256; /* graves that start a sweep */
-static unsigned shift;        /* 64 - log2(cap) */
+static unsigned shift; /* 64 - log2(cap) */
+
+/* Graves in the order they were dug: (address, stamp), oldest at head. */
+typedef struct {
+    const void *address;
+    uint64_t stamp;
+} dug;
+static dug *ring;
+static size_t ring_cap, ring_head, ring_len; /* ring_cap a power of two, or 0 */
 
 static size_t home(const void *address)
 {
@@ -67,7 +74,6 @@ static slot *probe(const void *address)
 static void delete(slot *s)
 {
     size_t hole = (size_t)(s - table);
-    graves -= IS_GRAVE(s->who);
     for (size_t i = (hole + 1) & (cap - 1); table[i].address != NULL; i = (i + 1) & (cap - 1)) {
         size_t h = home(table[i].address);
         if (hole < i ? (h <= hole || h > i) : (h <= hole && h > i)) {
@@ -79,9 +85,9 @@ static void delete(slot *s)
     count--;
 }
 
-/* The table again at ncap slots, without the graves the quarantine has let
-   go. 0, or -1 with no memory (the table unchanged). */
-static int rebuild(size_t ncap)
+/* The table again at ncap slots. 0, or -1 with no memory (the table
+   unchanged). */
+static int grow(size_t ncap)
 {
     slot *old = table;
     size_t ocap = cap;
@@ -93,29 +99,55 @@ static int rebuild(size_t ncap)
     shift = 64;
     for (size_t c = ncap; c > 1; c >>= 1)
         shift--;
-    count = graves = 0;
-    for (size_t i = 0; i < ocap; i++) {
-        slot s = old[i];
-        if (s.address == NULL || (IS_GRAVE(s.who) && !nt_quarantine_holds(GRAVE_STAMP(s.who))))
-            continue;
-        *probe(s.address) = s;
-        count++;
-        graves += IS_GRAVE(s.who);
-    }
+    for (size_t i = 0; i < ocap; i++)
+        if (old[i].address != NULL)
+            *probe(old[i].address) = old[i];
     free(old);
+    return 0;
+}
+
+/* The graves at the ring's head whose time has passed leave the table (a
+   grave since replaced, or gone, is left alone). */
+static void forget_expired(void)
+{
+    while (ring_len > 0 && !nt_quarantine_holds(ring[ring_head].stamp)) {
+        dug g = ring[ring_head];
+        ring_head = (ring_head + 1) & (ring_cap - 1);
+        ring_len--;
+        slot *s = probe(g.address);
+        if (s->address != NULL && s->who == GRAVE(g.stamp))
+            delete(s);
+    }
+}
+
+/* g at the ring's tail; 0, or -1 with no memory (the grave is then never
+   forgotten by the ring: met past its time, it goes all the same). */
+static int ring_push(dug g)
+{
+    if (ring_len == ring_cap) {
+        size_t ncap = ring_cap ? 2 * ring_cap : 256;
+        dug *fresh = malloc(ncap * sizeof(dug));
+        if (fresh == NULL)
+            return -1;
+        for (size_t i = 0; i < ring_len; i++)
+            fresh[i] = ring[(ring_head + i) & (ring_cap - 1)];
+        free(ring);
+        ring = fresh;
+        ring_cap = ncap;
+        ring_head = 0;
+    }
+    ring[(ring_head + ring_len) & (ring_cap - 1)] = g;
+    ring_len++;
     return 0;
 }
 
 int nt_registry_add(void *owner, const void *address)
 {
-    if (2 * (count + 1) > cap && rebuild(cap ? 2 * cap : 64) != 0)
+    if (2 * (count + 1) > cap && grow(cap ? 2 * cap : 64) != 0)
         return -1;
     slot *s = probe(address);
-    if (s->address == NULL)
-        count++;
-    else
-        graves -= IS_GRAVE(s->who); /* a grave, or a released owner, replaced */
-    *s = (slot){ address, (uintptr_t)owner };
+    count += s->address == NULL;
+    *s = (slot){ address, (uintptr_t)owner }; /* in place of a grave or a released owner */
     return 0;
 }
 
@@ -140,6 +172,7 @@ void nt_registry_bury(const void *owner, const void *address, uint64_t stamp)
 {
     if (count == 0 || address == NULL)
         return;
+    forget_expired();
     slot *s = probe(address);
     if (s->address == NULL || s->who != (uintptr_t)owner)
         return; /* not entered (creation failed), or replaced since */
@@ -148,10 +181,5 @@ void nt_registry_bury(const void *owner, const void *address, uint64_t stamp)
         return;
     }
     s->who = GRAVE(stamp);
-    /* graves whose time has passed go in sweeps, at most as often as
-       graves double: a program that frees thunks whose addresses never
-       recur (libffi closures go back to libffi) keeps no more than about
-       twice the quarantine's worth */
-    if (++graves >= sweep_at && rebuild(cap) == 0)
-        sweep_at = graves > 128 ? 2 * graves : 256;
+    (void)ring_push((dug){ address, stamp });
 }
