@@ -103,41 +103,45 @@ static void call_done(ThunkObject *self)
     }
 }
 
+/* A frame's room for one more pin, grown: 0, or -1 with MemoryError. */
+static int more_pins(call_frame *f)
+{
+    int ncap = 2 * f->cap;
+    ThunkObject **more = PyMem_Malloc((size_t)ncap * sizeof(*more));
+    if (more == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(more, f->pins, (size_t)f->npins * sizeof(*more));
+    if (f->pins != f->small)
+        PyMem_Free(f->pins);
+    f->pins = more;
+    f->cap = ncap;
+    return 0;
+}
+
 /* t pinned by frame f: counted in flight and held. 0, or -1 with
    MemoryError. */
-static int pin_one(call_frame *f, ThunkObject *t)
+static inline int pin_one(call_frame *f, ThunkObject *t)
 {
-    if (f->npins == f->cap) {
-        int ncap = 2 * f->cap;
-        ThunkObject **more = PyMem_Malloc((size_t)ncap * sizeof(*more));
-        if (more == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        memcpy(more, f->pins, (size_t)f->npins * sizeof(*more));
-        if (f->pins != f->small)
-            PyMem_Free(f->pins);
-        f->pins = more;
-        f->cap = ncap;
-    }
+    if (f->npins == f->cap && more_pins(f) < 0)
+        return -1;
     t->inflight = inflight(t) + 1;
     f->pins[f->npins++] = (ThunkObject *)Py_NewRef(t);
     return 0;
 }
 
-/* t and every thunk it depends on, at every level, pinned by f: the pins
-   are the walk's work list, and a thunk with dependencies is marked with
-   the walk's number (commit.c's walks), so each is pinned once (a leaf
-   reached twice is pinned twice, which counts alike). 0, or -1 with
-   MemoryError (what was pinned stays on f, for unpin). */
-static int pin(call_frame *f, ThunkObject *t)
+/* What the thunks pinned from index k on use, at every level, pinned by
+   f too: the pins are the walk's work list, and a thunk with dependencies
+   is marked with the walk's number (commit.c's walks), so each is pinned
+   once (a leaf reached twice is pinned twice, which counts alike). 0, or
+   -1 with MemoryError (what was pinned stays on f, for unpin). */
+static int pin_below(call_frame *f, int k)
 {
     uint64_t walk = nt_thunk_walk();
-    int k = f->npins;
-    if (pin_one(f, t) < 0)
-        return -1;
-    if (t->x != NULL)
-        t->x->mark = walk;
+    for (int m = k; m < f->npins; m++)
+        if (f->pins[m]->x != NULL)
+            f->pins[m]->x->mark = walk;
     for (; k < f->npins; k++) {
         extra *x = f->pins[k]->x;
         for (int j = 0; x != NULL && j < x->ndeps; j++) {
@@ -152,6 +156,15 @@ static int pin(call_frame *f, ThunkObject *t)
         }
     }
     return 0;
+}
+
+/* t and every thunk it uses pinned by f: 0, or -1 with MemoryError. */
+static inline int pin(call_frame *f, ThunkObject *t)
+{
+    int k = f->npins;
+    if (pin_one(f, t) < 0)
+        return -1;
+    return t->x == NULL || t->x->ndeps == 0 ? 0 : pin_below(f, k);
 }
 
 /* The call of frame f is over: each thunk it pinned is done, then let go
@@ -1031,8 +1044,11 @@ static PyObject *call_held(ThunkObject *self, PyObject *args, PyObject *kwds, nt
     /* In flight from here, for the thunk and every thunk it uses:
        release() and reclaim() of any of them leave their entries, contexts
        and buffers alone until this call returns. */
-    call_frame frame = { calls, NULL, 0, 8, { NULL } };
+    call_frame frame; /* its small room is filled as pins go in */
+    frame.up = calls;
     frame.pins = frame.small;
+    frame.npins = 0;
+    frame.cap = (int)(sizeof(frame.small) / sizeof(frame.small[0]));
     calls = &frame;
     if (pin(&frame, self) == 0)
         result = call_target(self, resolved, lk);
