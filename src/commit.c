@@ -131,11 +131,18 @@ int nt_thunk_unusable_error(ThunkObject *self)
             char what[300], desc[NT_WHAT_MAX + 40];
             dep_label(self, d->param, what, sizeof(what));
             describe(released_below(d->thunk), desc, sizeof(desc));
+            /* Only a parameter can be rebound; the target and the thunks
+               it declares are fixed at bind. */
+            const char *remedy = d->param == DEP_TARGET
+                ? "a target cannot be rebound: bind a new thunk over a live one"
+                : d->param == DEP_DECLARED
+                ? "a declared dependency cannot be rebound: bind a new thunk over a "
+                  "Function whose depends= names live thunks"
+                : "rebind that parameter, or bind again with live thunks";
             PyErr_Format(PyExc_ValueError,
                          "this thunk uses a released thunk (%s) through %s: a call would "
-                         "reach the released thunk's trap; rebind that parameter, or bind "
-                         "again with live thunks" SEE_LIFETIME,
-                         desc, what);
+                         "reach the released thunk's trap; %s" SEE_LIFETIME,
+                         desc, what, remedy);
             return -1;
         }
     }

@@ -425,6 +425,26 @@ def test_declared_dependencies(fns, engine):
         bind(engine, fn, 2.0)
 
 
+def test_a_released_declared_dependency_says_to_bind_anew(fns, engine):
+    # no parameter holds a declared dependency, so there is none to rebind:
+    # the message says what mends it, and doing that does
+    used = bind(engine, fns.d, nt.ARG)
+    t = bind(engine, nt.Function(fns.d.address, D_D, owner=fns.d.owner, depends=(used,)), 2.0)
+    used.release()
+    with pytest.raises(ValueError) as info:
+        t()
+    assert str(info.value) == (
+        f"this thunk uses a released thunk (double (double) over double (double), target at "
+        f"{fns.d.address:#x}) through a thunk the target declares it uses (Function.depends): "
+        f"a call would reach the released thunk's trap; a declared dependency cannot be "
+        f"rebound: bind a new thunk over a Function whose depends= names live thunks "
+        f"(see docs/lifetime.md)")
+    live = bind(engine, fns.d, nt.ARG)
+    mended = bind(engine, nt.Function(fns.d.address, D_D, owner=fns.d.owner, depends=(live,)),
+                  2.0)
+    assert mended() == 2.0 and mended.dependencies == (live,)
+
+
 def test_thunk_via_takes_a_thunk_or_a_tuple_of_thunks(fns):
     sig, addr = fns.d._signature, fns.d.address
     used = nt.bind(fns.d, 1.0)
@@ -692,11 +712,17 @@ def test_calling_a_thunk_whose_dependency_was_released_raises(fns, engine, how):
     assert top(1.0) == 1.0
     target = f"{fns.d.address:#x}"
     inner.release()
-    what = "the target" if how == "target" else r"argument 1 \(f: double \(\*\)\(double\)\)"
-    with pytest.raises(ValueError, match=rf"uses a released thunk \(double \(double\) over "
-                                         rf"double \(double\), target at {target}\) "
-                                         rf"through {what}"):
+    what, remedy = (
+        ("the target", "a target cannot be rebound: bind a new thunk over a live one")
+        if how == "target" else
+        ("argument 1 (f: double (*)(double))",
+         "rebind that parameter, or bind again with live thunks"))
+    with pytest.raises(ValueError) as info:
         outer(1.0)
+    assert str(info.value) == (
+        f"this thunk uses a released thunk (double (double) over double (double), target at "
+        f"{target}) through {what}: a call would reach the released thunk's trap; {remedy} "
+        f"(see docs/lifetime.md)")
     with pytest.raises(ValueError, match="uses a released thunk .* through argument 1"):
         top(1.0)                              # any level up
     with pytest.raises(ValueError, match="uses a released thunk"):

@@ -310,7 +310,8 @@ def test_refusals_of_released_thunks_name_the_page(cfn, engine):
     with pytest.raises(ValueError, match="^the thunk has been released" + see):
         inner.rebind(0, 1.0)
     with pytest.raises(ValueError, match="^this thunk uses a released thunk .* through the "
-                                         "target: .*bind again with live thunks" + see):
+                                         "target: .*a target cannot be rebound: bind a new "
+                                         "thunk over a live one" + see):
         outer()
     with pytest.raises(ValueError, match="^the thunk has been released" + see):
         nt.bind(inner, 1.0, engine=engine)
