@@ -293,16 +293,17 @@ static int chain_error(int levels, int limit)
     return -1;
 }
 
-/* Whether t, and every thunk above it, stays within the chain limit when
-   t's depth becomes chain and the least limit of the engines at or below
-   it limit. A thunk reached again in the same walk, no deeper, is not
-   walked again: the limit reaching a thunk x is the least of limit and
-   x->chain_limit whatever the path (x's own limit is already the least of
-   every thunk between), so a second path brings no less room. */
-static int within_limit(ThunkObject *t, int chain, int limit, uint64_t walk)
+/* The limit that t, or a thunk above it, would go past when t's depth
+   becomes chain and the least limit of the engines at or below it limit;
+   0 when every one stays within its limit. A thunk reached again in the
+   same walk, no deeper, is not walked again: the limit reaching a thunk x
+   is the least of limit and x->chain_limit whatever the path (x's own
+   limit is already the least of every thunk between), so a second path
+   brings no less room. */
+static int limit_passed(ThunkObject *t, int chain, int limit, uint64_t walk)
 {
     if (chain + 1 > limit)
-        return chain_error(chain + 1, limit);
+        return limit;
     extra *x = t->x;
     if ((chain <= t->chain && limit >= t->chain_limit) || x == NULL)
         return 0; /* nothing above t changes */
@@ -312,8 +313,9 @@ static int within_limit(ThunkObject *t, int chain, int limit, uint64_t walk)
     x->mark_chain = chain;
     for (int k = 0; k < x->nusers; k++) {
         ThunkObject *u = x->users[k].thunk;
-        if (within_limit(u, chain + 1, Py_MIN(limit, (int)u->chain_limit), walk) < 0)
-            return -1;
+        int passed = limit_passed(u, chain + 1, Py_MIN(limit, (int)u->chain_limit), walk);
+        if (passed > 0)
+            return passed;
     }
     return 0;
 }
@@ -385,6 +387,36 @@ int nt_thunk_identify_value(PyObject *v, const nt_sig *want, const char *what, T
 {
     nt_AddressObject *a = (nt_AddressObject *)v;
     return nt_thunk_identify((const void *)a->value, a->owner, want, what, out);
+}
+
+/* The longest path of thunks above t: 0 when nothing uses t. Each thunk
+   is measured once a walk (mark_chain keeps its height), so a graph of
+   many paths costs one visit a thunk. */
+static int height_above(ThunkObject *t, uint64_t walk)
+{
+    extra *x = t->x;
+    if (x == NULL || x->nusers == 0)
+        return 0;
+    if (x->mark == walk)
+        return x->mark_chain;
+    int height = 0;
+    for (int k = 0; k < x->nusers; k++)
+        height = Py_MAX(height, 1 + height_above(x->users[k].thunk, walk));
+    x->mark = walk;
+    x->mark_chain = height;
+    return height;
+}
+
+/* ValueError unless t, and every thunk above it, stays within the chain
+   limit when t's depth becomes chain: the refusal names the depth the
+   whole result would have, t's new chain and the longest path above it,
+   not the level where the walk up first went past a limit. */
+static int within_limit(ThunkObject *t, int chain, int limit)
+{
+    int passed = limit_passed(t, chain, limit, ++walks);
+    if (passed == 0)
+        return 0;
+    return chain_error(chain + 1 + height_above(t, ++walks), passed);
 }
 
 /* ValueError unless d, found where `what` points (the target, a bound
@@ -1220,7 +1252,7 @@ static int prepare_dep(ThunkObject *self, int i, PyObject *value, const void *ce
     if (d != NULL) {
         chain = Py_MAX(chain, d->chain + 1);
         limit = Py_MIN(limit, (int)d->chain_limit);
-        if (within_limit(self, chain, limit, ++walks) < 0 || reserve_deps(self, 1) < 0
+        if (within_limit(self, chain, limit) < 0 || reserve_deps(self, 1) < 0
             || reserve_user(d) < 0)
             return -1;
     }

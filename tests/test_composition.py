@@ -233,6 +233,41 @@ def test_rebind_that_deepens_a_chain_is_refused(fns):
 
 
 @pytest.mark.parametrize("engine, limit", [("ffi", 128), ("native", 1024)])
+def test_a_rebind_joining_two_chains_names_the_depth_of_the_result(fns, engine, limit):
+    """commit.c within_limit: a bound function pointer of a thunk in the
+    middle of one chain rebound to the top of another is refused with the
+    depth the joined chain would have (the new value's chain, the rebound
+    thunk, and the longest path of its users above it), not the level where
+    the walk up first went past the limit; bind names its own depth."""
+    below = limit - 28                        # the new value: `below` thunks
+    deep = [bind(engine, fns.d, nt.ARG)]
+    for _ in range(below - 1):
+        deep.append(bind(engine, fns.apply, deep[-1], nt.ARG))
+    assert deep[-1].chain == below - 1
+    a = bind(engine, fns.apply, bind(engine, fns.d, nt.ARG), nt.ARG)
+    above = [a]
+    for _ in range(100):                      # 100 thunks above a, on two branches
+        above.append(bind(engine, above[-1], nt.ARG))
+    side = [bind(engine, fns.apply, a, nt.ARG) for _ in range(3)]
+    with pytest.raises(ValueError) as info:
+        a.rebind(0, deep[-1])                 # below + a + 100 above
+    assert str(info.value) == (
+        f"this would make a chain of {below + 101} thunks, each calling the next (as its "
+        f"target, through a bound function pointer or a declared dependency); composed "
+        f"thunks may nest at most {limit} levels on the engines in this chain "
+        f"(libffi: 128, {BACKEND['native']}: 1024; each level calls the next, and a deeper "
+        f"chain could overflow a thread's C stack)")
+    assert a.chain == 1 and above[-1].chain == 101 and above[-1](2.0) == 2.0
+    assert all(s.chain == 2 for s in side)
+    top = bind(engine, fns.apply, above[-1], nt.ARG)
+    for _ in range(limit - 103):
+        top = bind(engine, top, nt.ARG)
+    assert top.chain == limit - 1
+    with pytest.raises(ValueError, match=rf"^this would make a chain of {limit + 1} thunks, "):
+        bind(engine, top, nt.ARG)             # a new thunk: nothing above it
+
+
+@pytest.mark.parametrize("engine, limit", [("ffi", 128), ("native", 1024)])
 def test_rebind_to_exactly_the_chain_limit(fns, engine, limit):
     """commit.c within_limit / prepare_dep: a rebind that makes the chain
     exactly `limit` levels deep is taken, one level more is refused (and
@@ -272,8 +307,9 @@ def test_a_libffi_thunk_anywhere_below_limits_a_native_chain_to_128(fns):
     for _ in range(200):
         native.append(bind("native", fns.apply, native[-1], nt.ARG))
     assert native[-1].chain == 200
-    # the walk up stops at the first thunk past the limit: it names that level
-    with pytest.raises(ValueError, match=r"chain of 129 thunks.*at most 128 levels"):
+    # the first level past 128 is native[128], but the refusal names the
+    # depth of the whole result: native[0] to native[200], 201 thunks
+    with pytest.raises(ValueError, match=r"chain of 201 thunks.*at most 128 levels"):
         native[1].rebind(0, bind("ffi", fns.d, nt.ARG))
     assert native[-1](2.0) == 2.0 and native[1].dependencies == (native[0],)
     one_deep = bind("ffi", fns.apply, bind("ffi", fns.d, nt.ARG), nt.ARG)
