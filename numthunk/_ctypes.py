@@ -135,9 +135,12 @@ def is_function(obj):
     return isinstance(obj, ctypes._CFuncPtr)
 
 
-def address_of(fn):
-    """The address a ctypes function pointer holds (0 for NULL)."""
-    return ctypes.cast(fn, ctypes.c_void_p).value or 0
+def address_of(obj):
+    """The address a ctypes function pointer or pointer holds (0 for NULL),
+    read from the object's own buffer. Not ``ctypes.cast``: that is a
+    foreign call, which turns any error in converting its argument (a
+    MemoryError too) into ``ctypes.ArgumentError``."""
+    return ctypes.c_void_p.from_address(ctypes.addressof(obj)).value or 0
 
 
 # ---------------------------------------------------------------- pointers
@@ -190,8 +193,7 @@ def pointee(obj):
             depth += 1
             t = t._type_
         given = _leaf(t, depth)
-    value = ctypes.cast(obj, ctypes.c_void_p).value or 0
-    return given, value, f"a ctypes {type(obj).__name__}"
+    return given, address_of(obj), f"a ctypes {type(obj).__name__}"
 
 
 # ---------------------------------------------------------------- structs

@@ -206,7 +206,9 @@ def symbol_address(lib, symbol):
         fn = getattr(lib, symbol) if isinstance(symbol, str) else lib[symbol]
     except (AttributeError, ValueError):
         return None
-    return ctypes.cast(fn, ctypes.c_void_p).value
+    # the address fn holds, read from its buffer (numthunk._ctypes.address_of:
+    # ctypes.cast would turn a MemoryError into ctypes.ArgumentError)
+    return ctypes.c_void_p.from_address(ctypes.addressof(fn)).value
 
 
 def check_symbol(library, symbol):

@@ -6,6 +6,7 @@ right result or raises MemoryError; it never crashes, and the thunk
 computes the right result afterwards. On both engines."""
 
 import _testcapi
+import ctypes
 import gc
 import sys
 import sysconfig
@@ -101,6 +102,26 @@ def test_composition(cfn, engine):
     assert made and all(t(2.5) == 2.5 for t in made)
     done = failing_each_allocation(lambda: bind(engine, outer, nt.ARG, nt.ARG)(inner, 1.5))
     assert done and all(r == 1.5 for r in done)
+
+
+def test_ctypes_spellings(cfn, engine):
+    """A thunk's ctypes function pointer as target and as a bound value, and
+    a ctypes pointer for a pointer parameter: the address each holds is read
+    without a foreign call, whose failed argument conversion ctypes would
+    raise as ctypes.ArgumentError, not MemoryError."""
+    inner = bind(engine, cfn("f_d_d", "double (double x)"), nt.ARG)
+    fp = inner.ctypes
+    made = failing_each_allocation(lambda: bind(engine, fp, nt.ARG))
+    assert made and all(t(2.5) == 2.5 for t in made)
+    made = failing_each_allocation(lambda: bind(engine, inner.ctypes, 1.5))
+    assert made and all(t() == 1.5 for t in made)
+    outer = cfn("f_d_Fd", "double (double (*f)(double), double x)")
+    made = failing_each_allocation(lambda: bind(engine, outer, inner.ctypes, nt.ARG))
+    assert made and all(t(2.5) == 2.5 for t in made)
+    fn, a = cfn("f_d_pi", SUM), np.arange(5.0)
+    p = a.ctypes.data_as(ctypes.POINTER(ctypes.c_double))
+    made = failing_each_allocation(lambda: bind(engine, fn, p, 5))
+    assert made and all(t() == 10.0 for t in made)
 
 
 def test_a_thunk_of_several_thunks(cfn, engine):
