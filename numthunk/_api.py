@@ -905,7 +905,16 @@ class Thunk(_core.Thunk):
         cf = _numba_target(self)
         if cf is None:
             return opaque
-        return _numba.inline_type(self, cf, opaque) or opaque
+        try:
+            return _numba.inline_type(self, cf, opaque) or opaque
+        except ValueError:
+            if not self.released:
+                raise
+            # No context left to inline from. With the uniform type, Numba's
+            # unboxing asks the address, which says the thunk has been
+            # released, as for a thunk over C code; an error here would be
+            # Numba's "non-precise type pyobject" instead.
+            return opaque
 
     def opaque(self):
         """This thunk as a function value of the uniform Numba type of its

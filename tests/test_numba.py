@@ -923,6 +923,46 @@ def test_released_thunk_is_refused_not_called(f_sum):
         call0(t)
 
 
+@njit
+def _apply(g, f, x):
+    return g(f, x)
+
+
+@pytest.mark.parametrize("how", ["njit", "typed.List", "jitclass", "function pointer"])
+@pytest.mark.parametrize("over", ["C", "@cfunc"])
+def test_a_released_thunk_never_typed_says_it_was_released(cfn, engine, how, over):
+    """A released thunk met by Numba for the first time: over a @cfunc
+    (whose type would inline the target, from a context there no longer
+    is) as over C code, typing gives the uniform type and unboxing says
+    the thunk has been released, never Numba's "non-precise type
+    pyobject"."""
+    from numba.experimental import jitclass
+
+    if over == "@cfunc":
+        @cfunc(types.float64(types.float64, types.float64))
+        def scale(k, x):
+            return k * x
+        t = nt.bind(scale, 2.0, nt.ARG, engine=engine)
+    else:
+        t = nt.bind(cfn("f_d_d", "double (double)"), nt.ARG, engine=engine)
+    assert t(1.5) == (3.0 if over == "@cfunc" else 1.5)
+    t.release()
+    with pytest.raises(ValueError) as info:
+        if how == "njit":
+            call1(t, 1.0)
+        elif how == "typed.List":
+            numba.typed.List().append(t)
+        elif how == "jitclass":
+            @jitclass([("f", nt.Signature("double (double)").numba_type())])
+            class Holder:
+                def __init__(self, f):
+                    self.f = f
+            Holder(t)
+        else:
+            _apply(cfn("f_d_Fd", "double (double (*f)(double), double x)"), t, 1.0)
+    assert str(info.value) == "the thunk has been released (see docs/lifetime.md)"
+
+
 # ---------------------------------------------------------------- @cfunc targets
 
 
