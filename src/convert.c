@@ -60,6 +60,66 @@ static const char *W(nt_label *l)
     return l->text;
 }
 
+/* A value as a range message shows it: its repr, whole up to SHOWN_WHOLE
+   characters (np.clongdouble's longest fits); a longer one (10**400,
+   Decimal(10**400)) by its first SHOWN_CUT characters and "...", an int
+   with its count of digits. An int too long for repr() (over
+   sys.get_int_max_str_digits()) shows its count of bits. Called with no
+   exception set; NULL with the exception when it passes (a MemoryError,
+   a KeyboardInterrupt in a __repr__), which the caller raises as it is. */
+#define SHOWN_WHOLE 80
+#define SHOWN_CUT   32
+
+typedef struct {
+    char text[SHOWN_WHOLE + 1];
+} shown;
+
+static const char *show_unprintable(PyObject *v, shown *s)
+{
+    Py_ssize_t bits = -1;
+    if (PyLong_Check(v)) {
+        PyObject *n = PyObject_CallMethod(v, "bit_length", NULL);
+        bits = n != NULL ? PyLong_AsSsize_t(n) : -1;
+        Py_XDECREF(n);
+        if (bits < 0 && nt_error_passes())
+            return NULL;
+        PyErr_Clear();
+    }
+    if (bits >= 0)
+        PyOS_snprintf(s->text, sizeof(s->text), "an int of %zd bits", bits);
+    else
+        PyOS_snprintf(s->text, sizeof(s->text), "a %.60s", Py_TYPE(v)->tp_name);
+    return s->text;
+}
+
+static const char *show(PyObject *v, shown *s)
+{
+    PyObject *r = PyObject_Repr(v);
+    Py_ssize_t len = 0;
+    const char *text = r != NULL ? PyUnicode_AsUTF8AndSize(r, &len) : NULL;
+    if (text == NULL) {
+        Py_XDECREF(r);
+        if (nt_error_passes())
+            return NULL;
+        PyErr_Clear();
+        return show_unprintable(v, s);
+    }
+    if (len <= SHOWN_WHOLE) {
+        memcpy(s->text, text, (size_t)len + 1);
+    } else {
+        int cut = SHOWN_CUT;
+        while (cut > 0 && (text[cut] & 0xC0) == 0x80) /* not inside a character */
+            cut--;
+        if (PyLong_CheckExact(v))
+            PyOS_snprintf(s->text, sizeof(s->text), "%.*s... (%zd digits)", cut, text,
+                          len - (text[0] == '-'));
+        else
+            PyOS_snprintf(s->text, sizeof(s->text), "%.*s...", cut, text);
+    }
+    Py_DECREF(r);
+    return s->text;
+}
+
 /* The conversion the value's type defines for what the C API calls to
    convert it, or NULL if none: when converting raised, the value's own
    code did (the name says which), else the value is no number. */
@@ -122,15 +182,19 @@ static int overflow(nt_label *what, const nt_type *t, PyObject *num)
     nt_mark_cut(type, sizeof(type), nt_type_format(t, type, sizeof(type)));
     const nt_kind_info *r = &nt_kinds[t->kind];
     int bits = 8 * r->size;
+    shown s;
+    const char *v = show(num, &s);
+    if (v == NULL)
+        return -1;
     if (t->kind == NT_BOOL)
         PyErr_Format(PyExc_OverflowError,
-                     "%s: %S is not a valid C bool (expected True, False, 0 or 1)", W(what), num);
+                     "%s: %s is not a valid C bool (expected True, False, 0 or 1)", W(what), v);
     else if (r->is_signed)
-        PyErr_Format(PyExc_OverflowError, "%s: %S does not fit in a %d-bit C %s (range %lld..%llu)",
-                     W(what), num, bits, type, (long long)r->min, (unsigned long long)r->max);
+        PyErr_Format(PyExc_OverflowError, "%s: %s does not fit in a %d-bit C %s (range %lld..%llu)",
+                     W(what), v, bits, type, (long long)r->min, (unsigned long long)r->max);
     else
         PyErr_Format(PyExc_OverflowError,
-                     "%s: %S does not fit in a %d-bit unsigned C %s (range 0..%llu)", W(what), num,
+                     "%s: %s does not fit in a %d-bit unsigned C %s (range 0..%llu)", W(what), v,
                      bits, type, (unsigned long long)r->max);
     return -1;
 }
@@ -139,8 +203,11 @@ static int refuse_negative(nt_label *what, const nt_type *t, PyObject *num)
 {
     char type[64];
     nt_mark_cut(type, sizeof(type), nt_type_format(t, type, sizeof(type)));
-    PyErr_Format(PyExc_OverflowError, "%s: %S is negative but C %s is unsigned", W(what), num,
-                 type);
+    shown s;
+    const char *v = show(num, &s);
+    if (v == NULL)
+        return -1;
+    PyErr_Format(PyExc_OverflowError, "%s: %s is negative but C %s is unsigned", W(what), v, type);
     return -1;
 }
 
@@ -280,8 +347,21 @@ static int refuse_overflow_to_inf(PyObject *value, double d, nt_label *what, con
     if (same < 0 && nt_error_passes())
         return -1;
     PyErr_Clear();
-    PyErr_Format(PyExc_OverflowError, "%s: %R is too large for a C %s (it converts to %s)", W(what),
-                 value, ctype, d > 0 ? "inf" : "-inf");
+    shown s;
+    const char *v = show(value, &s);
+    if (v == NULL)
+        return -1;
+    PyErr_Format(PyExc_OverflowError, "%s: %s is too large for a C %s (it converts to %s)", W(what),
+                 v, ctype, d > 0 ? "inf" : "-inf");
+    return -1;
+}
+
+static int too_large(PyObject *value, nt_label *what)
+{
+    shown s;
+    const char *v = show(value, &s);
+    if (v != NULL)
+        PyErr_Format(PyExc_OverflowError, "%s: %s is too large for a C double", W(what), v);
     return -1;
 }
 
@@ -298,10 +378,8 @@ static int as_double(PyObject *value, double *out, nt_label *what)
         /* a finite long double beyond DBL_MAX converts to inf: refuse it as
            an int beyond DBL_MAX is refused */
         npy_longdouble ld = PyArrayScalar_VAL(value, LongDouble);
-        if (isfinite(ld) && !isfinite((double)ld)) {
-            PyErr_Format(PyExc_OverflowError, "%s: %R is too large for a C double", W(what), value);
-            return -1;
-        }
+        if (isfinite(ld) && !isfinite((double)ld))
+            return too_large(value, what);
     }
     double d = PyFloat_AsDouble(value);
     if (d == -1.0 && PyErr_Occurred()) {
@@ -310,8 +388,7 @@ static int as_double(PyObject *value, double *out, nt_label *what)
         if (!PyErr_ExceptionMatches(PyExc_OverflowError))
             return refuse_number(value, "a real number", float_hook(value), what);
         PyErr_Clear();
-        PyErr_Format(PyExc_OverflowError, "%s: %R is too large for a C double", W(what), value);
-        return -1;
+        return too_large(value, what);
     }
     if (refuse_overflow_to_inf(value, d, what, "double") < 0)
         return -1;
@@ -325,11 +402,13 @@ static int to_float(double d, float *out, PyObject *value, nt_label *what)
 {
     const nt_kind_info *r = &nt_kinds[NT_F32];
     if (isfinite(d) && fabs(d) >= r->fover) {
-        PyObject *max = PyFloat_FromDouble(r->fmax);
+        shown s;
+        const char *v = show(value, &s);
+        PyObject *max = v != NULL ? PyFloat_FromDouble(r->fmax) : NULL;
         if (max == NULL)
             return -1;
-        PyErr_Format(PyExc_OverflowError, "%s: %R is beyond the range of a C %s (max %R)", W(what),
-                     value, r->c_text, max);
+        PyErr_Format(PyExc_OverflowError, "%s: %s is beyond the range of a C %s (max %R)", W(what),
+                     v, r->c_text, max);
         Py_DECREF(max);
         return -1;
     }
@@ -362,12 +441,25 @@ static int complex_failed(const nt_kind_info *c, PyObject *value, nt_label *what
         return -1;
     if (!PyErr_ExceptionMatches(PyExc_OverflowError))
         return refuse_number(value, "a complex number", complex_hook(value), what);
-    PyObject *max = PyFloat_FromDouble(c->fmax);
-    if (max != NULL)
-        nt_raise_chained(PyExc_OverflowError,
-                         "%s: %R does not fit in a C %s (its parts are C %ss, max %R)", W(what),
-                         value, c->c_text, nt_kinds[c->part].c_text, max);
-    Py_XDECREF(max);
+    /* the value shown with the overflow put aside (show runs its repr) */
+    nt_saved_error cause;
+    nt_error_save(&cause);
+    shown s;
+    const char *v = show(value, &s);
+    PyObject *max = v != NULL ? PyFloat_FromDouble(c->fmax) : NULL;
+    if (max == NULL) { /* that error is raised instead */
+        nt_saved_error fresh;
+        nt_error_save(&fresh);
+        nt_error_restore(&cause);
+        PyErr_Clear();
+        nt_error_restore(&fresh);
+        return -1;
+    }
+    nt_error_restore(&cause);
+    nt_raise_chained(PyExc_OverflowError,
+                     "%s: %s does not fit in a C %s (its parts are C %ss, max %R)", W(what), v,
+                     c->c_text, nt_kinds[c->part].c_text, max);
+    Py_DECREF(max);
     return -1;
 }
 

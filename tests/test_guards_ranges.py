@@ -7,6 +7,7 @@ inf); the edge of double for an int is DBL_MAX + half an ulp (2**1024 -
 in every form are in test_bind.py."""
 
 import decimal
+import functools
 import math
 import struct
 
@@ -129,3 +130,57 @@ def test_values_that_convert_to_inf_without_being_inf_are_refused(cfn, engine):
     f = cfn("f_f_f", "float (float)")
     for inf in (math.inf, decimal.Decimal("-Infinity"), np.float64(-math.inf)):
         assert bind(engine, f, inf)() == float(inf)
+
+
+# ---------------------------------------------------------------- huge values in messages
+
+DIGITS_401 = "1" + "0" * 31 + "... (401 digits)"          # 10**400, cut (convert.c show)
+BITS_16610 = "an int of 16610 bits"                         # 10**5000: past str()'s limit
+
+
+@pytest.mark.parametrize("sig, fixture, refusal", [
+    ("int32_t (int32_t)", "f_i_i",
+     "does not fit in a 32-bit C int32_t (range -2147483648..2147483647)"),
+    ("uint64_t (uint64_t)", "f_L_L",
+     "does not fit in a 64-bit unsigned C uint64_t (range 0..18446744073709551615)"),
+    ("double (double)", "f_d_d", "is too large for a C double"),
+    ("double (double complex)", "f_d_D",
+     "does not fit in a C double complex (its parts are C doubles, max 1.7976931348623157e+308)"
+     ": OverflowError: int too large to convert to float"),
+])
+def test_a_huge_int_is_shown_cut(cfn, engine, sig, fixture, refusal):
+    """10**400 is shown by its first digits and its count of digits, not
+    all 401 of them; 10**5000, which str() refuses to write, by its bits
+    (the message is still the OverflowError, not str()'s ValueError).
+    Bound and forwarded, for integer, real and complex parameters alike
+    (a forwarded complex runs on libffi whatever the engine asked)."""
+    fn = cfn(fixture, sig)
+    ctype = sig[sig.index("(") + 1:-1]
+    fwd = nt.bind(fn, nt.ARG, engine=engine)
+    for value, shown in ((10 ** 400, DIGITS_401), (10 ** 5000, BITS_16610)):
+        for call in (functools.partial(nt.bind, fn, value, engine=engine),
+                     functools.partial(fwd, value)):
+            with pytest.raises(OverflowError) as info:
+                call()
+            assert str(info.value) == f"argument 1 ({ctype}): {shown} {refusal}"
+
+
+def test_a_huge_value_of_another_type_is_shown_cut(cfn, engine):
+    """Any repr past 80 characters is cut to its first 32 and "..."; one
+    up to 80 is shown whole (np.clongdouble's longest)."""
+    fn = cfn("f_d_d", "double (double)")
+    with pytest.raises(OverflowError) as info:
+        bind(engine, fn, decimal.Decimal(10 ** 400))
+    assert str(info.value) == ("argument 1 (double): Decimal('10000000000000000000000... "
+                               "is too large for a C double (it converts to inf)")
+    whole = decimal.Decimal("1." + "0" * 62 + "E+400")
+    cut = decimal.Decimal("1." + "0" * 63 + "E+400")
+    assert (len(repr(whole)), len(repr(cut))) == (80, 81)
+    with pytest.raises(OverflowError) as info:
+        bind(engine, fn, whole)
+    assert str(info.value) == (f"argument 1 (double): {whole!r} is too large for a C double "
+                               "(it converts to inf)")
+    with pytest.raises(OverflowError) as info:
+        bind(engine, fn, cut)
+    assert str(info.value) == ("argument 1 (double): Decimal('1." + "0" * 21 + "... is too "
+                               "large for a C double (it converts to inf)")
