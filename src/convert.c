@@ -356,16 +356,18 @@ static int refuse_overflow_to_inf(PyObject *value, double d, nt_label *what, con
     return -1;
 }
 
-static int too_large(PyObject *value, nt_label *what)
+static int too_large(PyObject *value, nt_label *what, const char *ctype)
 {
     shown s;
     const char *v = show(value, &s);
     if (v != NULL)
-        PyErr_Format(PyExc_OverflowError, "%s: %s is too large for a C double", W(what), v);
+        PyErr_Format(PyExc_OverflowError, "%s: %s is too large for a C %s", W(what), v, ctype);
     return -1;
 }
 
-static int as_double(PyObject *value, double *out, nt_label *what)
+/* The value as a double, for a parameter of C type ctype (double or
+   float: a value beyond any double is too large for either). */
+static int as_double(PyObject *value, double *out, nt_label *what, const char *ctype)
 {
     if (reject_nonnumber(value, what, "a real number") < 0)
         return -1;
@@ -379,7 +381,7 @@ static int as_double(PyObject *value, double *out, nt_label *what)
            an int beyond DBL_MAX is refused */
         npy_longdouble ld = PyArrayScalar_VAL(value, LongDouble);
         if (isfinite(ld) && !isfinite((double)ld))
-            return too_large(value, what);
+            return too_large(value, what, ctype);
     }
     double d = PyFloat_AsDouble(value);
     if (d == -1.0 && PyErr_Occurred()) {
@@ -388,9 +390,9 @@ static int as_double(PyObject *value, double *out, nt_label *what)
         if (!PyErr_ExceptionMatches(PyExc_OverflowError))
             return refuse_number(value, "a real number", float_hook(value), what);
         PyErr_Clear();
-        return too_large(value, what);
+        return too_large(value, what, ctype);
     }
-    if (refuse_overflow_to_inf(value, d, what, "double") < 0)
+    if (refuse_overflow_to_inf(value, d, what, ctype) < 0)
         return -1;
     *out = d;
     return 0;
@@ -419,7 +421,7 @@ static int to_float(double d, float *out, PyObject *value, nt_label *what)
 static int convert_real(const nt_type *t, PyObject *value, void *cell, nt_label *what)
 {
     double d = 0.0; /* set by as_double on success; GCC -O1 with TSan cannot see that */
-    if (as_double(value, &d, what) < 0)
+    if (as_double(value, &d, what, nt_kinds[t->kind].c_text) < 0)
         return -1;
     memset(cell, 0, 8);
     if (t->kind == NT_F64) { /* the store differs per kind */

@@ -124,6 +124,10 @@ def test_values_that_convert_to_inf_without_being_inf_are_refused(cfn, engine):
         with pytest.raises(OverflowError, match=r"too large for a C double \(it converts to "
                                                 r"-?inf\)"):
             bind(engine, fn, big)
+        with pytest.raises(OverflowError) as info:
+            bind(engine, cfn("f_f_f", "float (float)"), big)
+        assert str(info.value) == (f"argument 1 (float): {big!r} is too large for a C float (it "
+                                   f"converts to {'-' if big < 0 else ''}inf)")
     for inf in (math.inf, -math.inf, decimal.Decimal("Infinity"), np.float64(-math.inf),
                 np.float32(math.inf)):
         assert bind(engine, fn, inf)() == float(inf)
@@ -144,6 +148,7 @@ BITS_16610 = "an int of 16610 bits"                         # 10**5000: past str
     ("uint64_t (uint64_t)", "f_L_L",
      "does not fit in a 64-bit unsigned C uint64_t (range 0..18446744073709551615)"),
     ("double (double)", "f_d_d", "is too large for a C double"),
+    ("float (float)", "f_f_f", "is too large for a C float"),      # not "C double"
     ("double (double complex)", "f_d_D",
      "does not fit in a C double complex (its parts are C doubles, max 1.7976931348623157e+308)"
      ": OverflowError: int too large to convert to float"),
