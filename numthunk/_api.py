@@ -539,7 +539,38 @@ def _thunk_tuple(objs, what):
     return objs
 
 
+# The names DLPack gives the capsule an array's __dlpack__() returns, and
+# the names a consumer renames it to once it has taken the tensor.
+_DLPACK_CAPSULES = frozenset({"dltensor", "dltensor_versioned", "used_dltensor",
+                              "used_dltensor_versioned"})
+
+
+def _tensor_capsule(obj):
+    """"a DLPack tensor capsule (...)" for a refusal where a function is
+    wanted; None for any other object. A function's capsule is named by its
+    C signature: read as one, a tensor's name is an unknown type."""
+    if type(obj).__name__ != "PyCapsule":
+        return None
+    try:
+        name = _core._capsule_pointer(obj)[1]
+    except ValueError:
+        return None                 # a name that is no text: refused as a target is
+    if name not in _DLPACK_CAPSULES:
+        return None
+    return f"a DLPack tensor capsule ('{name}', what an array's __dlpack__() returns)"
+
+
+# what to do instead, after "it holds an array, not a function; "
+_TENSOR_NOT_FUNCTION = ("a function's capsule is named by its C signature "
+                        "(t.lowlevelcallable().function is one), and an array goes to a "
+                        "'const DLTensor *' parameter (docs/dlpack.md)")
+
+
 def _capsule_target(capsule, nogil):
+    tensor = _tensor_capsule(capsule)
+    if tensor is not None:
+        raise TypeError(f"cannot use {tensor} as a target: it holds an array, not a "
+                        f"function; {_TENSOR_NOT_FUNCTION}")
     addr, name = _core._capsule_pointer(capsule)
     if not name:
         raise TypeError("the capsule has no name: a target capsule's name is its C "
@@ -1030,6 +1061,10 @@ def _resolve_one(obj, sig, i, desc, structs=None):
             raise TypeError(f"{param_label(sig, i)}: a cffi data pointer or value cannot be "
                             f"bound to a function pointer (got cffi '{_cffi.cname(obj)}')")
         if is_function_object(obj):
+            tensor = _tensor_capsule(obj)
+            if tensor is not None:
+                raise TypeError(f"{param_label(sig, i)}: {tensor} holds an array, not a "
+                                f"function; {_TENSOR_NOT_FUNCTION}")
             fn = as_function(obj)
             # owner: the thunk the value stands for, when it is one (the
             # core takes that thunk, not the registry's at the address);

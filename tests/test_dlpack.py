@@ -759,6 +759,37 @@ def test_capsules_of_other_names_are_named_in_the_refusal(kern, engine):
         assert ("already consumed" in str(info.value)) == (name == b"used_dltensor")
 
 
+@pytest.mark.parametrize("version", [None, (1, 0)])
+def test_a_tensor_capsule_is_no_function(cfn, engine, version):
+    """A DLPack capsule where a function goes (a function-pointer value,
+    bound, forwarded or rebound, or a target, signature= given or not) is
+    named for what it is; read as a function's capsule, its name would be
+    taken for a signature ("unknown type name 'dltensor'")."""
+    arr = np.arange(3.0)
+    capsule = arr.__dlpack__(max_version=version) if version else arr.__dlpack__()
+    name = "dltensor_versioned" if version else "dltensor"
+    tensor = f"a DLPack tensor capsule ('{name}', what an array's __dlpack__() returns)"
+    instead = ("a function's capsule is named by its C signature (t.lowlevelcallable().function "
+               "is one), and an array goes to a 'const DLTensor *' parameter (docs/dlpack.md)")
+    apply = cfn("f_d_Fd", "double (double (*f)(double), double x)")
+    t = nt.bind(apply, nt.bind(cfn("f_d_d", "double (double)"), nt.ARG, engine=engine), nt.ARG,
+                engine=engine)
+    fwd = nt.bind(apply, nt.ARG, nt.ARG, engine=engine)
+    for give in (lambda: nt.bind(apply, capsule, 1.0, engine=engine),
+                 lambda: fwd(capsule, 1.0), lambda: t.rebind(0, capsule)):
+        with pytest.raises(TypeError) as info:
+            give()
+        assert str(info.value) == (f"argument 1 (f: double (*)(double)): {tensor} holds an "
+                                   f"array, not a function; {instead}")
+    assert t(2.0) == 2.0
+    for options in ({}, {"signature": "double (double)"}):
+        with pytest.raises(TypeError) as info:
+            nt.bind(capsule, 1.0, engine=engine, **options)
+        assert str(info.value) == (f"cannot use {tensor} as a target: it holds an array, not a "
+                                   f"function; {instead}")
+    assert f'capsule object "{name}" at' in repr(capsule)             # not consumed
+
+
 class DeviceDL(OnlyDL):
     """An exporter whose __dlpack_device__ answers what it is given."""
 
