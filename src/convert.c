@@ -48,6 +48,7 @@ typedef struct {
     const nt_sig *sig;
     int i;
     int done;
+    int call; /* a forwarded value of a call from Python (nt_convert_arg) */
     char text[256];
 } nt_label;
 
@@ -147,10 +148,70 @@ static const char *complex_hook(PyObject *v)
     return has ? "__complex__" : float_hook(v);
 }
 
+/* Whether a value that did not convert to a scalar is an array or a
+   sequence of values (an ndarray of one dimension or more, a list, a
+   tuple, an array.array), as SciPy's routines pass their Python callable:
+   it is refused as no scalar. Text is no sequence here (refused before). */
+static int is_many(PyObject *v)
+{
+    if (PyArray_Check(v))
+        return PyArray_NDIM((PyArrayObject *)v) > 0;
+    return PySequence_Check(v) && !PyUnicode_Check(v) && !PyBytes_Check(v) && !PyByteArray_Check(v);
+}
+
+/* What SciPy routines that call their function with arrays take, after a
+   call from Python passed an array: the thunk's lowlevelcallable(), of a
+   signature the routine lists (docs/scipy.md's table, ndimage's rows). */
+#define SCIPY_HINT                                                                          \
+    "; a thunk or Function called from Python takes one value per parameter. A SciPy "      \
+    "routine that calls its function with arrays takes t.lowlevelcallable() instead, of a " \
+    "signature it lists: ndimage.generic_filter 'int (double *, intptr_t, double *, void "  \
+    "*)', generic_filter1d 'int (double *, intptr_t, double *, intptr_t, void *)', "        \
+    "geometric_transform 'int (intptr_t *, double *, int, int, void *)' (docs/scipy.md)"
+
+/* The refusal of an array or sequence for a scalar parameter: what it is
+   (its shape, or its count of items), and from a call, the hint above. */
+static int refuse_many(PyObject *value, const char *expected, nt_label *what)
+{
+    if (nt_error_passes())
+        return -1;
+    PyErr_Clear();
+    const char *type = Py_TYPE(value)->tp_name;
+    const char *a = strchr("aeiouAEIOU", type[0]) != NULL ? "an" : "a";
+    char got[200];
+    if (PyArray_Check(value)) {
+        PyArrayObject *arr = (PyArrayObject *)value;
+        char shape[96];
+        size_t len = 0;
+        int nd = PyArray_NDIM(arr);
+        for (int k = 0; k < nd && len < sizeof(shape); k++)
+            len += (size_t)PyOS_snprintf(shape + len, sizeof(shape) - len, "%s%zd",
+                                         k > 0 ? ", " : "", (Py_ssize_t)PyArray_DIM(arr, k));
+        nt_mark_cut(shape, sizeof(shape), len);
+        nt_format_cut(got, sizeof(got), "%s %.100s of shape (%s%s)", a, type, shape,
+                      nd == 1 ? "," : "");
+    } else {
+        Py_ssize_t n = PyObject_Length(value);
+        if (n < 0 && nt_error_passes())
+            return -1;
+        PyErr_Clear();
+        if (n < 0)
+            nt_format_cut(got, sizeof(got), "%s %.100s", a, type);
+        else
+            nt_format_cut(got, sizeof(got), "%s %.100s of %zd item%s", a, type, n,
+                          n == 1 ? "" : "s");
+    }
+    PyErr_Format(PyExc_TypeError, "%s: expected %s, got %s, which is not a scalar%s", W(what),
+                 expected, got, what->call ? SCIPY_HINT : "");
+    return -1;
+}
+
 /* The refusal of a value whose conversion raised (not an overflow): its
    hook (above) raised, or it is no number. -1. */
 static int refuse_number(PyObject *value, const char *expected, const char *hook, nt_label *what)
 {
+    if (is_many(value))
+        return refuse_many(value, expected, what);
     if (hook != NULL) {
         nt_raise_chained(PyExc_TypeError, "%s: expected %s; %.100s.%s() raised", W(what), expected,
                          Py_TYPE(value)->tp_name, hook);
@@ -1174,8 +1235,8 @@ int nt_needs_resolve(const nt_type *t, PyObject *value)
     }
 }
 
-int nt_convert(const nt_sig *sig, int i, PyObject *value, void *cell, nt_held **held,
-               const nt_mvspec *mv, uint64_t *key)
+static int convert(const nt_sig *sig, int i, PyObject *value, void *cell, nt_held **held,
+                   const nt_mvspec *mv, uint64_t *key, int call)
 {
     const nt_type *t = &sig->args[i];
     int value_class = nt_kinds[t->kind].value;
@@ -1185,6 +1246,7 @@ int nt_convert(const nt_sig *sig, int i, PyObject *value, void *cell, nt_held **
     label.sig = sig;
     label.i = i;
     label.done = 0;
+    label.call = call;
     nt_label *what = &label;
     /* size(), shape() and stride() bind integers; for any other
        parameter, derived_from says so */
@@ -1204,6 +1266,18 @@ int nt_convert(const nt_sig *sig, int i, PyObject *value, void *cell, nt_held **
         PyErr_Format(PyExc_TypeError, "%s: parameters of this type cannot be bound", W(what));
         return -1;
     }
+}
+
+int nt_convert(const nt_sig *sig, int i, PyObject *value, void *cell, nt_held **held,
+               const nt_mvspec *mv, uint64_t *key)
+{
+    return convert(sig, i, value, cell, held, mv, key, 0);
+}
+
+int nt_convert_arg(const nt_sig *sig, int i, PyObject *value, void *cell, nt_held **held,
+                   const nt_mvspec *mv)
+{
+    return convert(sig, i, value, cell, held, mv, NULL, 1);
 }
 
 /* An integer returned in the low bytes of w, extended by its signedness. */

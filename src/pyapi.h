@@ -274,6 +274,12 @@ typedef struct {
 int nt_convert(const nt_sig *sig, int i, PyObject *value, void *cell, nt_held **held,
                const nt_mvspec *mv, uint64_t *key);
 
+/* nt_convert for a forwarded value of a call from Python: an array or a
+   sequence refused for a scalar parameter is also told that a SciPy
+   routine calling its function with arrays takes t.lowlevelcallable(). */
+int nt_convert_arg(const nt_sig *sig, int i, PyObject *value, void *cell, nt_held **held,
+                   const nt_mvspec *mv);
+
 /* 1 if value, bound to parameter t, needs the Python package to turn it
    into something nt_convert takes (a ctypes or cffi object, arr.ctypes,
    a Function or thunk for a function pointer, a ref() cell); else 0; -1

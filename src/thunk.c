@@ -943,8 +943,8 @@ static int convert_forwarded(ThunkObject *self, PyObject *args, nt_memviewslice 
     NT_UNLOCK(lk);
     for (int k = 0; k < plan->nfwd && converted; k++) {
         int i = plan->fwd_index[k];
-        converted = nt_convert(sig, i, PyTuple_GET_ITEM(args, k), &cells[k], held,
-                               nt_thunk_mvspec(self, i), NULL)
+        converted = nt_convert_arg(sig, i, PyTuple_GET_ITEM(args, k), &cells[k], held,
+                                   nt_thunk_mvspec(self, i))
             == 0;
         avalues[k] = &cells[k];
     }

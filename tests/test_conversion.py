@@ -897,3 +897,44 @@ def test_any_objects_bind_or_raise_cleanly(cfn, a, b):
     elif a is nt.ARG and b is nt.ARG:
         assert t(np.arange(3.0), 3) == 3.0
     t.release()
+
+
+# ------------------------------------------------------------ arrays for scalars
+
+CALL_HINT = ("; a thunk or Function called from Python takes one value per parameter. A SciPy "
+             "routine that calls its function with arrays takes t.lowlevelcallable() instead, of "
+             "a signature it lists: ndimage.generic_filter 'int (double *, intptr_t, double *, "
+             "void *)', generic_filter1d 'int (double *, intptr_t, double *, intptr_t, void *)', "
+             "geometric_transform 'int (intptr_t *, double *, int, int, void *)' "
+             "(docs/scipy.md)")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_an_array_for_a_scalar_is_no_scalar(cfn, engine):
+    """An array or a sequence for a scalar parameter is refused as no
+    scalar, by its shape or count of items; from a call, with what SciPy
+    routines take instead (they call a Python function with arrays). A
+    0-dimensional array is a scalar."""
+    import array
+
+    cases = [("f_d_d", "double (double)", "a real number"),
+             ("f_i_i", "int32_t (int32_t)", "an integer"),
+             ("f_d_D", "double (double complex)", "a complex number")]
+    values = [(np.zeros((2, 3)), "a numpy.ndarray of shape (2, 3)"),
+              (np.arange(1.0), "a numpy.ndarray of shape (1,)"),
+              ([1.0, 2.0], "a list of 2 items"), ((1,), "a tuple of 1 item"),
+              (array.array("d", [1.0, 2.0, 3.0]), "an array.array of 3 items"),
+              (range(0), "a range of 0 items")]
+    for name, sig, expected in cases:
+        fn = cfn(name, sig)
+        label = f"argument 1 ({sig[sig.index('(') + 1:-1]})"
+        fwd = nt.bind(fn, nt.ARG, engine=engine)
+        for value, shown in values:
+            refusal = f"{label}: expected {expected}, got {shown}, which is not a scalar"
+            with pytest.raises(TypeError) as info:
+                fwd(value)
+            assert str(info.value) == refusal + CALL_HINT
+            with pytest.raises(TypeError) as info:
+                nt.bind(fn, value, engine=engine)
+            assert str(info.value) == refusal
+        assert fwd(np.array(3)) == 3 and nt.bind(fn, np.array(3), engine=engine)() == 3

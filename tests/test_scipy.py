@@ -314,6 +314,37 @@ def test_generic_filter(ifn, which):
     assert not np.allclose(got, ndimage.uniform_filter(image, 3))
 
 
+# what a call from Python that passes arrays for scalars is told (convert.c)
+SCIPY_HINT = ("; a thunk or Function called from Python takes one value per parameter. A SciPy "
+              "routine that calls its function with arrays takes t.lowlevelcallable() instead, "
+              "of a signature it lists: ndimage.generic_filter 'int (double *, intptr_t, double "
+              "*, void *)', generic_filter1d 'int (double *, intptr_t, double *, intptr_t, void "
+              "*)', geometric_transform 'int (intptr_t *, double *, int, int, void *)' "
+              "(docs/scipy.md)")
+
+
+def test_a_thunk_itself_given_to_ndimage_says_to_pass_its_lowlevelcallable(cfn, engine):
+    """Given the thunk rather than a LowLevelCallable, SciPy calls it as a
+    Python function, with an array (generic_filter) or a tuple of
+    coordinates (geometric_transform): the refusal says the value is no
+    scalar and names the signatures docs/scipy.md lists for these."""
+    t = nt.bind(cfn("f_d_d", "double (double)"), nt.ARG, engine=engine)
+    image = np.arange(12.0).reshape(3, 4)
+    for call, got in ((lambda: ndimage.generic_filter(image, t, size=3),
+                       "a numpy.ndarray of shape (9,)"),
+                      (lambda: ndimage.geometric_transform(image, t), "a tuple of 2 items")):
+        with pytest.raises(TypeError) as info:
+            call()
+        assert str(info.value) == (f"argument 1 (double): expected a real number, got {got}, "
+                                   f"which is not a scalar{SCIPY_HINT}")
+    with open(os.path.join(HERE, "..", "docs", "scipy.md")) as f:
+        table = f.read()
+    for sig in ("int (double *, intptr_t, double *, void *)",
+                "int (double *, intptr_t, double *, intptr_t, void *)",
+                "int (intptr_t *, double *, int, int, void *)"):
+        assert f"'{sig}'" in SCIPY_HINT and f"`{sig}`" in table     # the message as the docs
+
+
 def _filter1d_targets(ifn, scale):
     c_target = nt.bind(ifn("filter1d_scaled_sum",
                            "int (double, double *, intptr_t, double *, intptr_t, void *)"),
