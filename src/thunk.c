@@ -1070,6 +1070,43 @@ static PyObject *thunk_call(ThunkObject *self, PyObject *args, PyObject *kwds)
 
 /* ---- rebind / reclaim / release ---- */
 
+/* KeyError: key names no parameter of sig. Says which names there are,
+   with their indexes, or that there are none (a Numba @cfunc's signature
+   never names its parameters), and gives the index form. */
+static void no_parameter_named(const nt_sig *sig, PyObject *key)
+{
+    char names[400], index[64];
+    size_t len = 0;
+    int named = 0;
+    names[0] = '\0';
+    for (int i = 0; i < sig->nargs; i++) {
+        if (sig->names == NULL || sig->names[i] == NULL)
+            continue;
+        if (len < sizeof(names))
+            len += (size_t)PyOS_snprintf(names + len, sizeof(names) - len, "%s'%s' (%d)",
+                                         named > 0 ? ", " : "", sig->names[i], i);
+        named++;
+    }
+    nt_mark_cut(names, sizeof(names), len);
+    if (sig->nargs == 1)
+        PyOS_snprintf(index, sizeof(index), "rebind(0, ...)");
+    else
+        PyOS_snprintf(index, sizeof(index), "rebind(0, ...) to rebind(%d, ...)", sig->nargs - 1);
+    if (sig->nargs == 0)
+        PyErr_Format(PyExc_KeyError, "the target has no parameter named %R: it has no parameters",
+                     key);
+    else if (named == 0)
+        PyErr_Format(PyExc_KeyError,
+                     "the target has no parameter named %R: its signature names none of its "
+                     "parameters (a Numba @cfunc's never does); name one by its index, %s",
+                     key, index);
+    else
+        PyErr_Format(PyExc_KeyError,
+                     "the target has no parameter named %R; its named parameter%s %s %s, and "
+                     "any parameter may be named by its index, %s",
+                     key, named == 1 ? "" : "s", named == 1 ? "is" : "are", names, index);
+}
+
 static int param_index(ThunkObject *self, PyObject *key)
 {
     const nt_sig *sig = self->sig->sig;
@@ -1081,7 +1118,7 @@ static int param_index(ThunkObject *self, PyObject *key)
         for (int i = 0; i < sig->nargs && (size_t)len == strlen(name); i++)
             if (sig->names != NULL && sig->names[i] != NULL && strcmp(sig->names[i], name) == 0)
                 return i;
-        PyErr_Format(PyExc_KeyError, "the target has no parameter named %R", key);
+        no_parameter_named(sig, key);
         return -1;
     }
     if (PyBool_Check(key) || !PyIndex_Check(key)) {

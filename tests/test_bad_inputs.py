@@ -513,6 +513,40 @@ def test_target_addresses_out_of_range_name_the_range(cfn):
         nt.Thunk(sig, 4096.0, (1.0,))
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_rebind_key_that_names_no_parameter_says_which_do(cfn, engine):
+    """A name that is no parameter's: the names there are, with their
+    indexes, or that there are none (a Numba @cfunc names none), and the
+    index form, which then works."""
+    from numba import cfunc, types
+
+    @cfunc(types.float64(types.float64, types.float64))
+    def scale(k, x):
+        return k * x
+
+    t = nt.bind(scale, 2.0, nt.ARG, engine=engine)
+    with pytest.raises(KeyError) as info:
+        t.rebind("k", 3.0)                  # the Python name: not in the C signature
+    assert info.value.args[0] == (
+        "the target has no parameter named 'k': its signature names none of its parameters (a "
+        "Numba @cfunc's never does); name one by its index, rebind(0, ...) to rebind(1, ...)")
+    t.rebind(0, 3.0)
+    assert t(2.0) == 6.0
+    for sig, names in [("double (const double *x, int n)", "parameters are 'x' (0), 'n' (1)"),
+                       ("double (const double *, int n)", "parameter is 'n' (1)")]:
+        t = nt.bind(cfn("f_d_pi", sig), np.zeros(2), 2, engine=engine)
+        with pytest.raises(KeyError) as info:
+            t.rebind("c", 1)
+        assert info.value.args[0] == (
+            f"the target has no parameter named 'c'; its named {names}, and any parameter may "
+            "be named by its index, rebind(0, ...) to rebind(1, ...)")
+    with pytest.raises(KeyError) as info:
+        nt.bind(cfn("f_d_d", "double (double)"), 1.0, engine=engine).rebind("x", 1.0)
+    assert info.value.args[0] == (
+        "the target has no parameter named 'x': its signature names none of its parameters (a "
+        "Numba @cfunc's never does); name one by its index, rebind(0, ...)")
+
+
 def test_rebind_keys_name_the_parameter_range(cfn):
     t = nt.bind(cfn("f_d_pi", SUM), np.zeros(2), 2)
     for bad in (2 ** 70, -(2 ** 70), 2, -1):

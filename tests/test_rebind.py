@@ -453,7 +453,10 @@ def test_a_name_with_a_nul_names_no_parameter(cfn):
     for name in ("x\0", "x\0y", "\0x", "n\0", "\0"):
         with pytest.raises(KeyError) as info:
             t.rebind(name, np.ones(2))
-        assert info.value.args[0] == f"the target has no parameter named {name!r}"
+        assert info.value.args[0] == (
+            f"the target has no parameter named {name!r}; its named parameters are 'x' (0), "
+            "'n' (1), and any parameter may be named by its index, rebind(0, ...) to "
+            "rebind(1, ...)")
     assert t() == 3.0 and t.bindings[0] is a
     t.rebind("x", np.ones(2))
     assert t() == 2.0
