@@ -807,7 +807,9 @@ class Thunk(_core.Thunk):
     signature; ``.ctypes``: a ctypes function pointer that keeps it alive;
     ``thunk(*forwarded)``: call it from Python; ``rebind(i, value)``,
     ``reclaim()``, ``release()``; a context manager that releases it.
-    ``.dependencies``: the thunks it uses (and holds).
+    ``.dependencies``: the thunks it uses (and holds). SciPy routines
+    (``quad``, ``ndimage``) take ``t.lowlevelcallable()``: given the thunk
+    itself, they call it through Python at every point.
 
     >>> frexp = nt.Function.from_library("libm.so.6", "frexp", "double (double, int *e)")
     >>> e = np.zeros(1, dtype=np.intc)

@@ -345,6 +345,26 @@ def test_a_thunk_itself_given_to_ndimage_says_to_pass_its_lowlevelcallable(cfn, 
         assert f"'{sig}'" in SCIPY_HINT and f"`{sig}`" in table     # the message as the docs
 
 
+def test_quad_of_the_thunk_itself_is_the_slow_path_the_docs_steer_from(cfn, engine):
+    """quad(t) works (SciPy calls the thunk through Python per point) and
+    gives quad(t.lowlevelcallable())'s value; the class's help, the first
+    example of docs/scipy.md and the README point to the fast form."""
+    t = nt.bind(cfn("f_d_d", "double (double)"), nt.ARG, engine=engine)
+    fast = integrate.quad(t.lowlevelcallable(), 0.0, 2.0, full_output=1)
+    slow = integrate.quad(t, 0.0, 2.0, full_output=1)
+    assert fast[:2] == slow[:2] and fast[2]["neval"] == slow[2]["neval"]
+    assert "SciPy routines\n    (``quad``, ``ndimage``) take ``t.lowlevelcallable()``" in \
+        nt.Thunk.__doc__
+    with open(os.path.join(HERE, "..", "docs", "scipy.md")) as f:
+        page = f.read()
+    first = page[page.index("```python"):]
+    first = first[:first.index("```\n", 3)]
+    assert "integrate.quad(f.lowlevelcallable(), 0.0, 1.0)" in first
+    assert "Pass `t.lowlevelcallable()`, not `t`." in page[:page.index("```python")]
+    with open(os.path.join(HERE, "..", "README.md")) as f:
+        assert "(pass `t.lowlevelcallable()`: `quad(t, ...)` calls the thunk through" in f.read()
+
+
 def _filter1d_targets(ifn, scale):
     c_target = nt.bind(ifn("filter1d_scaled_sum",
                            "int (double, double *, intptr_t, double *, intptr_t, void *)"),
