@@ -401,6 +401,11 @@ class Function:
         Function, and every thunk made from it, can be pickled: another
         process loads the library and finds the symbol again.
 
+        Warning: unpickling one opens the library the pickle names, which
+        runs its constructors, and calls the symbol with the signature the
+        pickle gives. Unpickle only what comes from a source you trust
+        (docs/travel.md).
+
         >>> import pickle
         >>> hypot = nt.Function.from_library("libm.so.6", "hypot", "double (double, double)")
         >>> pickle.loads(pickle.dumps(nt.bind(hypot, 3.0, nt.ARG)))(4.0)

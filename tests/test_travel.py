@@ -554,6 +554,56 @@ def test_from_library_file_that_is_no_library(fixture_path, tmp_path):
     assert nt.Function.from_library(str(lib), "f_d_d", "double (double)")(1.5) == 1.5
 
 
+CTOR_SOURCE = """
+#include <stdio.h>
+#include <stdlib.h>
+
+/* writes "ran" to the file $NTK_CTOR_MARK names, if set, when loaded */
+__attribute__((constructor)) static void mark(void)
+{
+    const char *path = getenv("NTK_CTOR_MARK");
+    FILE *f = path != NULL ? fopen(path, "w") : NULL;
+    if (f != NULL) {
+        fputs("ran", f);
+        fclose(f);
+    }
+}
+
+double ctor_twice(double x) { return 2 * x; }
+"""
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_unpickling_opens_the_library_and_runs_its_constructors(tmp_path, engine):
+    """What docs/travel.md warns of: pickle.loads alone, nothing called,
+    loads the library the pickle names, and its constructor runs; the
+    warning stands before the page's first example, and in from_library's
+    help."""
+    from ntbuild import compile_shared
+
+    src = tmp_path / "ctor.c"
+    src.write_text(CTOR_SOURCE)
+    path = compile_shared(str(src), "ntk_ctor")
+    fn = nt.Function.from_library(path, "ctor_twice", "double (double)")
+    data = pickle.dumps((fn, nt.bind(fn, 1.5, engine=engine)))
+    mark = tmp_path / "mark"
+    env = dict(os.environ, NTK_CTOR_MARK=str(mark),
+               PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-c",
+                           "import pickle, sys; pickle.loads(sys.stdin.buffer.read())"],
+                          input=data, env=env, capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert mark.read_text() == "ran"
+    mark.unlink()
+    proc = subprocess.run([sys.executable, "-c", "import numthunk"], env=env, timeout=120)
+    assert proc.returncode == 0 and not mark.exists()      # the pickle, not the import
+    with open(os.path.join(ROOT, "docs", "travel.md")) as f:
+        page = f.read()
+    warning = page.index("```{warning}\nUnpickling a thunk or a `Function` runs code")
+    assert warning < page.index("```python")
+    assert "runs its constructors" in nt.Function.from_library.__doc__
+
+
 def test_from_library_missing_symbol(fixture_path):
     with pytest.raises(OSError) as info:
         nt.Function.from_library(os.path.relpath(fixture_path), "f_no_such", SUM)
