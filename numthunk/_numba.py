@@ -373,8 +373,10 @@ def register():
 
         # This may run in the middle of a compilation (typing a global
         # thunk): the CPU target reads new lowerings (our constants, casts,
-        # calls) now, as its lookup of a constant never refreshes.
+        # calls) now, as its lookup of a constant never refreshes, and the
+        # typing context our templates (tuples of thunks).
         cpu_target.target_context.refresh()
+        cpu_target.typing_context.refresh()
 
         for cls in _classes:
             # Numba's FunctionType (a thunk passed where a signature

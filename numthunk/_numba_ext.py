@@ -32,6 +32,7 @@ Imported by ``numthunk._numba.register()`` only (and by pickle, when a
 cached ``@njit(cache=True)`` consumer is loaded): it imports Numba.
 """
 
+import operator
 import threading
 
 import numba.experimental.function_type  # noqa: F401  (FunctionType's model, for the cast)
@@ -39,6 +40,7 @@ from llvmlite import ir
 from numba.core import cgutils, errors, types, typing
 from numba.core.imputils import lower_builtin, lower_cast, lower_constant
 from numba.core.typeconv import Conversion
+from numba.core.typing.templates import AbstractTemplate, infer, infer_global
 from numba.extending import NativeValue, box, models, register_model, unbox
 
 
@@ -117,14 +119,28 @@ class ThunkType(types.Callable):
 
     def unify(self, typingctx, other):
         # A thunk and a Numba function value of the same signature (a
-        # @cfunc, another protocol object) meet as Numba's FunctionType;
-        # thunks of one signature over different targets as the uniform
-        # type.
-        if type(other) is types.FunctionType and other.signature == self.signature:
-            return other
-        if isinstance(other, ThunkType) and other.opaque == self.opaque:
-            return self.opaque
+        # @cfunc, another protocol object, an @njit function that compiles
+        # for it) meet as Numba's FunctionType, as Numba's own function
+        # values do; thunks of one signature over different targets as the
+        # uniform type.
+        if isinstance(other, ThunkType):
+            return self.opaque if other.opaque == self.opaque else None
+        if type(other) is types.FunctionType:
+            return other if other.signature == self.signature else None
+        if isinstance(other, types.Dispatcher) and _compiles_for(other, self.signature):
+            return types.FunctionType(self.signature)
         return None
+
+
+def _compiles_for(dispatcher_type, sig):
+    """Whether an @njit function compiles for ``sig`` with exactly its
+    return type (Numba's cast to FunctionType calls its C entry as
+    ``sig``; Numba itself does not compare the return type)."""
+    try:
+        cres = dispatcher_type.dispatcher.get_compile_result(sig)
+    except errors.NumbaError:
+        return False
+    return cres.signature.return_type == sig.return_type
 
 
 def _check_function_pointer(i, atype, want):
@@ -169,6 +185,14 @@ class InlineThunkType(ThunkType):
     def opaque(self):
         return self._opaque
 
+    def __unliteral__(self):
+        # The target is compile-time knowledge about a value, as a
+        # literal's value is: where Numba wants the type of any value that
+        # may be stored (a typed.List's or typed.Dict's items, a returned
+        # value), the thunk is a value of the uniform type, so that thunks
+        # over other targets fit too.
+        return self._opaque
+
     @property
     def key(self):
         return (self._opaque.key, self.fingerprint, self.target_sig, self.layout)
@@ -197,6 +221,58 @@ class ThunkFunctionType(types.FunctionType):
     """The type numthunk gave thunks before ``ThunkType`` (a non-owning
     FunctionType). Kept so that an index of Numba's cache written then
     still unpickles: its entries match no value now and are recompiled."""
+
+
+# ---------------------------------------------------------------- tuples
+
+
+def _common_function_type(context, tup):
+    """The one type the items of a heterogeneous tuple holding a thunk unify
+    to (the uniform thunk type, or Numba's FunctionType where a @cfunc or
+    @njit function is among them), or None. Numba builds a UniTuple itself
+    when the first item is a function value of its own; a tuple whose
+    first item is a thunk needs this."""
+    if not isinstance(tup, types.Tuple) or not tup.types \
+            or not any(isinstance(t, ThunkType) for t in tup.types):
+        return None
+    common = context.unify_types(*tup.types)
+    if isinstance(common, ThunkType) or type(common) is types.FunctionType:
+        return common
+    raise errors.TypingError(
+        f"{tup} mixes thunks with values they do not unify with (functions of other "
+        "signatures): loop over it with numba.literal_unroll(...) or index it with "
+        "constants; a tuple of functions of one signature is iterated and indexed at "
+        "run time as a tuple of one type")
+
+
+@infer
+class _TupleOfThunksIter(AbstractTemplate):
+    # for f in (t1, t2): the tuple as a UniTuple of the common type (the
+    # lowering casts it item by item)
+    key = "getiter"
+
+    def generic(self, args, kws):
+        [tup] = args
+        common = _common_function_type(self.context, tup)
+        if common is not None:
+            uni = types.UniTuple(common, len(tup))
+            return typing.signature(uni.iterator_type, uni)
+        return None
+
+
+@infer_global(operator.getitem)
+class _TupleOfThunksGetItem(AbstractTemplate):
+    # fns[k], k known at run time only (a constant index is a
+    # static_getitem, which keeps each item's own type: inlined)
+    def generic(self, args, kws):
+        tup, idx = args
+        if not isinstance(idx, types.Integer) or isinstance(idx, types.Literal):
+            return None
+        common = _common_function_type(self.context, tup)
+        if common is not None:
+            return typing.signature(common, types.UniTuple(common, len(tup)),
+                                    types.intp if idx.signed else types.uintp)
+        return None
 
 
 def _array_to_pointer(atype, want):

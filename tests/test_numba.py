@@ -1292,6 +1292,11 @@ def c_affine_too(a, b, x):
     return a * x - b
 
 
+@njit
+def call(lst, x):
+    return lst[0](x)
+
+
 def raises_released(f, *args):
     try:
         f(*args)
@@ -1302,7 +1307,17 @@ def raises_released(f, *args):
 
 
 t = nt.bind(c_affine, 2.0, 1.0, nt.ARG, engine=engine)
-lst = numba.typed.List([t])
+
+
+# a field of the thunk's own (inline) type: a typed.List's items have the
+# uniform type, called through the address
+@numba.experimental.jitclass([("f", numba.typeof(t))])
+class Holder:
+    def __init__(self, f):
+        self.f = f
+
+
+held = Holder(t)
 read_cell = ctypes.c_void_p.from_address(id(t) + t._inline_layout()[0])
 assert read_cell.value is not None
 address = t.address
@@ -1311,11 +1326,11 @@ assert read_cell.value is None                  # reads as released
 
 
 @njit
-def run(lst, x):
-    return lst[0](x)
+def run(h, x):
+    return h.f(x)
 
 
-assert raises_released(run, lst, 1.0)
+assert raises_released(run, held, 1.0)
 # Enough releases for the entry to leave the quarantine: its address now
 # serves new thunks, the released one still raises.
 reused = None
@@ -1326,8 +1341,8 @@ for _ in range(40_000):
         break
     u.release()
 assert reused is not None and reused(1.0) == -7.0, "the released entry was not reused"
-assert raises_released(run, lst, 1.0)
-assert run(numba.typed.List([reused]), 1.0) == -7.0
+assert raises_released(run, held, 1.0)
+assert call(numba.typed.List([reused]), 1.0) == -7.0
 print("ok")
 """
 
@@ -1441,14 +1456,13 @@ def test_inline_mixed_containers():
     def by_index(fns, k, x):
         return fns[k](x)
 
-    # a tuple indexed at run time needs one item type: over one target it
-    # is a UniTuple of the inline type; mixed, the uniform type via opaque()
+    # indexed at run time: over one target a UniTuple of the inline type;
+    # over several, the items as the uniform type (opaque() or not)
     a2 = nt.bind(c_affine, 10.0, 0.0, nt.ARG)
     assert [by_index((a, a2), k, 3.0) for k in range(2)] == [7.0, 30.0]
     mixed = (a.opaque(), b.opaque(), c)
     assert [by_index(mixed, k, 3.0) for k in range(3)] == [7.0, 5.0, 9.0]
-    with pytest.raises(numba.core.errors.TypingError):
-        by_index((a, b), 0, 3.0)
+    assert [by_index((a, b, c), k, 3.0) for k in range(3)] == [7.0, 5.0, 9.0]
 
     @njit
     def choose(flag, f, g, x):
@@ -1475,14 +1489,13 @@ def test_inline_mixed_containers():
 
     assert call_all(lst, 3.0) == [7.0, 5.0, 9.0]
     assert lst[0] is a and lst[1] is b
-    # a list typed by its first item (an inline type) refuses another
-    # target's thunk: it would call the first target's code
+    # a list typed by its first item has the uniform type too (a container's
+    # item type is the type of any value it may hold): it takes another
+    # target's thunk
     same = typed.List([a, a2])
-    assert call_all(same, 3.0) == [7.0, 30.0]
-    with pytest.warns(numba.core.errors.NumbaTypeSafetyWarning), \
-            pytest.raises(numba.core.errors.TypingError, match="cannot convert"):
-        same.append(b)
-    assert call_all(same, 3.0) == [7.0, 30.0]
+    assert same._list_type.item_type is _uniform()
+    same.append(b)
+    assert call_all(same, 3.0) == [7.0, 30.0, 5.0]
 
     @numba.experimental.jitclass([("f", _uniform())])
     class Holder:

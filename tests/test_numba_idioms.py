@@ -1,0 +1,252 @@
+"""Numba's idioms for function values, with thunks over several @cfunc
+targets of one signature (each with a type of its own, so that a single
+call inlines its target): loops over tuples, tuples indexed at run time,
+untyped typed.List and typed.Dict, and thunks meeting Numba's own function
+values (@cfunc, @njit) in tuples, lists and branches.
+
+Every call is checked against the same arithmetic in Python, on both
+engines (the thunks' engine is the `engine` fixture)."""
+
+import numba
+import pytest
+from numba import cfunc, njit, typed, types
+from numba.core.errors import TypingError
+
+import numthunk as nt
+from numthunk._numba_ext import InlineThunkType
+
+f8 = types.float64
+
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::numba.core.errors.NumbaExperimentalFeatureWarning")
+
+
+@cfunc(f8(f8, f8))
+def c_plus(k, x):
+    return x + k
+
+
+@cfunc(f8(f8, f8))
+def c_times(k, x):
+    return x * k
+
+
+@cfunc(f8(f8))
+def c_square(x):
+    return x * x
+
+
+@njit
+def j_half(x):
+    return x / 2.0
+
+
+@njit
+def j_count(x):                      # returns int64 of its own
+    return 3
+
+
+@njit
+def j_pair(x):                       # cannot return a float64
+    return (x, x)
+
+
+def _thunks(engine):
+    """Three thunks of one signature over two targets, and what each
+    computes."""
+    plus = nt.bind(c_plus, 1.0, nt.ARG, engine=engine)
+    times = nt.bind(c_times, 3.0, nt.ARG, engine=engine)
+    plus10 = nt.bind(c_plus, 10.0, nt.ARG, engine=engine)
+    return (plus, times, plus10), (lambda x: x + 1.0, lambda x: 3.0 * x, lambda x: x + 10.0)
+
+
+def _uniform():
+    return nt.Signature("double (double)").numba_type()
+
+
+@njit
+def loop_over_built_tuple(f, g, x):
+    s = 0.0
+    for h in (f, g):
+        s = s * 2.0 + h(x)
+    return s
+
+
+@njit
+def loop_over_tuple(fns, x):
+    s = 0.0
+    for h in fns:
+        s = s * 2.0 + h(x)
+    return s
+
+
+@njit
+def pick(fns, k, x):
+    return fns[k](x)
+
+
+@njit
+def pick_in_loop(fns, x):
+    s = 0.0
+    for k in range(len(fns)):
+        s = s * 2.0 + fns[k](x)
+    return s
+
+
+def test_thunks_over_several_targets_have_types_of_their_own(engine):
+    (plus, times, plus10), _ = _thunks(engine)
+    assert type(numba.typeof(plus)) is InlineThunkType
+    assert numba.typeof(plus) is numba.typeof(plus10)
+    assert numba.typeof(plus) != numba.typeof(times)
+    assert isinstance(numba.typeof((plus, times)), types.Tuple)     # heterogeneous
+
+
+def test_loop_over_a_tuple_of_thunks_over_several_targets(engine):
+    (plus, times, plus10), (p, t, p10) = _thunks(engine)
+    assert loop_over_built_tuple(plus, times, 2.0) == 2.0 * p(2.0) + t(2.0) == 12.0
+    assert loop_over_built_tuple(times, plus, 2.0) == 2.0 * t(2.0) + p(2.0)
+    assert loop_over_tuple((plus, times, plus10), 2.0) == 4 * p(2.0) + 2 * t(2.0) + p10(2.0)
+    # a thunk over C code (the uniform type) among them
+    pow2 = nt.bind(nt.Function.from_library("libm.so.6", "pow", "double (double, double)"),
+                   nt.ARG, 2.0, engine=engine)
+    assert loop_over_tuple((plus, pow2, times), 3.0) == 4 * 4.0 + 2 * 9.0 + 9.0
+
+
+def test_tuple_of_thunks_over_several_targets_indexed_at_run_time(engine):
+    (plus, times, plus10), funcs = _thunks(engine)
+    fns = (plus, times, plus10)
+    assert [pick(fns, k, 2.0) for k in range(3)] == [f(2.0) for f in funcs]
+    assert [pick(fns, k, 2.0) for k in (-1, -3)] == [funcs[-1](2.0), funcs[-3](2.0)]
+    assert pick(fns, numba.uint8(1), 2.0) == funcs[1](2.0)
+    assert pick_in_loop(fns, 2.0) == 4 * 3.0 + 2 * 6.0 + 12.0
+    with pytest.raises(IndexError):
+        pick(fns, 3, 2.0)
+
+
+def test_a_single_thunk_call_stays_inlined(engine):
+    """Typing tuples of thunks takes nothing from a call of one thunk: its
+    target's code is still inlined (no call through an address)."""
+    (plus, times, _), _ = _thunks(engine)
+
+    @njit
+    def twice(f, x):
+        return f(f(x))
+
+    assert twice(plus, 1.0) == 3.0 and twice(times, 1.0) == 9.0
+    ir = twice.inspect_llvm(twice.signatures[0])
+    body = ir[ir.index("define"):]
+    body = body[:body.index("\n}\n")]
+    assert not [line for line in body.splitlines() if "call double" in line]
+    assert "fadd double" in body
+
+
+@pytest.mark.parametrize("fill", ["python", "njit"])
+def test_untyped_typed_list_takes_thunks_over_several_targets(engine, fill):
+    (plus, times, plus10), funcs = _thunks(engine)
+
+    @njit
+    def gather(a, b, c):
+        lst = typed.List()
+        lst.append(a)
+        lst.append(b)
+        lst.append(c)
+        return lst
+
+    @njit
+    def call_all(lst, x):
+        return [f(x) for f in lst]
+
+    if fill == "python":
+        lst = typed.List()
+        for t in (plus, times, plus10):
+            lst.append(t)
+    else:
+        lst = gather(plus, times, plus10)
+    assert lst._list_type.item_type is _uniform()
+    assert call_all(lst, 2.0) == [f(2.0) for f in funcs]
+    assert lst[1] is times                              # the same object back
+    lst2 = typed.List([times, plus])                    # typed by its first item
+    assert call_all(lst2, 2.0) == [6.0, 3.0]
+
+
+def test_untyped_typed_dict_takes_thunks_over_several_targets(engine):
+    (plus, times, plus10), funcs = _thunks(engine)
+
+    @njit
+    def call(d, k, x):
+        return d[k](x)
+
+    d = typed.Dict()
+    d["plus"] = plus
+    d["times"] = times
+    d["plus10"] = plus10
+    assert [call(d, k, 2.0) for k in ("plus", "times", "plus10")] == [f(2.0) for f in funcs]
+    assert d["times"] is times
+
+
+def test_branch_over_thunks_over_several_targets(engine):
+    (plus, times, _), _ = _thunks(engine)
+
+    @njit
+    def choose(flag, f, g, x):
+        h = f if flag else g
+        return h(x)
+
+    assert choose(True, plus, times, 2.0) == 3.0 and choose(False, plus, times, 2.0) == 6.0
+
+
+@pytest.mark.parametrize("other", ["cfunc", "njit"])
+def test_thunks_unify_with_numba_function_values(engine, other):
+    """A thunk and a @cfunc or @njit function of its signature meet as
+    Numba's FunctionType, in whichever order, in a tuple (loop and run-time
+    index), a list and a branch."""
+    (plus, times, _), (p, t, _) = _thunks(engine)
+    fn, ref = (c_square, lambda x: x * x) if other == "cfunc" else (j_half, lambda x: x / 2.0)
+
+    @njit
+    def in_list(f, g, h, x):
+        return [k(x) for k in [f, g, h]]
+
+    @njit
+    def choose(flag, f, g, x):
+        h = f if flag else g
+        return h(x)
+
+    x = 3.0
+    for order, refs in (((plus, fn, times), (p, ref, t)), ((fn, plus, times), (ref, p, t))):
+        want = [r(x) for r in refs]
+        assert loop_over_tuple(order, x) == (want[0] * 2.0 + want[1]) * 2.0 + want[2]
+        assert [pick(order, k, x) for k in range(3)] == want
+        assert in_list(*order, x) == want
+        assert loop_over_built_tuple(order[0], order[1], x) == 2.0 * want[0] + want[1]
+    assert choose(True, plus, fn, x) == p(x) and choose(False, plus, fn, x) == ref(x)
+    assert choose(True, fn, times, x) == ref(x) and choose(False, fn, times, x) == t(x)
+
+
+def test_njit_function_unifies_where_it_compiles_for_the_signature(engine):
+    """An @njit function meets a thunk as Numba's FunctionType when it
+    compiles for the thunk's signature (an int64 result converted to the
+    float64 the signature returns, as Numba compiles it); one that cannot
+    return a float64 does not unify."""
+    (plus, _, _), _ = _thunks(engine)
+    assert loop_over_built_tuple(plus, j_count, 2.0) == 2.0 * 3.0 + 3.0
+    with pytest.raises(TypingError, match="mixes thunks with values they do not unify with"):
+        loop_over_built_tuple(plus, j_pair, 2.0)
+
+
+def test_a_tuple_that_cannot_be_one_type_says_what_to_write(engine):
+    (plus, _, _), _ = _thunks(engine)
+    two = nt.bind(c_plus, nt.ARG, nt.ARG, engine=engine)       # double (double, double)
+    with pytest.raises(TypingError) as info:
+        loop_over_built_tuple(plus, two, 2.0)
+    lines = [line for line in str(info.value).splitlines()
+             if line.strip() and not line.startswith("Failed in nopython mode pipeline")]
+    assert "numba.literal_unroll" in lines[0], lines[0]
+    with pytest.raises(TypingError, match="numba.literal_unroll"):
+        pick((plus, two), 0, 2.0)
+
+    @njit
+    def by_constant(fns, x):
+        return fns[0](x) + fns[1](x, x)
+
+    assert by_constant((plus, two), 2.0) == 3.0 + 4.0
