@@ -584,6 +584,40 @@ def _capsule_target(capsule, nogil):
                     owner=capsule)
 
 
+def _is_lowlevelcallable(obj):
+    # without importing SciPy: a LowLevelCallable is a tuple subclass
+    # (capsule, function, user_data)
+    cls = type(obj)
+    return (cls.__name__ == "LowLevelCallable" and cls.__module__.startswith("scipy.")
+            and isinstance(obj, tuple))
+
+
+_capsule_context = ctypes.pythonapi.PyCapsule_GetContext
+_capsule_context.restype = ctypes.c_void_p
+_capsule_context.argtypes = [ctypes.py_object]
+
+
+def _lowlevelcallable_target(llc, signature, nogil):
+    """The Function of a ``scipy.LowLevelCallable``: its capsule's function,
+    named by its signature, with its ``user_data`` (the capsule's context,
+    as SciPy's callers read it) fixed as the trailing ``void *`` where the
+    signature ends with one. The Function holds the LowLevelCallable, which
+    holds whatever the user data came from."""
+    capsule = tuple.__getitem__(llc, 0)
+    addr, name = _core._capsule_pointer(capsule)
+    if signature is None and not name:
+        raise TypeError("the LowLevelCallable's capsule has no name: pass signature=")
+    sig = Signature(signature if signature is not None else name)
+    nogil = False if nogil is None else nogil      # as a capsule: nothing says
+    params = sig._describe()[1]
+    last = len(params) - 1
+    if last >= 0 and params[last][:3] == ("pointer", "void", 1):
+        user_data = _capsule_context(capsule) or 0
+        return Function(addr, sig, nogil=nogil, owner=llc, name="LowLevelCallable",
+                        fixed={last: _core.Address(user_data)})
+    return Function(addr, sig, nogil=nogil, owner=llc, name="LowLevelCallable")
+
+
 def _is_numba_cfunc(obj):
     return (type(obj).__module__.startswith("numba.")
             and hasattr(obj, "address") and hasattr(obj, "_sig"))
@@ -662,6 +696,8 @@ def as_function(target, signature=None, nogil=None):
                         nogil=True if nogil is None else nogil, owner=target,
                         name=getattr(target, "__name__", None),
                         structs=_foreign.declared_structs(target))
+    if _is_lowlevelcallable(target):
+        return _lowlevelcallable_target(target, signature, nogil)
     if type(target).__name__ == "PyCapsule":
         fn = _capsule_target(target, nogil)
         if signature is not None:
@@ -681,7 +717,7 @@ def as_function(target, signature=None, nogil=None):
     raise TypeError(f"cannot use a {type(target).__name__!r} object as a target: expected a "
                     "numthunk.Function, an int address with signature=, a ctypes or cffi "
                     "function pointer (or lib.f of a compiled cffi module), a capsule named "
-                    "by its signature, a Numba @cfunc or a thunk")
+                    "by its signature, a scipy.LowLevelCallable, a Numba @cfunc or a thunk")
 
 
 def _cfunc_function(target, signature, nogil):

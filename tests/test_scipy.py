@@ -6,8 +6,10 @@ Python function."""
 
 import ctypes
 import os
+import weakref
 
 import cffi
+import numba
 import numpy as np
 import pytest
 from numba import cfunc, types
@@ -429,3 +431,92 @@ def test_geometric_transform(ifn, which):
     np.testing.assert_allclose(got, ref, rtol=1e-13, atol=1e-13)
     np.testing.assert_allclose(got, ndimage.shift(image, shift, order=1), rtol=1e-12,
                                atol=1e-12)
+
+
+# -------------------------------------------------- a LowLevelCallable as a target
+
+
+def _plus1_cython(user_data=None):
+    """SciPy's own Cython callback, exported through __pyx_capi__:
+    double plus1_cython(double a, int *error_flag, void *user_data), which
+    returns a + 1, or a + *(double *)user_data when user_data is not NULL."""
+    from scipy._lib import _ccallback_c
+
+    return LowLevelCallable.from_cython(_ccallback_c, "plus1_cython", user_data)
+
+
+@numba.njit
+def _call_llc(t, x):
+    return t(x)
+
+
+def test_lowlevelcallable_is_a_target_with_its_user_data_bound(engine):
+    import gc
+
+    step = ctypes.c_double(2.5)
+    llc = _plus1_cython(ctypes.cast(ctypes.pointer(step), ctypes.c_void_p))
+    flag = np.zeros(1, np.intc)
+    t = nt.bind(llc, nt.ARG, flag, engine=engine)
+    assert str(t.csig) == "double (double)"
+    assert str(t.target.csig) == "double (double, int *)"       # user_data fixed
+    assert t(1.0) == 3.5 and _call_llc(t, 1.0) == 3.5
+    step.value = 10.0                                          # read through the pointer
+    assert _call_llc(t, 1.0) == 11.0
+    # the thunk holds the LowLevelCallable, which holds its user data
+    assert t.target.owner is llc
+    ref = weakref.ref(step)
+    del llc, step
+    gc.collect()
+    assert ref() is not None and _call_llc(t, 1.0) == 11.0 and flag[0] == 0
+    del t
+    gc.collect()
+    assert ref() is None
+    # no user data: NULL is bound, the callback's own default
+    plain = nt.bind(_plus1_cython(), nt.ARG, flag, engine=engine)
+    assert _call_llc(plain, 1.0) == 2.0 and plain(5.0) == 6.0
+
+
+def test_lowlevelcallable_of_each_form_is_a_target(engine):
+    """A LowLevelCallable made from a capsule, a ctypes function, a cffi
+    function or a numthunk Function: its function, with its user data bound
+    where the signature ends with void *, and as it is where it does not."""
+    from scipy._lib import _ccallback_c, _test_ccallback
+
+    step = ctypes.c_double(0.25)
+    data = ctypes.cast(ctypes.pointer(step), ctypes.c_void_p)
+    flag = np.zeros(1, np.intc)
+    capsule = _ccallback_c.__pyx_capi__["plus1_cython"]
+    address = ctypes.cast(_ccallback_c.plus1_ctypes, ctypes.c_void_p).value
+    ffi = cffi.FFI()
+    forms = {
+        "capsule": LowLevelCallable(capsule, data),
+        "ctypes": LowLevelCallable(_ccallback_c.plus1_ctypes, data),
+        "cffi": LowLevelCallable(ffi.cast("double (*)(double, int *, void *)", address), data),
+        "Function": nt.Function(address, "double (double, int *, void *)")
+                      .lowlevelcallable(user_data=data),
+    }
+    for form, llc in forms.items():
+        t = nt.bind(llc, nt.ARG, flag, engine=engine)
+        assert str(t.csig) == "double (double)", form
+        assert (t(1.0), _call_llc(t, 1.0)) == (1.25, 1.25), form
+    # a C capsule of SciPy's tests: plus1b(a, b) = a + b + *user_data
+    plus1b = LowLevelCallable(_test_ccallback.test_get_plus1b_capsule(), data)
+    assert _call_llc(nt.bind(plus1b, nt.ARG, 2.0, flag, engine=engine), 1.0) == 3.25
+    # no trailing void *: the function as it is, user data unused
+    pow_ = nt.Function.from_library("libm.so.6", "pow", "double (double, double)")
+    llc = nt.bind(pow_, nt.ARG, 2.0, engine=engine).lowlevelcallable(user_data=data)
+    square = nt.bind(llc, nt.ARG, engine=engine)
+    assert str(square.csig) == "double (double)" and _call_llc(square, 3.0) == 9.0
+    assert nt.bind(llc, 4.0, engine=engine)() == 16.0
+    assert flag[0] == 0
+
+
+def test_lowlevelcallable_target_in_quad(engine):
+    """A thunk over a LowLevelCallable gives SciPy a LowLevelCallable
+    again: quad integrates plus1 with its user data."""
+    step = ctypes.c_double(2.0)
+    flag = np.zeros(1, np.intc)
+    t = nt.bind(_plus1_cython(ctypes.cast(ctypes.pointer(step), ctypes.c_void_p)),
+                nt.ARG, flag, engine=engine)
+    got, _ = integrate.quad(t.lowlevelcallable(), 0.0, 1.0)
+    assert got == pytest.approx(2.5)
