@@ -214,6 +214,17 @@ def _fingerprint(module, wrapper, nbsig):
     return h.hexdigest()
 
 
+def _as_cached(module):
+    """The module as Numba's cache gives it back: Numba keeps a library's
+    code for linking as bitcode, and LLVM's reading of bitcode drops or
+    renumbers attributes (``mustprogress`` on the declarations of
+    intrinsics such as ``llvm.exp.f64``): read through bitcode once, the
+    text is the same whether the target was compiled here or loaded."""
+    import llvmlite.binding as llvm
+
+    return llvm.parse_bitcode(module.as_bitcode())
+
+
 def _inlinable(t):
     """A Numba type whose value the thunk's context holds the way Numba
     lays it out (scalars and pointers; 8-byte cells, little-endian)."""
@@ -270,7 +281,7 @@ def _make_inline_target(cfunc):
         module = library._get_module_for_linking()
         if module.get_function(wrapper[len("cfunc."):]).is_declaration:
             return None
-        fingerprint = _fingerprint(module, wrapper, nbsig)
+        fingerprint = _fingerprint(_as_cached(module), wrapper, nbsig)
     except Exception:                           # no IR to link or inspect
         return None
     info = _InlineTarget()

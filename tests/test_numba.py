@@ -1417,6 +1417,73 @@ def test_inline_cache_in_fresh_processes(tmp_path, engine):
     assert run([0.5, -1.0]) == ["1.0", "0.0", "1", "0"]
 
 
+CACHED_TARGETS = """
+import math
+import numpy as np
+from numba import cfunc, njit, types
+
+f8 = types.float64
+
+
+@njit(cache=True)
+def helper(x):
+    return 2.0 * x + 1.0
+
+
+@cfunc(f8(f8, f8), cache=True)
+def with_math(k, x):
+    return math.exp(k * x) + math.cos(x)
+
+
+@cfunc(f8(f8, f8), cache=True)
+def with_numpy(k, x):
+    return np.sinh(k * x) + np.arctan2(x, k)
+
+
+@cfunc(f8(f8, f8), cache=True)
+def with_njit(k, x):
+    return helper(k * x)
+"""
+
+CACHED_USE = """
+import sys
+sys.path.insert(0, {dir!r})
+import numba, numthunk as nt
+import targets, consumer
+fps = []
+for name in ("with_math", "with_numpy", "with_njit"):
+    t = nt.bind(getattr(targets, name), 0.5, nt.ARG)
+    fps.append(numba.typeof(t).fingerprint[:16])
+    print(name, round(consumer.run(t, 0.25), 9))
+s = consumer.run.stats
+print("fingerprints", *fps)
+print("hits", sum(s.cache_hits.values()), "misses", sum(s.cache_misses.values()))
+"""
+
+
+def test_inline_cache_key_is_the_same_for_a_cached_target(tmp_path, engine):
+    """A cache=True @cfunc that calls math, NumPy or @njit functions is
+    compiled by the first process and loaded from Numba's cache by the
+    next: its thunk's type (the fingerprint of the code a consumer links) is
+    the same both ways, so the second process already finds the cached
+    consumer (three fresh processes: compiled, then loaded twice)."""
+    (tmp_path / "targets.py").write_text(CACHED_TARGETS)
+    (tmp_path / "consumer.py").write_text(
+        "from numba import njit\n\n@njit(cache=True)\ndef run(f, x):\n    return f(x) + 1.0\n")
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "cache"), "NUMTHUNK_BACKEND": engine}
+    code = CACHED_USE.format(dir=str(tmp_path))
+    runs = [run_python(code, env=env, cwd=str(tmp_path)).splitlines() for _ in range(3)]
+    import math
+    want = [f"with_math {round(math.exp(0.125) + math.cos(0.25) + 1.0, 9)}",
+            f"with_numpy {round(np.sinh(0.125) + np.arctan2(0.25, 0.5) + 1.0, 9)}",
+            f"with_njit {round(2.0 * 0.125 + 1.0 + 1.0, 9)}"]
+    for out in runs:
+        assert out[:3] == want
+    assert runs[0][3] == runs[1][3] == runs[2][3]          # the fingerprints
+    assert [out[4] for out in runs] == ["hits 0 misses 3", "hits 3 misses 0",
+                                        "hits 3 misses 0"]
+
+
 def test_inline_type_survives_pickling():
     import pickle
 
