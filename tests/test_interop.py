@@ -1213,10 +1213,10 @@ def test_njit_thunk_pointer_parameter_takes_an_array(ifn):
 def test_njit_mixed_tuple_of_thunk_and_cfunc_with_literal_unroll(ifn):
     """A thunk has numthunk's own Numba type (it holds the thunk; Numba's
     FunctionType holds nothing), so a tuple of a thunk and a @cfunc is
-    heterogeneous: iterate it with literal_unroll, as docs/numba.md says (on
-    every supported Numba, 0.59 included)."""
+    heterogeneous: literal_unroll iterates it with each item's own type, and
+    a plain loop iterates it as Numba's FunctionType, which both convert to
+    (on every supported Numba, 0.59 included)."""
     from numba import cfunc, literal_unroll, njit, types
-    from numba.core.errors import TypingError
 
     coeffs = np.array([1.0, 1.0, 1.0])
     t = nt.bind(ifn("poly_at", "double (double, const double *, int)"), nt.ARG, coeffs, 3)
@@ -1243,8 +1243,8 @@ def test_njit_mixed_tuple_of_thunk_and_cfunc_with_literal_unroll(ifn):
         return s
 
     assert plain((t, t), 2.0) == 14.0       # same type: a uniform tuple
-    with pytest.raises(TypingError):
-        plain((t, cube), 2.0)
+    assert plain((t, cube), 2.0) == 7.0 + 8.0
+    assert plain((cube, t, t), 3.0) == 27.0 + 13.0 + 13.0
 
 
 # -------------------------------------------------- recipes
