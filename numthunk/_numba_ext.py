@@ -263,15 +263,27 @@ class _TupleOfThunksIter(AbstractTemplate):
 @infer_global(operator.getitem)
 class _TupleOfThunksGetItem(AbstractTemplate):
     # fns[k], k known at run time only (a constant index is a
-    # static_getitem, which keeps each item's own type: inlined)
+    # static_getitem, which keeps each item's own type: inlined). A
+    # UniTuple of thunks over one target keeps its items' own type: Numba
+    # tries its templates with unliteral arguments first, which would make
+    # them the uniform type (InlineThunkType.__unliteral__), so this one is
+    # the CPU target's own (tried before Numba's generic ones) and takes
+    # the arguments as they are.
+    metadata = {"target": "cpu"}
+    prefer_literal = True
+
     def generic(self, args, kws):
         tup, idx = args
-        if not isinstance(idx, types.Integer) or isinstance(idx, types.Literal):
+        if not isinstance(idx, types.Integer):
+            return None
+        index = types.intp if idx.signed else types.uintp
+        if isinstance(tup, types.UniTuple) and isinstance(tup.dtype, InlineThunkType):
+            return typing.signature(tup.dtype, tup, index)
+        if isinstance(idx, types.Literal):
             return None
         common = _common_function_type(self.context, tup)
         if common is not None:
-            return typing.signature(common, types.UniTuple(common, len(tup)),
-                                    types.intp if idx.signed else types.uintp)
+            return typing.signature(common, types.UniTuple(common, len(tup)), index)
         return None
 
 

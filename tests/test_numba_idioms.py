@@ -250,3 +250,38 @@ def test_a_tuple_that_cannot_be_one_type_says_what_to_write(engine):
         return fns[0](x) + fns[1](x, x)
 
     assert by_constant((plus, two), 2.0) == 3.0 + 4.0
+
+
+def _calls_through_an_address(dispatcher, sig_index=0):
+    ir = dispatcher.inspect_llvm(dispatcher.signatures[sig_index])
+    body = ir[ir.index("define"):]
+    body = body[:body.index("\n}\n")]
+    return [line for line in body.splitlines() if "call double %" in line]
+
+
+def test_thunks_over_one_target_in_a_tuple_stay_inlined(engine):
+    """A tuple of thunks over one target (a UniTuple of their own type),
+    indexed at run time or looped over, calls the target's code inlined:
+    its items keep their type."""
+    (plus, _, plus10), _ = _thunks(engine)
+
+    @njit
+    def pick_one(fns, k, x):
+        return fns[k](x)
+
+    @njit
+    def each(fns, x):
+        s = 0.0
+        for f in fns:
+            s = s * 2.0 + f(x)
+        return s
+
+    assert [pick_one((plus, plus10), k, 2.0) for k in (0, 1)] == [3.0, 12.0]
+    assert each((plus, plus10), 2.0) == 2 * 3.0 + 12.0
+    assert not _calls_through_an_address(pick_one)
+    assert not _calls_through_an_address(each)
+    # over several targets the items are of the uniform type: a call through
+    # the address
+    (plus, times, _), _ = _thunks(engine)
+    assert pick_one((plus, times), 1, 2.0) == 6.0
+    assert _calls_through_an_address(pick_one, 1)
