@@ -3,19 +3,23 @@ against the same code written as @njit functions and inlined by hand.
 
     python bench/bench_inline.py [--quick] [--ir NAME]
 
-Three kernels, each timed three ways in one run (round-robin repetitions,
-the fastest CPU time of each row; ratios to the hand-inlined row):
+Three kernels, each timed in several spellings and containers in one run
+(round-robin repetitions, the fastest CPU time of each row; ratios to the
+hand-inlined row):
 
 - RK4: 10^6 steps of a 3-variable right-hand side (Lorenz with a damping
-  term) with 4 bound parameters, ``void (double t, double *u, double *du)``;
+  term) with 4 bound parameters, ``void (double t, double *u, double *du)``,
+  called with the arrays, with their ``.ctypes``, through a small @njit
+  helper, and through the address;
 - midpoint: a midpoint-rule integral of ``a / (1 + b x^2)``, 10^7
   evaluations, 2 bound parameters;
 - choice: one of 4 integrands chosen by a run-time value (10^7
   evaluations for each choice), against an ``if/elif`` over 4 @njit
   functions: a tuple of 4 inlining thunks over 4 @cfuncs chosen with
-  constant indices in the same ``if/elif``; a tuple of 4 thunks over one
-  @cfunc that switches on a bound int, indexed at run time; and a tuple of
-  4 thunks of the uniform type (``t.opaque()``) indexed at run time.
+  constant indices in the same ``if/elif``; indexed at run time: the same
+  tuple, a tuple of their ``t.opaque()``, an untyped typed.List and
+  typed.Dict of them, and a tuple of 4 thunks over one @cfunc that
+  switches on a bound int.
 
 "hand" passes the parameters as arguments (not compile-time constants);
 "inline" is the thunk over the @cfunc as it is; "opaque" the same thunk as
@@ -24,8 +28,8 @@ each inline thunk is rebound and its result checked against the hand
 version with the new value. Last, the compile time of a fresh consumer
 with 1 and with 10 distinct thunks over the same target.
 
-``--ir NAME`` (rk4, midpoint, choice) prints the inline consumer's
-optimised LLVM IR instead.
+``--ir NAME`` (rk4, rk4-ctypes, midpoint, choice) prints the inline
+consumer's optimised LLVM IR instead.
 """
 
 import math
@@ -94,6 +98,54 @@ def kernels():
             for j in range(3):
                 w[j] = u[j] + h * k3[j]
             f(t + h, w, k4)
+            for j in range(3):
+                u[j] += h / 6.0 * (k1[j] + 2.0 * k2[j] + 2.0 * k3[j] + k4[j])
+            t += h
+        return u
+
+    @njit
+    def rk4_ctypes(f, u0, h, n):
+        # Numba's idiom for pointer parameters: arr.ctypes
+        u, w = u0.copy(), np.empty(3)
+        k1, k2, k3, k4 = np.empty(3), np.empty(3), np.empty(3), np.empty(3)
+        t = 0.0
+        for _ in range(n):
+            f(t, u.ctypes, k1.ctypes)
+            for j in range(3):
+                w[j] = u[j] + 0.5 * h * k1[j]
+            f(t + 0.5 * h, w.ctypes, k2.ctypes)
+            for j in range(3):
+                w[j] = u[j] + 0.5 * h * k2[j]
+            f(t + 0.5 * h, w.ctypes, k3.ctypes)
+            for j in range(3):
+                w[j] = u[j] + h * k3[j]
+            f(t + h, w.ctypes, k4.ctypes)
+            for j in range(3):
+                u[j] += h / 6.0 * (k1[j] + 2.0 * k2[j] + 2.0 * k3[j] + k4[j])
+            t += h
+        return u
+
+    @njit
+    def apply(f, t, u, du):
+        f(t, u, du)
+
+    @njit
+    def rk4_helper(f, u0, h, n):
+        # through a small @njit helper
+        u, w = u0.copy(), np.empty(3)
+        k1, k2, k3, k4 = np.empty(3), np.empty(3), np.empty(3), np.empty(3)
+        t = 0.0
+        for _ in range(n):
+            apply(f, t, u, k1)
+            for j in range(3):
+                w[j] = u[j] + 0.5 * h * k1[j]
+            apply(f, t + 0.5 * h, w, k2)
+            for j in range(3):
+                w[j] = u[j] + 0.5 * h * k2[j]
+            apply(f, t + 0.5 * h, w, k3)
+            for j in range(3):
+                w[j] = u[j] + h * k3[j]
+            apply(f, t + h, w, k4)
             for j in range(3):
                 u[j] += h / 6.0 * (k1[j] + 2.0 * k2[j] + 2.0 * k3[j] + k4[j])
             t += h
@@ -184,7 +236,8 @@ def kernels():
             s += f(lo + (i + 0.5) * h)
         return s * h
 
-    k.update(rk4_hand=rk4_hand, rk4_thunk=rk4_thunk, mid_hand=mid_hand, mid_thunk=mid_thunk,
+    k.update(rk4_hand=rk4_hand, rk4_thunk=rk4_thunk, rk4_ctypes=rk4_ctypes,
+             rk4_helper=rk4_helper, mid_hand=mid_hand, mid_thunk=mid_thunk,
              choice_hand=choice_hand, choice_constant=choice_constant,
              choice_index=choice_index)
     return k
@@ -249,56 +302,70 @@ def main():
     for t in (rhs, integrand) + fns + kinds:
         assert "; inline " in str(numba.typeof(t)), numba.typeof(t)
 
+    import numba.typed
+
     rk4_hand, rk4_thunk = k["rk4_hand"], k["rk4_thunk"]
+    rk4_ctypes, rk4_helper = k["rk4_ctypes"], k["rk4_helper"]
+    # run-time choice: the containers docs/numba.md shows
+    containers = {"tuple[k]": fns, "opaque tuple": opaque}
+    lst = numba.typed.List()
+    dct = numba.typed.Dict()
+    for i, t in enumerate(fns):
+        lst.append(t)
+        dct[i] = t
+    containers.update({"typed.List": lst, "typed.Dict": dct, "one target": kinds})
     mid_hand, mid_thunk = k["mid_hand"], k["mid_thunk"]
     c_hand, c_const, c_index = k["choice_hand"], k["choice_constant"], k["choice_index"]
     # compile everything, and check that every version computes the same
     check(rk4_thunk(rhs, U0, H, 10), rk4_hand(U0, H, 10, *PARAMS), "rk4")
     check(rk4_thunk(rhs.opaque(), U0, H, 10), rk4_hand(U0, H, 10, *PARAMS), "rk4 opaque")
+    check(rk4_ctypes(rhs, U0, H, 10), rk4_hand(U0, H, 10, *PARAMS), "rk4 .ctypes")
+    check(rk4_helper(rhs, U0, H, 10), rk4_hand(U0, H, 10, *PARAMS), "rk4 helper")
     check(mid_thunk(integrand, 0.0, 1.0, 100), mid_hand(0.0, 1.0, 100, A, B), "midpoint")
     check(mid_thunk(integrand.opaque(), 0.0, 1.0, 100), mid_hand(0.0, 1.0, 100, A, B),
           "midpoint opaque")
     for i in range(4):
         want = c_hand(i, 0.0, 1.0, 100, A, B)
         check(c_const(fns, i, 0.0, 1.0, 100), want, "choice constant")
-        check(c_index(kinds, i, 0.0, 1.0, 100), want, "choice one target")
-        check(c_index(opaque, i, 0.0, 1.0, 100), want, "choice opaque")
+        for name, box in containers.items():
+            check(c_index(box, i, 0.0, 1.0, 100), want, f"choice {name}")
 
-    table = []
     r = fastest({
         "hand": lambda: rk4_hand(U0, H, STEPS, *PARAMS),
-        "inline": lambda: rk4_thunk(rhs, U0, H, STEPS),
+        "arrays": lambda: rk4_thunk(rhs, U0, H, STEPS),
+        ".ctypes": lambda: rk4_ctypes(rhs, U0, H, STEPS),
+        "helper": lambda: rk4_helper(rhs, U0, H, STEPS),
         "opaque": lambda: rk4_thunk(rhs.opaque(), U0, H, STEPS),
     })
-    table.append((f"RK4, {STEPS:.0e} steps, 4 bound", r))
+    print(f"\nRK4, {STEPS:.0e} steps, 4 bound: spellings of the call f(t, u, k)")
+    _rows(r, {"arrays": "f(t, u, k1): the arrays, inline",
+              ".ctypes": "f(t, u.ctypes, k1.ctypes), inline",
+              "helper": "apply(f, t, u, k1), a small @njit helper, inline",
+              "opaque": "f.opaque(): through the address"})
     r = fastest({
         "hand": lambda: mid_hand(0.0, 1.0, EVALS, A, B),
         "inline": lambda: mid_thunk(integrand, 0.0, 1.0, EVALS),
         "opaque": lambda: mid_thunk(integrand.opaque(), 0.0, 1.0, EVALS),
     })
-    table.append((f"midpoint, {EVALS:.0e} evaluations", r))
+    print(f"\nmidpoint, {EVALS:.0e} evaluations")
+    _rows(r, {"inline": "the thunk", "opaque": "f.opaque(): through the address"})
     cases = {}
     for i in range(4):
         cases[("hand", i)] = lambda i=i: c_hand(i, 0.0, 1.0, EVALS, A, B)
-        cases[("inline", i)] = lambda i=i: c_const(fns, i, 0.0, 1.0, EVALS)
-        cases[("one target", i)] = lambda i=i: c_index(kinds, i, 0.0, 1.0, EVALS)
-        cases[("opaque", i)] = lambda i=i: c_index(opaque, i, 0.0, 1.0, EVALS)
+        cases[("constant", i)] = lambda i=i: c_const(fns, i, 0.0, 1.0, EVALS)
+        for name, box in containers.items():
+            cases[(name, i)] = lambda i=i, box=box: c_index(box, i, 0.0, 1.0, EVALS)
     each = fastest(cases)
-    r = {name: sum(each[(name, i)] for i in range(4))
-         for name in ("hand", "inline", "one target", "opaque")}
-    table.append((f"choice of 4, {EVALS:.0e} evaluations each", r))
-
-    print(f"\n  {'kernel':<34} {'hand':>9}   {'inline':>7}  {'opaque':>7}  "
-          f"{'one target':>10}")
-    for name, r in table:
-        hand = r["hand"]
-        extra = f"  {r['one target'] / hand:9.3f}x" if "one target" in r else ""
-        print(f"  {name:<34} {hand * 1e3:6.1f} ms  {r['inline'] / hand:6.3f}x  "
-              f"{r['opaque'] / hand:6.3f}x{extra}")
-    print("  (choice: inline = a tuple of 4 thunks over 4 @cfuncs, constant indices in "
-          "the if/elif;\n   one target = 4 thunks over one @cfunc switching on a bound int, "
-          "indexed at run time;\n   opaque = 4 thunks of the uniform type, indexed at run "
-          "time)")
+    names = ["hand", "constant"] + list(containers)
+    r = {name: sum(each[(name, i)] for i in range(4)) for name in names}
+    print(f"\nchoice of 4 integrands at run time, {EVALS:.0e} evaluations each "
+          "(hand: if/elif over 4 @njit functions)")
+    _rows(r, {"constant": "tuple of 4 thunks over 4 @cfuncs, constant indices in the if/elif",
+              "tuple[k]": "the same tuple indexed at run time",
+              "opaque tuple": "tuple of their t.opaque(), indexed at run time",
+              "typed.List": "untyped typed.List() of the 4 thunks",
+              "typed.Dict": "untyped typed.Dict() of the 4 thunks, int keys",
+              "one target": "4 thunks over one @cfunc switching on a bound int"})
 
     # live: a rebind between runs is seen by the compiled consumers
     rhs.rebind(6, 0.5)
@@ -325,12 +392,20 @@ def main():
               f"({nsig} compiled specialisation{'s' if nsig != 1 else ''})")
 
 
+def _rows(r, labels):
+    hand = r["hand"]
+    print(f"  {'hand-inlined @njit':<66} {hand * 1e3:7.1f} ms")
+    for name, label in labels.items():
+        print(f"  {name:<13} {label:<52} {r[name] / hand:6.3f}x")
+
+
 def show_ir(k, name):
     rhs = nt.bind(k["lorenz_c"], nt.ARG, nt.ARG, nt.ARG, *PARAMS)
     integrand = nt.bind(k["integrands_c"][0], nt.ARG, A, B)
     fns = tuple(nt.bind(cf, nt.ARG, A, B) for cf in k["integrands_c"])
     runs = {
         "rk4": (k["rk4_thunk"], lambda f: f(rhs, U0, H, 1)),
+        "rk4-ctypes": (k["rk4_ctypes"], lambda f: f(rhs, U0, H, 1)),
         "midpoint": (k["mid_thunk"], lambda f: f(integrand, 0.0, 1.0, 1)),
         "choice": (k["choice_constant"], lambda f: f(fns, 0, 0.0, 1.0, 1)),
     }
