@@ -521,8 +521,8 @@ def _carried_thunk(obj):
             obj = getattr(obj, "_numthunk_owner", None)
         elif type(obj).__name__ == "PyCapsule":
             obj = _core._capsule_owner(obj)
-        elif _LowLevelCallable is not None and isinstance(obj, _LowLevelCallable):
-            obj = obj.function
+        elif _is_lowlevelcallable(obj):
+            obj = tuple.__getitem__(obj, 0)     # its capsule
         elif _cffi.is_cdata(obj):
             obj = _cffi.owner_of(obj)
         else:

@@ -817,8 +817,7 @@ static int add_dep(ThunkObject *self, ThunkObject *d, int param)
    function-pointer value that is one, and the declared ones (via). Each is
    held from here (a failure part way leaves those held so far to the
    thunk's release); link_deps checks them once nothing can change. */
-static int gather_deps(ThunkObject *self, PyObject *const *values, PyObject *via,
-                       PyObject *carried)
+static int gather_deps(ThunkObject *self, PyObject *const *values, PyObject *via, PyObject *carried)
 {
     const nt_sig *sig = self->sig->sig;
     ThunkObject *target;

@@ -37,9 +37,9 @@ typedef struct {
     uintptr_t who;       /* the owner, or GRAVE(stamp) */
 } slot;
 
-#define IS_GRAVE(who)   ((who) & 1u)
-#define GRAVE(stamp)    (((uintptr_t)(stamp) << 1) | 1u)
-#define GRAVE_STAMP(w)  ((uint64_t)((w) >> 1))
+#define IS_GRAVE(who)  ((who)&1u)
+#define GRAVE(stamp)   (((uintptr_t)(stamp) << 1) | 1u)
+#define GRAVE_STAMP(w) ((uint64_t)((w) >> 1))
 
 static slot *table;
 static size_t cap; /* a power of two, or 0 */
@@ -71,7 +71,7 @@ static slot *probe(const void *address)
 
 /* Empties s; later members of the run move into the hole unless their
    home lies cyclically in (hole, i]. */
-static void delete(slot *s)
+static void vacate(slot *s)
 {
     size_t hole = (size_t)(s - table);
     for (size_t i = (hole + 1) & (cap - 1); table[i].address != NULL; i = (i + 1) & (cap - 1)) {
@@ -116,7 +116,7 @@ static void forget_expired(void)
         ring_len--;
         slot *s = probe(g.address);
         if (s->address != NULL && s->who == GRAVE(g.stamp))
-            delete(s);
+            vacate(s);
     }
 }
 
@@ -164,7 +164,7 @@ void *nt_registry_find(const void *address, int *collected)
     if (nt_quarantine_holds(GRAVE_STAMP(s->who)))
         *collected = 1;
     else
-        delete(s); /* the quarantine let the entry go: forgotten */
+        vacate(s); /* the quarantine let the entry go: forgotten */
     return NULL;
 }
 
@@ -177,7 +177,7 @@ void nt_registry_bury(const void *owner, const void *address, uint64_t stamp)
     if (s->address == NULL || s->who != (uintptr_t)owner)
         return; /* not entered (creation failed), or replaced since */
     if (!nt_quarantine_holds(stamp)) {
-        delete(s);
+        vacate(s);
         return;
     }
     s->who = GRAVE(stamp);
