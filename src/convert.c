@@ -350,6 +350,10 @@ static PyObject *index_of(PyObject *value, nt_label *what)
                      Py_TYPE(value)->tp_name);
         return NULL;
     }
+    if (PyArray_Check(value) && PyArray_NDIM((PyArrayObject *)value) > 0) {
+        refuse_many(value, "an integer", what);
+        return NULL;
+    }
     PyObject *num = PyNumber_Index(value);
     if (num == NULL)
         refuse_number(value, "an integer", index_hook(value), what);
@@ -381,6 +385,10 @@ static int convert_int(const nt_type *t, PyObject *value, void *cell, nt_label *
    complex("1j")). Anything else that does not convert is refused after. */
 static int reject_nonnumber(PyObject *value, nt_label *what, const char *expected)
 {
+    /* an array of one item is no scalar either, though NumPy before 1.25
+       gives its float() and complex() */
+    if (PyArray_Check(value) && PyArray_NDIM((PyArrayObject *)value) > 0)
+        return refuse_many(value, expected, what);
     if (PyUnicode_Check(value) || PyBytes_Check(value) || PyByteArray_Check(value)) {
         PyErr_Format(PyExc_TypeError, "%s: expected %s, got %.100s", W(what), expected,
                      Py_TYPE(value)->tp_name);
