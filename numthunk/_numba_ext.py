@@ -38,7 +38,9 @@ import threading
 import numba.experimental.function_type  # noqa: F401  (FunctionType's model, for the cast)
 from llvmlite import ir
 from numba.core import cgutils, errors, types, typing
+from numba.core import ir as nir
 from numba.core.imputils import lower_builtin, lower_cast, lower_constant
+from numba.core.rewrites import Rewrite, register_rewrite
 from numba.core.typeconv import Conversion
 from numba.core.typing.templates import AbstractTemplate, infer, infer_global
 from numba.extending import NativeValue, box, models, register_model, unbox
@@ -290,6 +292,64 @@ class _TupleOfThunksGetItem(AbstractTemplate):
 def _array_to_pointer(atype, want):
     return (isinstance(atype, types.Array) and isinstance(want, types.CPointer)
             and atype.dtype == want.dtype and atype.layout in ("C", "F"))
+
+
+@register_rewrite("after-inference")
+class _CtypesArgumentAsArray(Rewrite):
+    """``f(t, u.ctypes, k.ctypes)`` with ``f`` a thunk is compiled as
+    ``f(t, u, k)`` where ``u.ctypes`` is taken in the same block as the
+    call and the array is one a pointer parameter takes as it is (C- or
+    F-contiguous, its dtype): the same data pointer is passed. A
+    ``.ctypes`` value holds a reference to its array, and before an
+    inlined call (whose released-thunk check is a branch) Numba's
+    refcount pruning leaves that incref/decref pair in the loop; the
+    array itself is borrowed for the call, with no reference taken."""
+
+    def match(self, func_ir, block, typemap, calltypes):
+        self.block = block
+        self.swaps = {}
+        defs = {}                   # name -> (array var, position) in this block
+        for pos, inst in enumerate(block.body):
+            if not isinstance(inst, nir.Assign):
+                continue
+            value = inst.value
+            if isinstance(value, nir.Expr) and value.op == "getattr" \
+                    and value.attr == "ctypes" and isinstance(value.value, nir.Var):
+                defs[inst.target.name] = (value.value, pos)
+            elif isinstance(value, nir.Expr) and value.op == "call" and not value.kws \
+                    and value.vararg is None \
+                    and isinstance(typemap.get(value.func.name), ThunkType):
+                want = typemap[value.func.name].signature.args
+                for i, arg in enumerate(value.args):
+                    found = defs.get(arg.name)
+                    if found is None or i >= len(want):
+                        continue
+                    array, at = found
+                    if not _array_to_pointer(typemap.get(array.name), want[i]) \
+                            or _assigned(block.body[at + 1:pos], array.name):
+                        continue
+                    self.swaps.setdefault(inst, {})[i] = array
+            if defs.get(inst.target.name, (None, pos))[1] != pos:
+                del defs[inst.target.name]          # the name is given another value
+        self.calltypes = calltypes
+        return bool(self.swaps)
+
+    def apply(self):
+        new_block = nir.Block(self.block.scope, self.block.loc)
+        for inst in self.block.body:
+            swaps = self.swaps.get(inst)
+            if swaps:
+                call = inst.value
+                args = [swaps.get(i, a) for i, a in enumerate(call.args)]
+                new_call = nir.Expr.call(call.func, args, call.kws, call.loc)
+                self.calltypes[new_call] = self.calltypes.pop(call)
+                inst = nir.Assign(new_call, inst.target, inst.loc)
+            new_block.append(inst)
+        return new_block
+
+
+def _assigned(body, name):
+    return any(isinstance(inst, nir.Assign) and inst.target.name == name for inst in body)
 
 
 @register_model(InlineThunkType)

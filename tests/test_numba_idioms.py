@@ -297,3 +297,66 @@ def test_thunks_over_one_target_in_a_tuple_stay_inlined(engine):
     (plus, times, _), _ = _thunks(engine)
     assert pick_one((plus, times), 1, 2.0) == 6.0
     assert _calls_through_an_address(pick_one, 1)
+
+
+# ---------------------------------------------------------------- pointer arguments
+
+
+@cfunc(types.void(types.CPointer(f8), types.CPointer(f8), f8))
+def c_axpy(x, y, a):
+    for i in range(3):
+        y[i] += a * x[i]
+
+
+@njit
+def axpy_ctypes(f, x, y, z, n):
+    for _ in range(n):
+        f(x.ctypes, y.ctypes)
+        f(z.ctypes, x.ctypes)
+        f(z.ctypes, y.ctypes)
+    return y
+
+
+@njit
+def axpy_ctypes_before_reassigning(f, x, y, z):
+    p = y.ctypes
+    y = z                               # p still points to the first array
+    f(x.ctypes, p)
+    return y
+
+
+def test_ctypes_arguments_of_an_inlined_call_take_no_reference_in_the_loop(engine):
+    """f(x.ctypes, y.ctypes) passes the arrays' data pointers: the calls
+    write into y, see a rebind, and the loop holds no reference to the
+    arrays (no NRT_incref left in the compiled code's loop: the .ctypes
+    values are the arrays, borrowed for the call)."""
+    import numpy as np
+
+    def want(a, x, y, z, n):
+        for _ in range(n):
+            y += a * x
+            x += a * z
+            y += a * z
+        return y
+
+    f = nt.bind(c_axpy, nt.ARG, nt.ARG, 2.0, engine=engine)
+    args = np.array([1.0, 2.0, 3.0]), np.zeros(3), np.array([0.5, -1.0, 4.0])
+    expected = want(2.0, *(a.copy() for a in args), 3)
+    assert list(axpy_ctypes(f, *args, 3)) == list(expected)
+    f.rebind(2, -1.0)
+    expected = want(-1.0, *(a.copy() for a in args), 1)
+    assert list(axpy_ctypes(f, *args, 1)) == list(expected)
+    ir = axpy_ctypes.inspect_llvm(axpy_ctypes.signatures[0])
+    body = ir[ir.index("define"):]
+    body = body[:body.index("\n}\n")]
+    increfs = [line.strip() for line in body.splitlines() if "NRT_incref" in line]
+    assert len(increfs) == len(set(increfs)), increfs      # each argument's once, on entry
+    # a name given another array between .ctypes and the call: the first one
+    x, y, z = np.array([1.0, 2.0, 3.0]), np.zeros(3), np.full(3, 7.0)
+    out = axpy_ctypes_before_reassigning(f, x, y, z)
+    assert out is z and list(z) == [7.0, 7.0, 7.0] and list(y) == [-1.0, -2.0, -3.0]
+    # a non-contiguous array's .ctypes (left as it is) passes its data
+    # pointer: the target writes the three doubles there
+    base = np.zeros(6)
+    axpy_ctypes(f, x * 0.0, base[::2], x, 1)
+    assert list(base) == [-1.0, -2.0, -3.0, 0.0, 0.0, 0.0]
