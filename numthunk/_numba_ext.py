@@ -39,7 +39,7 @@ import numba.experimental.function_type  # noqa: F401  (FunctionType's model, fo
 from llvmlite import ir
 from numba.core import cgutils, errors, types, typing
 from numba.core import ir as nir
-from numba.core.imputils import lower_builtin, lower_cast, lower_constant
+from numba.core.imputils import impl_ret_borrowed, lower_builtin, lower_cast, lower_constant
 from numba.core.rewrites import Rewrite, register_rewrite
 from numba.core.typeconv import Conversion
 from numba.core.typing.templates import AbstractTemplate, infer, infer_global
@@ -219,6 +219,44 @@ class InlineThunkType(ThunkType):
         return state
 
 
+class ChoiceThunkType(ThunkType):
+    """An item of a tuple of thunks over several targets of one signature,
+    picked by an index known at run time only (``fns[k]``): the tuple and
+    the index. A call is a switch over the index, each case the call of
+    one item as its own type (a thunk over a ``@cfunc`` inlined, with its
+    released check and live loads), so a loop calling the item can be
+    unswitched by LLVM into one loop per target. Where the uniform type is
+    wanted (stored, returned, unified with other thunks) it converts to
+    the picked item's value."""
+
+    def __init__(self, items):
+        self.items = tuple(items)
+        opaque = items[0].opaque
+        self._opaque = opaque
+        self.signature = opaque.signature
+        self.nargs = opaque.nargs
+        self.fnptrs = opaque.fnptrs
+        types.Callable.__init__(
+            self, name=f"numthunk.Thunk[{opaque.function}; choice of "
+                       f"{', '.join(str(t) for t in self.items)}]")
+
+    @property
+    def opaque(self):
+        return self._opaque
+
+    def __unliteral__(self):
+        return self._opaque             # as InlineThunkType's: stored as any thunk
+
+    @property
+    def key(self):
+        return (self._opaque.key, self.items)
+
+    def can_convert_to(self, typingctx, other):
+        if other == self._opaque:
+            return Conversion.safe
+        return super().can_convert_to(typingctx, other)
+
+
 class ThunkFunctionType(types.FunctionType):
     """The type numthunk gave thunks before ``ThunkType`` (a non-owning
     FunctionType). Kept so that an index of Numba's cache written then
@@ -284,9 +322,14 @@ class _TupleOfThunksGetItem(AbstractTemplate):
         if isinstance(idx, types.Literal):
             return None
         common = _common_function_type(self.context, tup)
-        if common is not None:
-            return typing.signature(common, types.UniTuple(common, len(tup)), index)
-        return None
+        if common is None:
+            return None
+        if isinstance(common, ThunkType) and isinstance(tup, types.Tuple) \
+                and all(isinstance(t, ThunkType) for t in tup.types) \
+                and any(isinstance(t, InlineThunkType) for t in tup.types):
+            # thunks over several targets, one at least inlined: a switch
+            return typing.signature(ChoiceThunkType(tup.types), tup, index)
+        return typing.signature(common, types.UniTuple(common, len(tup)), index)
 
 
 def _array_to_pointer(atype, want):
@@ -350,6 +393,15 @@ class _CtypesArgumentAsArray(Rewrite):
 
 def _assigned(body, name):
     return any(isinstance(inst, nir.Assign) and inst.target.name == name for inst in body)
+
+
+@register_model(ChoiceThunkType)
+class ChoiceThunkModel(models.StructModel):
+    """(the index, normalised to 0 <= index < n, the tuple)."""
+
+    def __init__(self, dmm, fe_type):
+        members = [("index", types.intp), ("items", types.Tuple(fe_type.items))]
+        super().__init__(dmm, fe_type, members)
 
 
 @register_model(InlineThunkType)
@@ -477,6 +529,83 @@ def _inline_call(context, builder, sig, args):
     return res
 
 
+@lower_builtin(operator.getitem, types.Tuple, types.intp)
+@lower_builtin(operator.getitem, types.Tuple, types.uintp)
+def _choose(context, builder, sig, args):
+    # fns[k] over several targets (typed by _TupleOfThunksGetItem only):
+    # the tuple and the index, checked as a tuple's index is
+    tupty, idxty = sig.args
+    if not isinstance(sig.return_type, ChoiceThunkType):
+        raise errors.NumbaRuntimeError(f"no lowering of {sig}")
+    tup, idx = args
+    n = ir.Constant(idx.type, len(tupty))
+    if idxty.signed:
+        idx = builder.select(builder.icmp_signed("<", idx, idx.type(0)),
+                             builder.add(idx, n), idx)
+    with builder.if_then(builder.icmp_unsigned(">=", idx, n), likely=False):
+        context.call_conv.return_user_exc(builder, IndexError, ("tuple index out of range",))
+    choice = cgutils.create_struct_proxy(sig.return_type)(context, builder)
+    choice.index = idx
+    choice.items = tup
+    return impl_ret_borrowed(context, builder, sig.return_type, choice._getvalue())
+
+
+def _switch(context, builder, choicety, value, case):
+    """Emit ``case(i, item type, item value)`` for the picked item of a
+    choice, under a switch over its index; the results as one value (None
+    where ``case`` returns None)."""
+    choice = cgutils.create_struct_proxy(choicety)(context, builder, value=value)
+    index, items = choice.index, choice.items
+    end = builder.append_basic_block("thunk_choice.end")
+    default = builder.append_basic_block("thunk_choice.none")
+    with builder.goto_block(default):
+        builder.unreachable()           # the index was checked by _choose
+    switch = builder.switch(index, default)
+    results = []
+    for i, ty in enumerate(choicety.items):
+        block = builder.append_basic_block(f"thunk_choice.{i}")
+        switch.add_case(ir.Constant(index.type, i), block)
+        builder.position_at_end(block)
+        res = case(i, ty, builder.extract_value(items, i))
+        results.append((res, builder.block))
+        builder.branch(end)
+    builder.position_at_end(end)
+    if results[0][0] is None:
+        return None
+    phi = builder.phi(results[0][0].type)
+    for res, block in results:
+        phi.add_incoming(res, block)
+    return phi
+
+
+@lower_builtin(ChoiceThunkType, ChoiceThunkType, types.VarArg(types.Any))
+def _choice_call(context, builder, sig, args):
+    # a switch over the index, each case a call of one item as its own type
+    def case(i, ty, item):
+        isig = typing.Signature(sig.return_type, (ty,) + tuple(sig.args[1:]), recvr=ty)
+        impl = _inline_call if isinstance(ty, InlineThunkType) else _call
+        res = impl(context, builder, isig, [item] + list(args[1:]))
+        return None if sig.return_type == types.void else res
+
+    res = _switch(context, builder, sig.args[0], args[0], case)
+    return context.get_dummy_value() if res is None else res
+
+
+@lower_cast(ChoiceThunkType, ThunkType)
+def _choice_to_opaque(context, builder, fromty, toty, val):
+    # the picked item's value (one data model for all thunk types)
+    if toty != fromty.opaque:
+        raise errors.NumbaTypeError(f"cannot convert {fromty} to {toty}")
+    return _switch(context, builder, fromty, val,
+                   lambda i, ty, item: context.cast(builder, item, ty, toty))
+
+
+@lower_cast(ChoiceThunkType, types.FunctionType)
+def _choice_to_function_type(context, builder, fromty, toty, val):
+    val = _choice_to_opaque(context, builder, fromty, fromty.opaque, val)
+    return _to_function_type(context, builder, fromty.opaque, toty, val)
+
+
 def _function_name(wrapper):
     # Numba names a @cfunc's C entry "cfunc." + its function's symbol
     # (FunctionDescriptor.llvm_cfunc_wrapper_name)
@@ -566,6 +695,15 @@ def _unbox(typ, obj, c):
     value.parent = builder.bitcast(obj, voidptr)
     value.meminfo = builder.load(meminfo)
     return NativeValue(value._getvalue(), is_error=is_error)
+
+
+@box(ChoiceThunkType)
+def _box_choice(typ, val, c):
+    # as the picked item (the cast keeps the value's references)
+    item = _choice_to_opaque(c.context, c.builder, typ, typ.opaque, val)
+    c.context.nrt.incref(c.builder, typ.opaque, item)
+    c.context.nrt.decref(c.builder, typ, val)
+    return _box(typ.opaque, item, c)
 
 
 @box(ThunkType)

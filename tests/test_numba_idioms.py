@@ -292,11 +292,151 @@ def test_thunks_over_one_target_in_a_tuple_stay_inlined(engine):
     assert each((plus, plus10), 2.0) == 2 * 3.0 + 12.0
     assert not _calls_through_an_address(pick_one)
     assert not _calls_through_an_address(each)
-    # over several targets the items are of the uniform type: a call through
-    # the address
+    # over several targets, the item picked at run time is a switch over
+    # the index, each case inlined
     (plus, times, _), _ = _thunks(engine)
     assert pick_one((plus, times), 1, 2.0) == 6.0
-    assert _calls_through_an_address(pick_one, 1)
+    assert not _calls_through_an_address(pick_one, 1)
+    # looped over, the items are of the uniform type: a call through the address
+    assert each((plus, times), 2.0) == 2 * 3.0 + 6.0
+    assert _calls_through_an_address(each, 1)
+
+
+# ---------------------------------------------------------------- a choice at run time
+
+
+@njit
+def integrate_choice(fns, k, n):
+    f = fns[k]                          # picked once, called in the loop
+    s = 0.0
+    for i in range(n):
+        s += f(i + 0.5)
+    return s
+
+
+def test_a_choice_at_run_time_calls_each_target_inlined(engine):
+    """fns[k] over thunks over several @cfuncs (a thunk over C code among
+    them too) is a switch over k, each case the item's own call: every
+    index (negative and unsigned too) computes its item's result, and no
+    inlined item is called through its address."""
+    (plus, times, plus10), funcs = _thunks(engine)
+    fns = (plus, times, plus10)
+    for k in range(-3, 3):
+        assert integrate_choice(fns, k, 4) == sum(funcs[k](i + 0.5) for i in range(4))
+    assert integrate_choice(fns, numba.uint8(1), 4) == sum(funcs[1](i + 0.5) for i in range(4))
+    assert "choice of" in str(integrate_choice.overloads[integrate_choice.signatures[0]]
+                              .type_annotation.typemap["f"])
+    assert not _calls_through_an_address(integrate_choice)
+    for k in (3, -4):
+        with pytest.raises(IndexError):
+            integrate_choice(fns, k, 4)
+    # with a thunk over C code among them: its case is a call through its address
+    pow2 = nt.bind(nt.Function.from_library("libm.so.6", "pow", "double (double, double)"),
+                   nt.ARG, 2.0, engine=engine)
+    mixed = (plus, pow2, times)
+    assert [integrate_choice(mixed, k, 3) for k in range(3)] == [
+        sum(f(i + 0.5) for i in range(3)) for f in (funcs[0], lambda x: x * x, funcs[1])]
+    assert len(_calls_through_an_address(integrate_choice, -1)) == 1
+
+
+def test_a_choice_at_run_time_sees_rebinds(engine):
+    (plus, times, plus10), _ = _thunks(engine)
+    fns = (plus, times, plus10)
+    assert [integrate_choice(fns, k, 1) for k in range(3)] == [1.5, 1.5, 10.5]
+    compiled = len(integrate_choice.signatures)
+    plus.rebind(0, 5.0)
+    times.rebind(0, -2.0)
+    assert [integrate_choice(fns, k, 1) for k in range(3)] == [5.5, -1.0, 10.5]
+    assert len(integrate_choice.signatures) == compiled          # nothing compiled again
+
+
+def test_a_choice_is_the_picked_thunk_where_a_thunk_is_stored(engine):
+    """Returned, stored in a typed.List or passed where Numba's FunctionType
+    is wanted, the choice is the item it picked."""
+    (plus, times, plus10), _ = _thunks(engine)
+    fns = (plus, times, plus10)
+
+    @njit
+    def picked(fns, k):
+        return fns[k]
+
+    @njit
+    def listed(fns, k):
+        out = typed.List()
+        out.append(fns[k])
+        out.append(fns[0])
+        return out
+
+    assert [picked(fns, k) for k in (0, 1, 2, -1)] == [plus, times, plus10, plus10]
+    assert all(picked(fns, k) is fns[k] for k in range(3))
+    got = listed(fns, 1)
+    assert got[0] is times and got[0](2.0) == 6.0 and got[1] is plus
+
+    @njit
+    def through_function_type(fns, k, x):
+        g = fns[k] if k >= 0 else c_square
+        return g(x)
+
+    assert through_function_type(fns, 1, 2.0) == 6.0
+    assert through_function_type(fns, -1, 3.0) == 9.0
+
+
+CHOICE_RELEASED = """
+import numba
+from numba import cfunc, njit, types
+import numthunk as nt
+
+f8 = types.float64
+engine = {engine!r}
+
+
+@cfunc(f8(f8, f8))
+def c_plus(k, x):
+    return x + k
+
+
+@cfunc(f8(f8, f8))
+def c_times(k, x):
+    return x * k
+
+
+fns = (nt.bind(c_plus, 1.0, nt.ARG, engine=engine), nt.bind(c_times, 3.0, nt.ARG, engine=engine))
+
+
+@numba.experimental.jitclass([("fns", numba.typeof(fns))])
+class Holder:
+    def __init__(self, fns):
+        self.fns = fns
+
+
+@njit
+def call(h, k, x):
+    return h.fns[k](x)
+
+
+held = Holder(fns)
+assert [call(held, k, 2.0) for k in (0, 1)] == [3.0, 6.0]
+fns[1].release()
+try:
+    call(held, 1, 2.0)
+except ValueError as exc:
+    assert "the thunk has been released" in str(exc), exc
+else:
+    raise AssertionError("a released thunk ran")
+assert call(held, 0, 2.0) == 3.0
+print("ok")
+"""
+
+
+def test_a_choice_refuses_a_released_thunk(engine):
+    """The released item's case raises ValueError (its context reads NULL)
+    and never calls its target; the other items still run."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", CHOICE_RELEASED.format(engine=engine)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
 
 
 # ---------------------------------------------------------------- pointer arguments
