@@ -17,9 +17,9 @@ hand-inlined row):
   evaluations for each choice), against an ``if/elif`` over 4 @njit
   functions: a tuple of 4 inlining thunks over 4 @cfuncs chosen with
   constant indices in the same ``if/elif``; indexed at run time: the same
-  tuple, a tuple of their ``t.opaque()``, an untyped typed.List and
-  typed.Dict of them, and a tuple of 4 thunks over one @cfunc that
-  switches on a bound int.
+  tuple (a switch over the index, each case inlined), a tuple of 4 thunks
+  over one @cfunc that switches on a bound int, an untyped typed.List and
+  typed.Dict of the 4 thunks, and a tuple of their ``t.opaque()``.
 
 "hand" passes the parameters as arguments (not compile-time constants);
 "inline" is the thunk over the @cfunc as it is; "opaque" the same thunk as
@@ -28,8 +28,8 @@ each inline thunk is rebound and its result checked against the hand
 version with the new value. Last, the compile time of a fresh consumer
 with 1 and with 10 distinct thunks over the same target.
 
-``--ir NAME`` (rk4, rk4-ctypes, midpoint, choice) prints the inline
-consumer's optimised LLVM IR instead.
+``--ir NAME`` (rk4, rk4-ctypes, midpoint, choice, choice-index) prints the
+inline consumer's optimised LLVM IR instead.
 """
 
 import math
@@ -307,13 +307,13 @@ def main():
     rk4_hand, rk4_thunk = k["rk4_hand"], k["rk4_thunk"]
     rk4_ctypes, rk4_helper = k["rk4_ctypes"], k["rk4_helper"]
     # run-time choice: the containers docs/numba.md shows
-    containers = {"tuple[k]": fns, "opaque tuple": opaque}
     lst = numba.typed.List()
     dct = numba.typed.Dict()
     for i, t in enumerate(fns):
         lst.append(t)
         dct[i] = t
-    containers.update({"typed.List": lst, "typed.Dict": dct, "one target": kinds})
+    containers = {"tuple[k]": fns, "one target": kinds, "typed.List": lst,
+                  "typed.Dict": dct, "opaque tuple": opaque}
     mid_hand, mid_thunk = k["mid_hand"], k["mid_thunk"]
     c_hand, c_const, c_index = k["choice_hand"], k["choice_constant"], k["choice_index"]
     # compile everything, and check that every version computes the same
@@ -361,11 +361,11 @@ def main():
     print(f"\nchoice of 4 integrands at run time, {EVALS:.0e} evaluations each "
           "(hand: if/elif over 4 @njit functions)")
     _rows(r, {"constant": "tuple of 4 thunks over 4 @cfuncs, constant indices in the if/elif",
-              "tuple[k]": "the same tuple indexed at run time",
-              "opaque tuple": "tuple of their t.opaque(), indexed at run time",
+              "tuple[k]": "the same tuple indexed at run time: a switch, inline",
+              "one target": "4 thunks over one @cfunc switching on a bound int",
               "typed.List": "untyped typed.List() of the 4 thunks",
               "typed.Dict": "untyped typed.Dict() of the 4 thunks, int keys",
-              "one target": "4 thunks over one @cfunc switching on a bound int"})
+              "opaque tuple": "tuple of their t.opaque(), indexed at run time"})
 
     # live: a rebind between runs is seen by the compiled consumers
     rhs.rebind(6, 0.5)
@@ -380,6 +380,7 @@ def main():
     for i in range(4):
         want = c_hand(i, 0.0, 1.0, 1000, A, 7.0)
         check(c_const(fns, i, 0.0, 1.0, 1000), want, "choice rebind")
+        check(c_index(fns, i, 0.0, 1.0, 1000), want, "choice tuple[k] rebind")
         check(c_index(kinds, i, 0.0, 1.0, 1000), want, "choice one target rebind")
     print("\nrebinds between runs: seen by every inline consumer (results checked)")
 
@@ -408,6 +409,7 @@ def show_ir(k, name):
         "rk4-ctypes": (k["rk4_ctypes"], lambda f: f(rhs, U0, H, 1)),
         "midpoint": (k["mid_thunk"], lambda f: f(integrand, 0.0, 1.0, 1)),
         "choice": (k["choice_constant"], lambda f: f(fns, 0, 0.0, 1.0, 1)),
+        "choice-index": (k["choice_index"], lambda f: f(fns, 0, 0.0, 1.0, 1)),
     }
     if name not in runs:
         raise SystemExit(f"--ir: one of {', '.join(runs)}")
