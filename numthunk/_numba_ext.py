@@ -21,7 +21,11 @@ the target's own compiled function, linked into the caller so that LLVM
 can inline it, with the bound values loaded from the thunk's published
 context at each call (``Thunk._inline_layout()`` says where). It converts
 to the ``ThunkType`` of its signature wherever Numba unifies or casts
-types; other conversions between thunk types are refused.
+types; other conversions between thunk types are refused. An item of a
+tuple of thunks over several targets picked at run time (``fns[k]``) has
+a ``ChoiceThunkType``: its call is a switch over the index, each case the
+item's own call. A ``u.ctypes`` argument of a thunk call is compiled as the
+array ``u`` where that passes the same pointer (``_CtypesArgumentAsArray``).
 
 A thunk compiled in as a constant (a global or closure variable) is held
 for ever (the machine code holding its address is never freed) and is
