@@ -159,7 +159,36 @@ def _check_function_pointer(i, atype, want):
                              f"numthunk thunk or Function of that signature, not {atype}")
 
 
-class InlineThunkType(ThunkType):
+class _RefinedThunkType(ThunkType):
+    """A thunk type that knows more than its signature (its target, or the
+    targets it picks from): a value of the uniform type ``opaque`` of its
+    signature wherever Numba wants the type of any value that may be
+    stored (a typed.List's or typed.Dict's items, a returned value), so
+    that thunks over other targets fit too, and it converts to it."""
+
+    def _refine(self, opaque, name):
+        self._opaque = opaque
+        self.signature = opaque.signature
+        self.nargs = opaque.nargs
+        self.fnptrs = opaque.fnptrs
+        types.Callable.__init__(self, name=f"numthunk.Thunk[{opaque.function}; {name}]")
+
+    @property
+    def opaque(self):
+        return self._opaque
+
+    def __unliteral__(self):
+        # what it knows is compile-time knowledge about a value, as a
+        # literal's value is
+        return self._opaque
+
+    def can_convert_to(self, typingctx, other):
+        if other == self._opaque:
+            return Conversion.safe
+        return super().can_convert_to(typingctx, other)
+
+
+class InlineThunkType(_RefinedThunkType):
     """A thunk whose target is Numba-compiled (a ``@cfunc``): a call is a
     direct call of the target's own code, which LLVM may inline, with the
     bound values loaded from the thunk's current context at each call.
@@ -174,30 +203,12 @@ class InlineThunkType(ThunkType):
     links, is this process's own (``_target``, left out of pickles)."""
 
     def __init__(self, opaque, fingerprint, name, target_sig, layout):
-        self._opaque = opaque
         self.fingerprint = fingerprint
         self.target_sig = target_sig
         self.layout = layout
-        self.signature = opaque.signature
-        self.nargs = opaque.nargs
-        self.fnptrs = opaque.fnptrs
         pattern = ",".join(f"{k}@{w}" if src == "bound" else "ARG"
                            for src, k, w in layout[2])
-        types.Callable.__init__(
-            self, name=f"numthunk.Thunk[{opaque.function}; inline {name}#{fingerprint[:12]}"
-                       f"({pattern})]")
-
-    @property
-    def opaque(self):
-        return self._opaque
-
-    def __unliteral__(self):
-        # The target is compile-time knowledge about a value, as a
-        # literal's value is: where Numba wants the type of any value that
-        # may be stored (a typed.List's or typed.Dict's items, a returned
-        # value), the thunk is a value of the uniform type, so that thunks
-        # over other targets fit too.
-        return self._opaque
+        self._refine(opaque, f"inline {name}#{fingerprint[:12]}({pattern})")
 
     @property
     def key(self):
@@ -211,11 +222,6 @@ class InlineThunkType(ThunkType):
             h = self._hash = hash(self.key)
         return h
 
-    def can_convert_to(self, typingctx, other):
-        if other == self._opaque:
-            return Conversion.safe
-        return super().can_convert_to(typingctx, other)
-
     def __getstate__(self):
         state = dict(self.__dict__)
         state.pop("_target", None)          # this process's library
@@ -223,7 +229,7 @@ class InlineThunkType(ThunkType):
         return state
 
 
-class ChoiceThunkType(ThunkType):
+class ChoiceThunkType(_RefinedThunkType):
     """An item of a tuple of thunks over several targets of one signature,
     picked by an index known at run time only (``fns[k]``): the tuple and
     the index. A call is a switch over the index, each case the call of
@@ -235,30 +241,11 @@ class ChoiceThunkType(ThunkType):
 
     def __init__(self, items):
         self.items = tuple(items)
-        opaque = items[0].opaque
-        self._opaque = opaque
-        self.signature = opaque.signature
-        self.nargs = opaque.nargs
-        self.fnptrs = opaque.fnptrs
-        types.Callable.__init__(
-            self, name=f"numthunk.Thunk[{opaque.function}; choice of "
-                       f"{', '.join(str(t) for t in self.items)}]")
-
-    @property
-    def opaque(self):
-        return self._opaque
-
-    def __unliteral__(self):
-        return self._opaque             # as InlineThunkType's: stored as any thunk
+        self._refine(items[0].opaque, f"choice of {', '.join(str(t) for t in self.items)}")
 
     @property
     def key(self):
         return (self._opaque.key, self.items)
-
-    def can_convert_to(self, typingctx, other):
-        if other == self._opaque:
-            return Conversion.safe
-        return super().can_convert_to(typingctx, other)
 
 
 class ThunkFunctionType(types.FunctionType):
