@@ -28,13 +28,13 @@ from ._api import (
 )
 from ._signature import Signature
 
-backend_info = _core.backend_info
+engine_info = _core.engine_info
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "ARG", "Address", "Function", "Ref", "Signature", "Thunk", "address", "backend_info",
-    "bind", "cython", "get_include", "ref", "shape", "size", "stride", "strided", "unpack",
+    "ARG", "Address", "Function", "Ref", "Signature", "Thunk", "address", "bind",
+    "cython", "engine_info", "get_include", "ref", "shape", "size", "stride", "strided", "unpack",
 ]
 
 
@@ -82,3 +82,24 @@ def get_include():
     """
     import os
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
+
+
+def backend_info():
+    """Deprecated: the old name of :func:`engine_info`, which it returns;
+    warns (``DeprecationWarning``). Removed in the next release."""
+    import warnings
+    warnings.warn("numthunk.backend_info() is deprecated: use numthunk.engine_info() "
+                  "(the same dict)", DeprecationWarning, stacklevel=2)
+    return engine_info()
+
+
+def _warn_old_engine_variable():
+    # the core read NUMTHUNK_BACKEND, the old name of NUMTHUNK_ENGINE (unset);
+    # the environment, not engine_info(), whose memory policy would start now
+    import os
+    if not os.environ.get("NUMTHUNK_ENGINE") and os.environ.get("NUMTHUNK_BACKEND"):
+        import warnings
+        warnings.warn("NUMTHUNK_BACKEND is deprecated: set NUMTHUNK_ENGINE instead "
+                      "(the same values)", DeprecationWarning, stacklevel=3)
+
+_warn_old_engine_variable()

@@ -56,8 +56,8 @@ def _kernel():
 
 def main(out=sys.stdout):
     p = lambda *a: print(*a, file=out)  # noqa: E731
-    p(f"numthunk {nt.__version__}: engine {nt.backend_info()['engine']}, "
-      f"memory {nt.backend_info()['memory_policy']}")
+    p(f"numthunk {nt.__version__}: engine {nt.engine_info()['engine']}, "
+      f"memory {nt.engine_info()['memory_policy']}")
     target, what, numba = _kernel()
     p(f"kernel: double sum(double *x, int n), a {what}")
 

@@ -765,7 +765,7 @@ def bind(target, *args, **options):
 
     ``signature``: for targets that do not carry one (a bare address).
     ``nogil``: override the target's GIL policy. ``engine``: 'native',
-    'ffi' (or 'libffi') or 'auto' (default: NUMTHUNK_BACKEND, else native
+    'ffi' (or 'libffi') or 'auto' (default: NUMTHUNK_ENGINE, else native
     where the platform and the signature allow, else libffi). ``keep``: any object
     (or tuple of objects) the thunk holds as long as it lives, for memory
     the target reads that no bound argument owns.
@@ -1021,7 +1021,7 @@ class Thunk(_core.Thunk):
             parts.append("ARG" if v is ARG else _bound_repr(v))
         name = getattr(self.target, "name", None) or f"{self.target_address:#x}"
         return (f"<numthunk.Thunk {self.csig} -> {name}({', '.join(parts)}) "
-                f"at {self.address:#x} [{self.backend}]>")
+                f"at {self.address:#x} [{self.engine}]>")
 
 
 class _ProtocolSignature(Signature):

@@ -481,7 +481,7 @@ def _travelling(t, i, v):
 def _engine_of(t):
     # A thunk on libffi stays on libffi; a native one takes the other
     # process's default (the engine it can run there).
-    return "ffi" if t.backend == "libffi" else None
+    return "ffi" if t.engine == "libffi" else None
 
 
 # pickle follows a composed thunk's target and bound thunks recursively:

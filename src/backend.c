@@ -2,9 +2,10 @@
  * numthunk engine choice: the one place that looks at the architecture and
  * the OS, and the one place that reads the environment.
  *
- * "Engine" is the word users see (bind(engine=...), backend_info()); in C
- * an engine is an nt_backend: the native engine (native.c over the arch
- * file this chain names) or libffi (backend_ffi.c).
+ * "Engine" is the word users see (bind(engine=...), Thunk.engine,
+ * engine_info(), NUMTHUNK_ENGINE); in C an engine is an nt_backend: the
+ * native engine (native.c over the arch file this chain names) or libffi
+ * (backend_ffi.c).
  *
  * The #if chain names the native engine's arch for this platform (or none:
  * every plan then goes to libffi), the executable-memory policies to try,
@@ -164,7 +165,19 @@ static int yes_or_no(const char *v)
 static void read_config(void)
 {
     nt_config *c = &config;
-    c->engine = env_or("NUMTHUNK_BACKEND", "auto");
+    /* NUMTHUNK_ENGINE; NUMTHUNK_BACKEND is its old name, read for one
+       release when the new one is unset (the package warns at import). */
+    const char *engine = env_or("NUMTHUNK_ENGINE", "");
+    const char *old = env_or("NUMTHUNK_BACKEND", "");
+    c->engine_from = "default";
+    c->engine = "auto";
+    if (engine[0] != '\0') {
+        c->engine_from = "NUMTHUNK_ENGINE";
+        c->engine = engine;
+    } else if (old[0] != '\0') {
+        c->engine_from = "NUMTHUNK_BACKEND";
+        c->engine = old;
+    }
     c->execmem = env_or("NUMTHUNK_EXECMEM", "auto");
     const char *nr = env_or("NUMTHUNK_NO_REUSE", "0");
     c->no_reuse = yes_or_no(nr);
@@ -190,7 +203,14 @@ static void read_config(void)
             c->quarantine = (unsigned)n;
     }
     nt_error err = { NT_OK, -1, "" };
-    if (nt_engine_parse(c->engine, "NUMTHUNK_BACKEND=", &c->forced, &err) != NT_OK)
+    char where[32];
+    snprintf(where, sizeof(where), "%s=", c->engine_from);
+    if (engine[0] != '\0' && old[0] != '\0' && strcmp(engine, old) != 0)
+        snprintf(c->error, sizeof(c->error),
+                 "NUMTHUNK_ENGINE=%.40s and NUMTHUNK_BACKEND=%.40s differ: set "
+                 "NUMTHUNK_ENGINE only (NUMTHUNK_BACKEND is its old name)",
+                 engine, old);
+    else if (nt_engine_parse(c->engine, where, &c->forced, &err) != NT_OK)
         snprintf(c->error, sizeof(c->error), "%.*s", (int)sizeof(c->error) - 1, err.msg);
     const char *m = c->execmem;
     if (strcmp(m, "auto") != 0 && strcmp(m, "none") != 0 && strcmp(m, "memfd") != 0

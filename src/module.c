@@ -3,7 +3,7 @@
  * types, ARG, the C API capsule and the callables the package registers),
  * one core per process; and the small functions the Python package needs
  * from C (the kind table as _core.kinds, checked scalar conversion for
- * ref(), backend_info()). docs/architecture.md, "The C/Python boundary",
+ * ref(), engine_info()). docs/architecture.md, "The C/Python boundary",
  * says what is registered and why there is one core.
  */
 #include "pyapi.h"
@@ -156,7 +156,7 @@ static int add_kinds(PyObject *module)
 
 /* What new thunks get now (after any executable-memory fallback), and the
    configuration read from the environment, whole. */
-static PyObject *mod_backend_info(PyObject *module, PyObject *unused)
+static PyObject *mod_engine_info(PyObject *module, PyObject *unused)
 {
     (void)module;
     (void)unused;
@@ -172,12 +172,12 @@ static PyObject *mod_backend_info(PyObject *module, PyObject *unused)
     }
     if (fallbacks == NULL)
         return NULL;
-    return Py_BuildValue("{s:s,s:s,s:O,s:s,s:N,s:{s:s,s:s,s:O,s:I}}", "engine", st.engine,
-                         "memory_policy", st.memory_policy, "native_available",
-                         nt_backend_native != NULL ? Py_True : Py_False, "fallback_engine",
-                         nt_backend_ffi.name, "fallbacks", fallbacks, "config", "engine",
-                         cfg->engine, "execmem", cfg->execmem, "no_reuse",
-                         cfg->no_reuse ? Py_True : Py_False, "quarantine", cfg->quarantine);
+    return Py_BuildValue(
+        "{s:s,s:s,s:O,s:s,s:N,s:{s:s,s:s,s:s,s:O,s:I}}", "engine", st.engine, "memory_policy",
+        st.memory_policy, "native_available", nt_backend_native != NULL ? Py_True : Py_False,
+        "fallback_engine", nt_backend_ffi.name, "fallbacks", fallbacks, "config", "engine",
+        cfg->engine, "engine_from", cfg->engine_from, "execmem", cfg->execmem, "no_reuse",
+        cfg->no_reuse ? Py_True : Py_False, "quarantine", cfg->quarantine);
 }
 
 /* A capsule named by its C signature (the SciPy/Cython convention) that
@@ -473,10 +473,10 @@ static PyMethodDef module_methods[] = {
       "the package's thunk class and hooks, handed to the core once" },
     { "_new_thunk", (PyCFunction)(void (*)(void))nt_thunk_new_positional, METH_FASTCALL,
       "Thunk(...) by position, for bind()" },
-    { "backend_info", mod_backend_info, METH_NOARGS,
-      "backend_info() -> dict: the engine and executable-memory policy new thunks get,\n"
+    { "engine_info", mod_engine_info, METH_NOARGS,
+      "engine_info() -> dict: the engine and executable-memory policy new thunks get,\n"
       "the fallbacks taken and the configuration (see docs/engines.md).\n\n"
-      ">>> info = nt.backend_info()\n"
+      ">>> info = nt.engine_info()\n"
       ">>> sorted(info)\n"
       "['config', 'engine', 'fallback_engine', 'fallbacks', 'memory_policy', "
       "'native_available']\n"

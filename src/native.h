@@ -30,9 +30,12 @@
 /* Configuration: read once from the environment (backend.c)                */
 
 typedef struct nt_config {
-    /* NUMTHUNK_BACKEND: "auto", "native" or "ffi" (the engine for plans
-       that do not ask for one); forced is NULL for auto. */
+    /* NUMTHUNK_ENGINE: "auto", "native" or "ffi" (the engine for plans
+       that do not ask for one); forced is NULL for auto. engine_from is
+       the variable it came from: "NUMTHUNK_ENGINE", "NUMTHUNK_BACKEND"
+       (its old name) or "default". */
     const char *engine;
+    const char *engine_from;
     const nt_backend *forced;
     /* NUMTHUNK_EXECMEM: "auto" (every policy in order), "memfd",
        "mprotect" (that one only) or "none" (no executable memory: new

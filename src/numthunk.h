@@ -429,7 +429,7 @@ void nt_plan_cache_free(nt_plan_cache *cache);
 
 /*
  * The engine a name asks for, for every door a name comes through
- * (NUMTHUNK_BACKEND, engine= of bind() and Thunk(), numthunk_create's
+ * (NUMTHUNK_ENGINE, engine= of bind() and Thunk(), numthunk_create's
  * flags): "native"; "ffi" or "libffi" (the name libffi thunks report);
  * "auto" or NULL, the configured default (*out NULL). Any other name, or
  * "native" where there is no native engine: NT_ERR_VALUE, the message

@@ -1372,6 +1372,17 @@ LOCKED(PyObject *, thunk_needs_resolve, (ThunkObject *self, PyObject *args), (se
 LOCKED(PyObject *, thunk_inline_layout, (ThunkObject *self, PyObject *unused), (self, unused));
 // clang-format on
 
+/* .backend, the old name of .engine: kept for one release. Level 1 points
+   the warning at the Python line that read the attribute. */
+static PyObject *thunk_backend_deprecated(ThunkObject *self, void *closure)
+{
+    if (PyErr_WarnEx(PyExc_DeprecationWarning,
+                     "Thunk.backend is deprecated: use Thunk.engine (the same value)", 1)
+        < 0)
+        return NULL;
+    return thunk_backend(self, closure);
+}
+
 static PyGetSetDef thunk_getset[] = {
     { "address", (getter)thunk_address, NULL,
       "the thunk's C address (int). An address does not hold the thunk: keep the thunk "
@@ -1390,7 +1401,12 @@ static PyGetSetDef thunk_getset[] = {
       "it uses allow it",
       NULL },
     { "released", (getter)thunk_released, NULL, "whether release() was called", NULL },
-    { "backend", (getter)thunk_backend, NULL, "the engine running this thunk", NULL },
+    { "engine", (getter)thunk_backend, NULL,
+      "the engine running this thunk: the native engine's name (e.g. 'native-x86_64-sysv') "
+      "or 'libffi'",
+      NULL },
+    { "backend", (getter)thunk_backend_deprecated, NULL,
+      "deprecated: the old name of engine, warns (DeprecationWarning)", NULL },
     { "bindings", (getter)thunk_bindings, NULL, "bound values, ARG where forwarded", NULL },
     { "chain", (getter)thunk_chain, NULL,
       "the longest path of thunks below this one, each calling the next (as a target, a "

@@ -74,7 +74,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BUILD = os.path.join(HERE, "_build")
 
 # The engines a test can choose (bind's engine=), and the name each reports
-# as a thunk's .backend on this machine. A test that runs on both takes the
+# as a thunk's .engine on this machine. A test that runs on both takes the
 # `engine` fixture, or parametrises over ENGINES itself.
 ENGINES = ["native", "ffi"]
 BACKEND = {"native": "native-x86_64-sysv", "ffi": "libffi"}

@@ -23,26 +23,109 @@ import ntbuild
 from conftest import ENGINES
 from thunks import run_py
 
-NATIVE = nt.backend_info()["native_available"]
+NATIVE = nt.engine_info()["native_available"]
 X86_64_LINUX = platform.machine() == "x86_64" and sys.platform.startswith("linux")
 
 
-def test_backend_info_names_engine_and_policy():
-    info = nt.backend_info()
+def test_engine_info_names_engine_and_policy():
+    info = nt.engine_info()
     assert info["fallback_engine"] == "libffi"
     assert info["engine"] in ("libffi", "native-x86_64-sysv")
     assert info["memory_policy"]
-    out = run_py("import numthunk; print(numthunk.backend_info()['engine'])",
-                 NUMTHUNK_BACKEND="ffi")
+    out = run_py("import numthunk; print(numthunk.engine_info()['engine'])",
+                 NUMTHUNK_ENGINE="ffi")
     assert out.stdout.strip() == "libffi"
-    bad = run_py("import numthunk", NUMTHUNK_BACKEND="fast")
-    assert bad.returncode != 0 and "NUMTHUNK_BACKEND='fast'" in bad.stderr
+    bad = run_py("import numthunk", NUMTHUNK_ENGINE="fast")
+    assert bad.returncode != 0 and "NUMTHUNK_ENGINE='fast'" in bad.stderr
 
 
 # ---------------------------------------------------------------------------
-# Engine names: one parser for NUMTHUNK_BACKEND, engine= of bind() and
+# The old names (Thunk.backend, backend_info(), NUMTHUNK_BACKEND) still work
+# for one release, each with a DeprecationWarning naming the new one.
+
+def test_backend_info_is_engine_info_and_warns():
+    with pytest.warns(DeprecationWarning, match=r"use numthunk\.engine_info\(\)") as rec:
+        old = nt.backend_info()
+    assert rec[0].filename == __file__          # points at the caller
+    assert old == nt.engine_info()
+    assert set(old) == {"config", "engine", "fallback_engine", "fallbacks", "memory_policy",
+                        "native_available"}
+    assert "backend_info" not in nt.__all__ and "engine_info" in nt.__all__
+
+
+def test_thunk_backend_is_engine_and_warns(engine):
+    k = nt._core._kernels()
+    f = nt.Function(k["sum"], "double (const double *, int)")
+    t = nt.bind(f, np.ones(3), 3, engine=engine)
+    with pytest.warns(DeprecationWarning, match=r"use Thunk\.engine") as rec:
+        old = t.backend
+    assert rec[0].filename == __file__
+    assert old == t.engine == engine_for(engine, None)
+    t.release()
+    with pytest.raises(ValueError), pytest.warns(DeprecationWarning):
+        t.backend  # noqa: B018
+
+
+OLD_NAME_CHECK = """
+import warnings
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import numpy as np, numthunk as nt
+    import numthunk                              # again: no second warning
+k = nt._core._kernels()
+t = nt.bind(nt.Function(k["sum"], "double (const double *, int)"), np.ones(3), 3)
+print(repr((nt.engine_info()["engine"], nt.engine_info()["config"]["engine_from"], t.engine,
+            [(w.category.__name__, str(w.message)) for w in caught])))
+"""
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_engine_variable_makes_the_default(engine):
+    out = run_py(OLD_NAME_CHECK, NUMTHUNK_ENGINE=engine)
+    assert out.returncode == 0, out.stderr
+    want = engine_for(engine, None)
+    assert eval(out.stdout) == (want, "NUMTHUNK_ENGINE", want, [])
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_old_engine_variable_still_read_and_warns_once(engine):
+    out = run_py(OLD_NAME_CHECK, NUMTHUNK_BACKEND=engine)
+    assert out.returncode == 0, out.stderr
+    want = engine_for(engine, None)
+    got, source, thunk_engine, caught = eval(out.stdout)
+    assert (got, source, thunk_engine) == (want, "NUMTHUNK_BACKEND", want)
+    assert caught == [("DeprecationWarning", "NUMTHUNK_BACKEND is deprecated: set "
+                       "NUMTHUNK_ENGINE instead (the same values)")]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_both_engine_variables_equal_is_fine(engine):
+    out = run_py(OLD_NAME_CHECK, NUMTHUNK_ENGINE=engine, NUMTHUNK_BACKEND=engine)
+    assert out.returncode == 0, out.stderr
+    want = engine_for(engine, None)
+    assert eval(out.stdout) == (want, "NUMTHUNK_ENGINE", want, [])
+
+
+@pytest.mark.parametrize("new, old", [("ffi", "native"), ("native", "ffi"), ("ffi", "libffi")])
+def test_both_engine_variables_different_fail_the_import(new, old):
+    out = run_py("import numthunk", NUMTHUNK_ENGINE=new, NUMTHUNK_BACKEND=old)
+    assert out.returncode != 0, out.stdout
+    assert (f"ImportError: NUMTHUNK_ENGINE={new} and NUMTHUNK_BACKEND={old} differ: set "
+            "NUMTHUNK_ENGINE only") in out.stderr, out.stderr
+
+
+def test_bad_engine_variable_names_it():
+    out = run_py("import numthunk", NUMTHUNK_ENGINE="fast", NUMTHUNK_BACKEND="")
+    assert out.returncode != 0
+    assert f"ImportError: NUMTHUNK_ENGINE='fast': {EXPECTED}" in out.stderr, out.stderr
+    out = run_py("import numthunk", NUMTHUNK_BACKEND="fast")
+    assert f"ImportError: NUMTHUNK_BACKEND='fast': {EXPECTED}" in out.stderr, out.stderr
+
+
+# ---------------------------------------------------------------------------
+# Engine names: one parser for NUMTHUNK_ENGINE, engine= of bind() and
 # Thunk(), and the C API's flags (tests/test_capi.py). What a thunk reports
-# (t.backend) and backend_info() stay the engines' own names.
+# (t.engine) and engine_info() stay the engines' own names.
 
 NAMES = ["native", "ffi", "libffi", "auto"]
 REFUSED = ["fast", "Native", "FFI", "LIBFFI", " ffi", "ffi ", "native-x86_64-sysv", "lib ffi",
@@ -63,15 +146,15 @@ import numpy as np, numthunk as nt
 k = nt._core._kernels()
 f = nt.Function(k["sum"], "double (const double *, int)")
 t = nt.bind(f, np.ones(3), 3)
-print(repr((nt.backend_info()["engine"], nt.backend_info()["config"]["engine"], t.backend, t())))
+print(repr((nt.engine_info()["engine"], nt.engine_info()["config"]["engine"], t.engine, t())))
 """
 
 
 @pytest.mark.parametrize("name", NAMES + [""])   # "": unset, so auto
 def test_engine_names_in_the_environment(name):
-    out = run_py(ENV_CHECK, NUMTHUNK_BACKEND=name)
+    out = run_py(ENV_CHECK, NUMTHUNK_ENGINE=name)
     if name == "native" and not NATIVE:
-        assert out.returncode != 0 and "NUMTHUNK_BACKEND='native': this platform has no " \
+        assert out.returncode != 0 and "NUMTHUNK_ENGINE='native': this platform has no " \
             "native engine" in out.stderr, out.stderr
         return
     assert out.returncode == 0, out.stderr
@@ -82,23 +165,23 @@ def test_engine_names_in_the_environment(name):
 
 @pytest.mark.parametrize("name", REFUSED + ["ffi\t"])
 def test_engine_names_refused_in_the_environment(name):
-    out = run_py("import numthunk", NUMTHUNK_BACKEND=name)
+    out = run_py("import numthunk", NUMTHUNK_ENGINE=name)
     assert out.returncode != 0, out.stdout
-    assert f"ImportError: NUMTHUNK_BACKEND='{name}': {EXPECTED}" in out.stderr, out.stderr
+    assert f"ImportError: NUMTHUNK_ENGINE='{name}': {EXPECTED}" in out.stderr, out.stderr
 
 
 @pytest.mark.parametrize("name", NAMES + [None])
 def test_engine_names_in_bind_and_thunk(name):
     k = nt._core._kernels()
     f = nt.Function(k["sum"], "double (const double *, int)")
-    default = nt.bind(f, np.ones(3), 3).backend
+    default = nt.bind(f, np.ones(3), 3).engine
     want = engine_for(name or "auto", default)
-    assert nt.bind(f, np.ones(3), 3, engine=name).backend == want
+    assert nt.bind(f, np.ones(3), 3, engine=name).engine == want
     t = nt._core.Thunk(f._signature, f.address, (np.ones(3), 3), engine=name)
-    assert (t.backend, t()) == (want, 3.0)
+    assert (t.engine, t()) == (want, 3.0)
     # by position, as bind() passes it
     t = nt._core.Thunk(f._signature, f.address, (np.ones(3), 3), f, True, None, name)
-    assert t.backend == want
+    assert t.engine == want
 
 
 def test_engine_names_refused_in_bind_and_thunk():
@@ -128,7 +211,7 @@ f = nt.Function(k["sum"], "double (const double *, int)")
 arrays = [np.full(4, float(i)) for i in range(3000)]
 thunks = [nt.bind(f, a, 4) for a in arrays]
 thunks += [nt.bind(f, nt.ARG, nt.ARG), nt.bind(f, arrays[0], nt.ARG)]
-assert all(t.backend != "libffi" for t in thunks), {t.backend for t in thunks}
+assert all(t.engine != "libffi" for t in thunks), {t.engine for t in thunks}
 call = ctypes.CFUNCTYPE(ctypes.c_double)
 assert call(thunks[7].address)() == 28.0
 for t in thunks[:1000]:
@@ -149,7 +232,7 @@ for line in rwx:
                     reason="no native engine on this platform: every plan runs on libffi")
 @pytest.mark.parametrize("policy", ["", "memfd", "mprotect"])
 def test_no_writable_executable_mapping(policy):
-    out = run_py(W_X_CHECK, NUMTHUNK_BACKEND="native", NUMTHUNK_EXECMEM=policy)
+    out = run_py(W_X_CHECK, NUMTHUNK_ENGINE="native", NUMTHUNK_EXECMEM=policy)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("RWX 0"), out.stdout
 
@@ -199,7 +282,7 @@ def test_quarantine_holds_exactly_its_size(engine):
         k = nt._core._kernels()
         f = nt.Function(k["sum"], "double (const double *, int)")
         a = np.ones(4)
-        q = nt.backend_info()["config"]["quarantine"]
+        q = nt.engine_info()["config"]["quarantine"]
         for n in (q - 1, q):
             x = nt.bind(f, a, 4, engine=ENGINE)
             released = x.address
@@ -230,7 +313,7 @@ import numthunk as nt
 k = nt._core._kernels()
 f = nt.Function(k["sum"], "double (const double *, int)")
 a = np.arange(8.0)
-q = nt.backend_info()["config"]["quarantine"]
+q = nt.engine_info()["config"]["quarantine"]
 cap = 1024
 while cap <= q:
     cap *= 2
@@ -281,7 +364,7 @@ def test_same_results_on_both_engines(cfn, engine):
         fwd = [v for m, v in zip(mask, vals) if m]
         assert t(*fwd) == expected
         assert t.ctypes(*fwd) == expected
-        assert t.backend == ("libffi" if engine == "ffi" else "native-x86_64-sysv")
+        assert t.engine == ("libffi" if engine == "ffi" else "native-x86_64-sysv")
 
 
 # ---------------------------------------------------------------------------
@@ -348,12 +431,12 @@ def test_binds_over_64_parameters(many_params, engine, n):
         fwd = [v for m, v in zip(mask, vals) if m]
         assert t(*fwd) == expected
         assert t.ctypes(*fwd) == expected
-        assert t.backend == backend
+        assert t.engine == backend
     # the last parameter alone differs: bound in one, forwarded in the other
     last = n - 1
     bound = nt.bind(f, *vals, engine=engine)
     fwd_last = nt.bind(f, *vals[:last], nt.ARG, engine=engine)
-    assert bound.backend == fwd_last.backend == backend
+    assert bound.engine == fwd_last.engine == backend
     assert bound() == expected and fwd_last(vals[last]) == expected
     assert fwd_last(vals[last] + 1) == expected + n
     assert bound() == expected
@@ -437,9 +520,9 @@ again = [nt.bind(f, arr, 4, engine="native") for arr in arrays[:2000]]
 bad += [i for i, t in enumerate(again) if call(t.address)() != 4.0 * i]
 with open("/proc/self/maps") as fh:
     rwx = [line for line in fh if "w" in line.split()[1] and "x" in line.split()[1]]
-info = nt.backend_info()
+info = nt.engine_info()
 # what each thunk reports is the engine its own entry runs on
-info["thunk_engines"] = (thunks[1].backend, again[-1].backend)
+info["thunk_engines"] = (thunks[1].engine, again[-1].engine)
 # and a chain of composed thunks is bounded by the engines of its entries
 chain = [again[-1]]
 try:
@@ -455,8 +538,8 @@ print(repr((bad, rwx, info)))
 
 def run_many(limit, n, **env):
     code = MANY_THUNKS.replace("__LIMIT__", str(limit)).replace("__N__", str(n))
-    # the engine new thunks get by default is what backend_info reports
-    out = run_py(code, NUMTHUNK_BACKEND="auto", **env)
+    # the engine new thunks get by default is what engine_info reports
+    out = run_py(code, NUMTHUNK_ENGINE="auto", **env)
     assert out.returncode == 0, out.stderr[-3000:]
     bad, rwx, info = eval(out.stdout)
     assert bad == [], bad[:20]
@@ -500,8 +583,8 @@ def test_execmem_forces_one_policy(policy):
         import numthunk as nt, numpy as np
         k = nt._core._kernels()
         t = nt.bind(nt.Function(k["sum"], "double (const double *, int)"), np.ones(3), 3)
-        print(t.backend, t(), repr(nt.backend_info()))
-        """, NUMTHUNK_EXECMEM=policy, NUMTHUNK_BACKEND="auto")
+        print(t.engine, t(), repr(nt.engine_info()))
+        """, NUMTHUNK_EXECMEM=policy, NUMTHUNK_ENGINE="auto")
     assert out.returncode == 0, out.stderr
     backend, value, info = out.stdout.split(" ", 2)
     info = eval(info)
@@ -518,7 +601,7 @@ def test_execmem_none_means_libffi_for_new_thunks():
         k = nt._core._kernels()
         f = nt.Function(k["sum"], "double (const double *, int)")
         ts = [nt.bind(f, np.ones(3), 3, engine=e) for e in ("native", "auto", "ffi")]
-        print(repr(([t.backend for t in ts], [t() for t in ts], nt.backend_info())))
+        print(repr(([t.engine for t in ts], [t() for t in ts], nt.engine_info())))
         """, NUMTHUNK_EXECMEM="none")
     assert out.returncode == 0, out.stderr
     backends, values, info = eval(out.stdout)
@@ -530,8 +613,8 @@ def test_execmem_none_means_libffi_for_new_thunks():
 
 
 def test_configuration_is_read_once_and_reported_whole():
-    out = run_py("import numthunk; print(repr(numthunk.backend_info()['config']))",
-                 NUMTHUNK_BACKEND="ffi", NUMTHUNK_EXECMEM="mprotect", NUMTHUNK_NO_REUSE="1")
+    out = run_py("import numthunk; print(repr(numthunk.engine_info()['config']))",
+                 NUMTHUNK_ENGINE="ffi", NUMTHUNK_EXECMEM="mprotect", NUMTHUNK_NO_REUSE="1")
     assert out.returncode == 0, out.stderr
     cfg = eval(out.stdout)
     assert cfg["engine"] == "ffi" and cfg["execmem"] == "mprotect" and cfg["no_reuse"] is True
@@ -540,7 +623,7 @@ def test_configuration_is_read_once_and_reported_whole():
     assert bad.returncode != 0 and "NUMTHUNK_EXECMEM=rwx" in bad.stderr, bad.stderr
 
 
-def test_with_nothing_configured_backend_info_reports_the_defaults():
+def test_with_nothing_configured_engine_info_reports_the_defaults():
     """No NUMTHUNK_* variable set at all (not even empty): the engine
     'auto', the memory policy 'auto' (memfd first: where the system refuses
     it, the sealed pages, the fallback saying why), addresses reused after
@@ -550,7 +633,7 @@ def test_with_nothing_configured_backend_info_reports_the_defaults():
         import numpy as np, numthunk as nt
         k = nt._core._kernels()
         t = nt.bind(nt.Function(k["sum"], "double (const double *, int)"), np.ones(3), 3)
-        print(repr((nt.backend_info(), t.backend, t())))
+        print(repr((nt.engine_info(), t.engine, t())))
         """)
     env = {k: v for k, v in os.environ.items() if not k.startswith("NUMTHUNK_")}
     env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.dirname(nt.__file__)),
@@ -559,8 +642,8 @@ def test_with_nothing_configured_backend_info_reports_the_defaults():
                          timeout=300)
     assert out.returncode == 0, out.stderr
     info, backend, value = eval(out.stdout)
-    assert info["config"] == {"engine": "auto", "execmem": "auto", "no_reuse": False,
-                              "quarantine": 32768}
+    assert info["config"] == {"engine": "auto", "engine_from": "default", "execmem": "auto",
+                              "no_reuse": False, "quarantine": 32768}
     assert info["fallback_engine"] == "libffi" and info["native_available"] is NATIVE
     assert (backend, value) == (info["engine"], 3.0)
     if not NATIVE:
@@ -575,7 +658,7 @@ def test_with_nothing_configured_backend_info_reports_the_defaults():
 
 
 def test_no_reuse_takes_yes_or_no_and_refuses_the_rest():
-    code = "import numthunk; print(numthunk.backend_info()['config']['no_reuse'])"
+    code = "import numthunk; print(numthunk.engine_info()['config']['no_reuse'])"
     for value, want in [("1", True), ("true", True), ("YES", True), ("0", False),
                         ("false", False), ("No", False), ("", False)]:
         out = run_py(code, NUMTHUNK_NO_REUSE=value)
@@ -603,7 +686,7 @@ for n in range(N):
     types = ["double" if (n >> k) & 1 else "int" for k in range(K)]
     sig = nt.Signature("void (" + ", ".join(types) + ")")
     t = nt.bind(nt.Function(addr, sig), *([nt.ARG] * K))
-    assert t.backend != "libffi"
+    assert t.engine != "libffi"
     t.release()
     del t, sig                          # the plan, and so its handler, goes
     if n + 1 in (N // 2, N):
@@ -624,7 +707,7 @@ def test_handler_cache_stays_flat_over_distinct_shapes(policy):
     # under ASan, its own quarantine of freed memory would be the growth seen
     asan = os.environ.get("ASAN_OPTIONS", "")
     out = run_py(HANDLER_CHURN.replace("N_SHAPES", str(n)),
-                 NUMTHUNK_BACKEND="native", NUMTHUNK_EXECMEM=policy,
+                 NUMTHUNK_ENGINE="native", NUMTHUNK_EXECMEM=policy,
                  ASAN_OPTIONS=":".join(filter(None, [asan, "quarantine_size_mb=0"])))
     assert out.returncode == 0, out.stderr[-3000:]
     half, full, _seconds = out.stdout.split()
@@ -663,7 +746,7 @@ def small_patterns():
 
 def churn():
     f = nt.Function(addr, "void (int)")  # one shape: one handler, kept
-    for _ in range(nt.backend_info()["config"]["quarantine"] + 5000):
+    for _ in range(nt.engine_info()["config"]["quarantine"] + 5000):
         nt.bind(f, 1).release()
 """
 
@@ -681,7 +764,7 @@ def small_shapes():
     n = 0
     for sig, given in small_patterns():
         t = nt.bind(nt.Function(addr, sig), *given)
-        assert t.backend != "libffi"
+        assert t.engine != "libffi"
         t.release()
         del t                           # its plan goes: the handler waits in quarantine
         n += 1
@@ -698,7 +781,7 @@ print(made, again, before, code_file_size())
 @pytest.mark.skipif(not sys.platform.startswith("linux") or not NATIVE,
                     reason="memfd is Linux's; the native engine places handlers")
 def test_small_handlers_made_again_reuse_the_blocks_given_back():
-    out = run_py(SMALL_HANDLERS_AGAIN, NUMTHUNK_BACKEND="native", NUMTHUNK_EXECMEM="memfd")
+    out = run_py(SMALL_HANDLERS_AGAIN, NUMTHUNK_ENGINE="native", NUMTHUNK_EXECMEM="memfd")
     assert out.returncode == 0, out.stderr[-3000:]
     made, again, before, after = map(int, out.stdout.split())
     assert made == again == 4680
@@ -734,7 +817,7 @@ print(before, memory_files(), t())
 @pytest.mark.skipif(not sys.platform.startswith("linux") or not NATIVE,
                     reason="memfd is Linux's; the native engine places handlers")
 def test_the_memory_file_is_opened_once_whatever_errno_held():
-    out = run_py(ONE_MEMORY_FILE, NUMTHUNK_BACKEND="native", NUMTHUNK_EXECMEM="memfd")
+    out = run_py(ONE_MEMORY_FILE, NUMTHUNK_ENGINE="native", NUMTHUNK_EXECMEM="memfd")
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split() == ["0", "1", "3"]
 
@@ -762,7 +845,7 @@ if pid == 0:
         mine.write(b"12345")
         mine.flush()
         v = nt.bind(nt.Function(labs, "long (long, double, int)"), -5, 1.5, 2)
-        info = nt.backend_info()
+        info = nt.engine_info()
         os.write(w, f"{before} {t()} {u()} {v()} {mine.fileno()} "
                     f"{os.fstat(mine.fileno()).st_size} {len(memory_files())} "
                     f"{info['memory_policy']} {len(info['fallbacks'])}".encode())
@@ -777,7 +860,7 @@ print(child, len(memory_files()), t())
 @pytest.mark.skipif(not sys.platform.startswith("linux") or not NATIVE,
                     reason="memfd is Linux's; the native engine places handlers")
 def test_a_forked_child_closes_the_memory_file_at_descriptor_zero():
-    out = run_py(FORK_CLOSES_FILE_ZERO, NUMTHUNK_BACKEND="native", NUMTHUNK_EXECMEM="memfd")
+    out = run_py(FORK_CLOSES_FILE_ZERO, NUMTHUNK_ENGINE="native", NUMTHUNK_EXECMEM="memfd")
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split() == ["0", "3", "4", "5", "0", "5", "1", "memfd-pwrite", "0",
                                   "1", "3"]
@@ -793,7 +876,7 @@ x = np.arange(5.0)
 s1, s2 = (nt.Signature(f"double (const double *{p}, int n)") for p in "ab")
 first = nt.bind(nt.Function(kernels["sum"], s1), x, 5)
 second = nt.bind(nt.Function(kernels["sum"], s2), x, 4)
-assert first.backend != "libffi" and (first(), second()) == (10.0, 6.0)
+assert first.engine != "libffi" and (first(), second()) == (10.0, 6.0)
 first.release()
 del first, s1                           # its plan goes; second's uses the handler
 gc.collect()
@@ -807,7 +890,7 @@ print(second(), nt.bind(f, x, 3)(), len(made))
 @pytest.mark.skipif(not NATIVE, reason="handlers are the native engine's")
 @pytest.mark.parametrize("policy", ["memfd", "mprotect"])
 def test_a_shared_handler_stays_while_any_thunk_of_its_shape_lives(policy):
-    out = run_py(SHARED_HANDLER_KEPT, NUMTHUNK_BACKEND="native", NUMTHUNK_EXECMEM=policy)
+    out = run_py(SHARED_HANDLER_KEPT, NUMTHUNK_ENGINE="native", NUMTHUNK_EXECMEM=policy)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split()[:2] == ["6.0", "3.0"]
 
@@ -827,7 +910,7 @@ def over(name, *args):
     return sig, nt.bind(nt.Function(kernels["sum"], sig), *args)
 
 s, t = over("a", x, 5)                  # both bound
-assert t() == 10.0 and t.backend != "libffi"
+assert t() == 10.0 and t.engine != "libffi"
 del s, t; gc.collect()                 # its plan went: the handler waits
 s_kept, kept = over("b", x, 4)          # taken back
 churn()                                 # its time came while a plan had it
@@ -851,7 +934,7 @@ print(kept(), again(5), again(6), nt.bind(f, x, 3)(), len(made))
 @pytest.mark.skipif(not NATIVE, reason="handlers are the native engine's")
 @pytest.mark.parametrize("policy", ["memfd", "mprotect"])
 def test_a_handler_taken_back_from_the_quarantine_stays_while_its_plan_lives(policy):
-    out = run_py(HANDLER_TAKEN_BACK, NUMTHUNK_BACKEND="native", NUMTHUNK_EXECMEM=policy)
+    out = run_py(HANDLER_TAKEN_BACK, NUMTHUNK_ENGINE="native", NUMTHUNK_EXECMEM=policy)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split() == ["6.0", "10.0", "15.0", "3.0", "4680"]
 
@@ -879,7 +962,7 @@ def shapes(lo, hi):
         types = ["double" if (n >> k) & 1 else "int" for k in range(K)]
         sig = nt.Signature("void (" + ", ".join(types) + ")")
         t = nt.bind(nt.Function(addr, sig), *([nt.ARG] * K))
-        assert t.backend != "libffi"
+        assert t.engine != "libffi"
         t.release()
         out.append(sig)                 # the signature keeps the plan, and its handler
     return out
@@ -889,7 +972,7 @@ def releases(n):
     for _ in range(n):
         nt.bind(f, 1).release()
 
-q = nt.backend_info()["config"]["quarantine"]
+q = nt.engine_info()["config"]["quarantine"]
 first, second = shapes(0, 3000), shapes(3000, 5000)
 (fd,) = memory_files()                  # made with the first handler
 
@@ -926,7 +1009,7 @@ print(grown(size))
 @pytest.mark.skipif(not sys.platform.startswith("linux") or not NATIVE,
                     reason="memfd is Linux's; the native engine places handlers")
 def test_handler_code_leaves_the_code_ring_in_order_and_its_blocks_serve_again():
-    out = run_py(CODE_RING, NUMTHUNK_BACKEND="native", NUMTHUNK_EXECMEM="memfd")
+    out = run_py(CODE_RING, NUMTHUNK_ENGINE="native", NUMTHUNK_EXECMEM="memfd")
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split() == ["0", "0", "0"], "the memory file grew (bytes per round)"
 
@@ -978,7 +1061,7 @@ thunks = []
 for p in patterns:
     args = [nt.ARG if p >> i & 1 else (i if i < 10 else i + 0.5) for i in range(20)]
     thunks.append(nt.bind(f, *args))
-assert all(t.backend == "native-x86_64-sysv" for t in thunks), {t.backend for t in thunks}
+assert all(t.engine == "native-x86_64-sysv" for t in thunks), {t.engine for t in thunks}
 # some of them run (and their target sees an aligned stack)
 bad = []
 for t, p in list(zip(thunks, patterns))[::37]:
@@ -989,7 +1072,7 @@ for t, p in list(zip(thunks, patterns))[::37]:
 assert not bad, bad
 after = [m for m in maps() if "x" in m[1]]
 rwx = [" ".join(m) for m in maps() if "w" in m[1] and "x" in m[1]]
-print("POLICY", nt.backend_info()["memory_policy"])
+print("POLICY", nt.engine_info()["memory_policy"])
 print("NEWEXEC", len(after) - before)
 print("RWX", len(rwx))
 for line in rwx:
@@ -1001,7 +1084,7 @@ for line in rwx:
 @pytest.mark.parametrize("policy, name", [("memfd", "memfd-pwrite"),
                                           ("mprotect", "mprotect-sealed")])
 def test_no_writable_executable_mapping_as_code_memory_grows(policy, name):
-    out = run_py(W_X_GROW, NUMTHUNK_BACKEND="native", NUMTHUNK_EXECMEM=policy)
+    out = run_py(W_X_GROW, NUMTHUNK_ENGINE="native", NUMTHUNK_EXECMEM=policy)
     assert out.returncode == 0, out.stdout + out.stderr
     lines = out.stdout.splitlines()
     assert lines[0] == f"POLICY {name}", out.stdout
@@ -1142,7 +1225,7 @@ def test_forwarded_narrow_arrives_extended(tlib, engine, ctype, bits, signed, va
         f = fn(tlib, callee, sig)
         args = [nt.ARG if b is None else b for b in before] + [nt.ARG]
         t = nt.bind(f, *args, engine=engine)
-        assert t.backend == ("libffi" if engine == "ffi" else "native-x86_64-sysv"), lid
+        assert t.engine == ("libffi" if engine == "ffi" else "native-x86_64-sysv"), lid
         nfwd = sum(a is nt.ARG for a in args)
         call = ctypes.CFUNCTYPE(ctypes.c_uint64, *[ctypes.c_uint64] * nfwd)(t.address)
         for v in values:
@@ -1203,14 +1286,14 @@ def test_shapes_that_differ_only_by_extension_get_their_own(tlib):
 MEMFD_SHIM_RUN = """
 import ctypes, numpy as np, numthunk as nt
 shim = ctypes.CDLL(None)                 # the preloaded shim is in the global scope
-info = nt._core.backend_info()
+info = nt._core.engine_info()
 libm = ctypes.CDLL("libm.so.6")
 cos = nt.Function(ctypes.cast(libm.cos, ctypes.c_void_p).value, "double (double)")
 t = nt.bind(cos, 0.0, engine="native")
 with_exec = ctypes.c_int()
 calls = shim.memfd_calls(ctypes.byref(with_exec))
 print(repr((info["memory_policy"], info["fallbacks"], t(),
-            t.backend, calls, with_exec.value)))
+            t.engine, calls, with_exec.value)))
 """
 
 
@@ -1221,9 +1304,9 @@ libm = ctypes.CDLL("libm.so.6")
 cos = nt.Function(ctypes.cast(libm.cos, ctypes.c_void_p).value, "double (double)")
 ts = [nt.bind(cos, 0.0, engine="native") for _ in range(50)]
 mid = [nt.bind(cos, nt.ARG, engine="native") for _ in range(3)]
-info = nt._core.backend_info()
+info = nt._core.engine_info()
 print(repr((info["memory_policy"], info["fallbacks"], sum(t() for t in ts), mid[2](0.0),
-            ts[0].backend, shim.pwrite_calls())))
+            ts[0].engine, shim.pwrite_calls())))
 """
 
 
@@ -1238,7 +1321,7 @@ def test_code_written_by_pwrite_survives_interrupts_and_short_writes(mode):
                                                "memfd_einval.c"),
                                   "memfd_einval")
     env = {"LD_PRELOAD": " ".join(filter(None, [os.environ.get("LD_PRELOAD"), shim])),
-           "NUMTHUNK_BACKEND": "auto", "NUMTHUNK_EXECMEM": "memfd-pwrite",
+           "NUMTHUNK_ENGINE": "auto", "NUMTHUNK_EXECMEM": "memfd-pwrite",
            "NT_SHIM_PWRITE": mode}
     out = run_py(PWRITE_SHIM_RUN, **env)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -1260,7 +1343,7 @@ def test_a_kernel_without_mfd_exec_still_gets_a_memory_file(mode):
                                   "memfd_einval")
     # after a sanitizer's runtime, which must come first
     env = {"LD_PRELOAD": " ".join(filter(None, [os.environ.get("LD_PRELOAD"), shim])),
-           "NUMTHUNK_BACKEND": "auto", "NUMTHUNK_EXECMEM": "auto"}
+           "NUMTHUNK_ENGINE": "auto", "NUMTHUNK_EXECMEM": "auto"}
     if mode == "none":
         env["NT_SHIM_MEMFD"] = "none"
     out = run_py(MEMFD_SHIM_RUN, **env)

@@ -20,7 +20,7 @@ MIXED = "double (int a, double b, float c, int64_t d)"
 def bind(engine, target, *args, **kw):
     """nt.bind on the given engine, which must be the one the thunk runs on."""
     t = nt.bind(target, *args, engine=engine, **kw)
-    assert t.backend == BACKEND[engine]
+    assert t.engine == BACKEND[engine]
     return t
 
 
@@ -92,6 +92,12 @@ def run_py(code, **env):
     path = os.pathsep.join([os.path.dirname(os.path.dirname(os.path.abspath(nt.__file__))),
                             os.path.dirname(os.path.abspath(__file__)),
                             os.environ.get("PYTHONPATH", "")])
+    inherited = dict(os.environ)
+    if "NUMTHUNK_ENGINE" in env or "NUMTHUNK_BACKEND" in env:
+        # an engine asked for here replaces the one this process was given
+        # under either name (both set and different fail the import)
+        inherited.pop("NUMTHUNK_ENGINE", None)
+        inherited.pop("NUMTHUNK_BACKEND", None)
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, env={**os.environ, "PYTHONPATH": path, **env},
+                          text=True, env={**inherited, "PYTHONPATH": path, **env},
                           timeout=300)
