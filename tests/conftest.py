@@ -77,7 +77,7 @@ BUILD = os.path.join(HERE, "_build")
 # as a thunk's .engine on this machine. A test that runs on both takes the
 # `engine` fixture, or parametrises over ENGINES itself.
 ENGINES = ["native", "ffi"]
-BACKEND = {"native": "native-x86_64-sysv", "ffi": "libffi"}
+ENGINE_NAME = {"native": "native-x86_64-sysv", "ffi": "libffi"}
 
 
 @pytest.fixture(params=ENGINES)

@@ -116,7 +116,7 @@ def test_named_c_identifiers_exist():
 
 def test_named_identifiers_exist():
     """Every identifier written alone in backquotes (a function, a field,
-    `ThunkObject.ctx`, `backend_info()`) is, part by part, in the sources."""
+    `ThunkObject.ctx`, `engine_info()`) is, part by part, in the sources."""
     words = _words()
     missing = []
     for span in sorted(set(_SPAN.findall(_page()))):

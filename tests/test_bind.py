@@ -661,7 +661,7 @@ def test_bind_fast_path_and_keyword_path_make_the_same_thunk():
     slow = nt.bind(fn, vec, nt.size(vec), engine="auto")
     assert type(fast) is type(slow) is nt.Thunk
     assert fast() == slow() == 10.0
-    assert fast.backend == slow.backend and fast.nogil == slow.nogil
+    assert fast.engine == slow.engine and fast.nogil == slow.nogil
     assert fast.target is slow.target is fn
     # a Function with fixed values leaves the fast path: they are still bound
     fixed = nt.Function(fn.address, fn.csig, fixed={1: 3})
@@ -1267,7 +1267,7 @@ addr = nt._core._kernels()["sum"]               # never called
 kinds = ["int", "double", "signed char", "const double *"]
 values = {"int": 3, "double": 2.5, "signed char": -4, "const double *": np.arange(3.0)}
 checked = 0
-for engine in ("native", "ffi") if nt.backend_info()["native_available"] else ("ffi",):
+for engine in ("native", "ffi") if nt.engine_info()["native_available"] else ("ffi",):
     for n in range(7):
         types = [kinds[i % len(kinds)] for i in range(n)]
         sig = nt.Signature("void (" + (", ".join(f"{t} p{i}" for i, t in enumerate(types))
@@ -1304,5 +1304,5 @@ def test_tuples_the_core_fills_are_whole_under_the_debug_allocator():
 
     out = run_py(DEBUG_ALLOCATOR, PYTHONMALLOC="debug")
     assert out.returncode == 0, out.stderr[-3000:]
-    engines = 2 if nt.backend_info()["native_available"] else 1
+    engines = 2 if nt.engine_info()["native_available"] else 1
     assert int(out.stdout) == engines * (2 ** 7 - 1)

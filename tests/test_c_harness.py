@@ -9,7 +9,7 @@ the one test command covers them:
   a machine model, for several ABI descriptions (ASan and UBSan);
 - tests/c/test_quarantine.c: the quarantine's schedule (which item leaves
   during which release) against a model of its contract (ASan and UBSan);
-- tests/c/test_native.c: the native backend's differential test over
+- tests/c/test_native.c: the native engine's differential test over
   thousands of random signatures, with fixtures compiled by gcc and by
   clang, plus W^X, release trap, fork, threads and quarantine.
 """
@@ -95,8 +95,8 @@ NATIVE_SOURCES = ["backend.c",  # includes the arch file and mem_*.c on its plat
                   "types.c", "sig.c", "plan.c"]
 
 
-@pytest.mark.skipif(not nt.backend_info()["native_available"],
-                    reason="the native backend exists on x86-64 Linux only")
+@pytest.mark.skipif(not nt.engine_info()["native_available"],
+                    reason="the native engine exists on x86-64 Linux only")
 @pytest.mark.parametrize("fixture_cc", ["gcc", "clang"])
 def test_native_backend_harness(fixture_cc):
     command = compiler_command(fixture_cc)   # fails, never skips, when it is missing
@@ -106,5 +106,5 @@ def test_native_backend_harness(fixture_cc):
     exe = build("test_native", [f"{SRC}/{s}" for s in NATIVE_SOURCES] + [f"{HERE}/c/test_native.c"],
                 ["-O2", *wrap], ["-lffi", "-ldl", "-lpthread"])
     out = run(exe, env={"NT_FIXTURE_CC": shlex.join(command)})   # run by system()
-    assert "all native backend tests passed" in out
+    assert "all native engine tests passed" in out
     assert "no memory: each of" in out

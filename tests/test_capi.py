@@ -92,10 +92,10 @@ def test_c_extension_sums_descriptors(ext, k):
     assert ext.call0(t2) == pytest.approx(arr.sum(), abs=1e-12)
 
 
-@pytest.mark.parametrize("flags,backend", [(2, "libffi"), (4, "native")])
-def test_engine_flags(ext, flags, backend):
+@pytest.mark.parametrize("flags,name", [(2, "libffi"), (4, "native")])
+def test_engine_flags(ext, flags, name):
     t = ext.create_flags(np.ones(4), flags)
-    assert backend in t.backend and ext.call0(t) == 4.0
+    assert name in t.engine and ext.call0(t) == 4.0
 
 
 @pytest.mark.parametrize("flags,engine", [(0, None), (0, "auto"), (2, "ffi"), (2, "libffi"),
@@ -105,7 +105,7 @@ def test_engine_flags_are_engine_names(ext, flags, engine):
     t = ext.create_flags(np.ones(4), flags)
     by_name = nt.bind(nt.Function(ext.kernel_address("sum"), "double (const DLTensor *)"),
                       np.ones(4), engine=engine)
-    assert t.backend == by_name.backend and ext.call0(t) == by_name() == 4.0
+    assert t.engine == by_name.engine and ext.call0(t) == by_name() == 4.0
 
 
 def test_engine_flags_refused(ext):

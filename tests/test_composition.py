@@ -20,7 +20,7 @@ import pytest
 
 import numthunk as nt
 
-from conftest import BACKEND
+from conftest import ENGINE_NAME
 from thunks import bind, run_bounded
 
 D_D = "double (double)"
@@ -147,7 +147,7 @@ def test_registry_finds_live_thunks_among_many_released(fns, engine):
 # ---------------------------------------------------------------- chain depth
 
 # every engine's limit, each named, in the message of a chain refused
-LIMITS = re.escape(f"(libffi: 128, {BACKEND['native']}: 1024; ")
+LIMITS = re.escape(f"(libffi: 128, {ENGINE_NAME['native']}: 1024; ")
 
 
 def test_chain_through_ctypes_is_bounded_at_bind(fns):
@@ -255,7 +255,7 @@ def test_a_rebind_joining_two_chains_names_the_depth_of_the_result(fns, engine, 
         f"this would make a chain of {below + 101} thunks, each calling the next (as its "
         f"target, through a bound function pointer or a declared dependency); composed "
         f"thunks may nest at most {limit} levels on the engines in this chain "
-        f"(libffi: 128, {BACKEND['native']}: 1024; each level calls the next, and a deeper "
+        f"(libffi: 128, {ENGINE_NAME['native']}: 1024; each level calls the next, and a deeper "
         f"chain could overflow a thread's C stack)")
     assert a.chain == 1 and above[-1].chain == 101 and above[-1](2.0) == 2.0
     assert all(s.chain == 2 for s in side)

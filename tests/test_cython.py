@@ -4,7 +4,7 @@ The kernels in tests/cython/ are compiled once per session (Cython from
 PyPI, see tests/cython/build_kernels.py); SciPy's cython_blas,
 cython_lapack and cython_special are the third-party modules. Each kernel is
 called through a thunk from Python and from an @njit loop, and compared
-with NumPy. Run under NUMTHUNK_BACKEND=native and =ffi.
+with NumPy. Run under NUMTHUNK_ENGINE=native and =ffi.
 """
 
 import importlib

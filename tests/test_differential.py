@@ -150,7 +150,7 @@ def with_garbage(rng, p, v):
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_random_signatures_agree(fixtures, engine):
-    if engine == "native" and not nt.backend_info()["native_available"]:
+    if engine == "native" and not nt.engine_info()["native_available"]:
         pytest.skip("no native engine on this platform")
     sigs, lib = fixtures
     rec = (ctypes.c_uint64 * 16).in_dll(lib, "rec")
@@ -166,7 +166,7 @@ def test_random_signatures_agree(fixtures, engine):
         args = [nt.ARG if m else (nt.address(v) if p == "p" else v)
                 for m, p, v in zip(mask, params, values)]
         t = nt.bind(fn, *args, engine=engine)
-        assert t.backend == ("libffi" if engine == "ffi" else "native-x86_64-sysv"), csig
+        assert t.engine == ("libffi" if engine == "ffi" else "native-x86_64-sysv"), csig
         fwd = [(p, v) for m, p, v in zip(mask, params, values) if m]
         stack_cases += sum(p not in "fd" for p in params) > 6 or sum(p in "fd" for p in params) > 8
         rctype = None if ret == "v" else KINDS[ret][3]

@@ -158,9 +158,9 @@ def test_engine_names_in_the_environment(name):
             "native engine" in out.stderr, out.stderr
         return
     assert out.returncode == 0, out.stderr
-    engine, configured, backend, value = eval(out.stdout)
+    engine, configured, thunk_engine, value = eval(out.stdout)
     want = engine_for(name or "auto", NATIVE_NAME if NATIVE else "libffi")
-    assert (engine, configured, backend, value) == (want, name or "auto", want, 3.0)
+    assert (engine, configured, thunk_engine, value) == (want, name or "auto", want, 3.0)
 
 
 @pytest.mark.parametrize("name", REFUSED + ["ffi\t"])
@@ -419,7 +419,7 @@ def test_binds_over_64_parameters(many_params, engine, n):
     129 a thunk asked of it is libffi's (docs/engines.md)."""
     if engine == "native" and not NATIVE:
         pytest.skip("no native engine on this platform")
-    backend = NATIVE_NAME if engine == "native" and n <= 128 else "libffi"
+    thunk_engine = NATIVE_NAME if engine == "native" and n <= 128 else "libffi"
     f, direct = many_params[n]
     vals = [many_value(i) for i in range(n)]
     expected = direct(*vals)
@@ -431,12 +431,12 @@ def test_binds_over_64_parameters(many_params, engine, n):
         fwd = [v for m, v in zip(mask, vals) if m]
         assert t(*fwd) == expected
         assert t.ctypes(*fwd) == expected
-        assert t.engine == backend
+        assert t.engine == thunk_engine
     # the last parameter alone differs: bound in one, forwarded in the other
     last = n - 1
     bound = nt.bind(f, *vals, engine=engine)
     fwd_last = nt.bind(f, *vals[:last], nt.ARG, engine=engine)
-    assert bound.engine == fwd_last.engine == backend
+    assert bound.engine == fwd_last.engine == thunk_engine
     assert bound() == expected and fwd_last(vals[last]) == expected
     assert fwd_last(vals[last] + 1) == expected + n
     assert bound() == expected
@@ -586,9 +586,9 @@ def test_execmem_forces_one_policy(policy):
         print(t.engine, t(), repr(nt.engine_info()))
         """, NUMTHUNK_EXECMEM=policy, NUMTHUNK_ENGINE="auto")
     assert out.returncode == 0, out.stderr
-    backend, value, info = out.stdout.split(" ", 2)
+    thunk_engine, value, info = out.stdout.split(" ", 2)
     info = eval(info)
-    assert (backend, value) == ("native-x86_64-sysv", "3.0")
+    assert (thunk_engine, value) == ("native-x86_64-sysv", "3.0")
     assert info["memory_policy"].startswith(policy) and info["fallbacks"] == [], info
     assert info["config"]["execmem"] == policy
 
@@ -641,11 +641,11 @@ def test_with_nothing_configured_engine_info_reports_the_defaults():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          timeout=300)
     assert out.returncode == 0, out.stderr
-    info, backend, value = eval(out.stdout)
+    info, thunk_engine, value = eval(out.stdout)
     assert info["config"] == {"engine": "auto", "engine_from": "default", "execmem": "auto",
                               "no_reuse": False, "quarantine": 32768}
     assert info["fallback_engine"] == "libffi" and info["native_available"] is NATIVE
-    assert (backend, value) == (info["engine"], 3.0)
+    assert (thunk_engine, value) == (info["engine"], 3.0)
     if not NATIVE:
         assert info["engine"] == "libffi"
         return
@@ -1325,9 +1325,9 @@ def test_code_written_by_pwrite_survives_interrupts_and_short_writes(mode):
            "NT_SHIM_PWRITE": mode}
     out = run_py(PWRITE_SHIM_RUN, **env)
     assert out.returncode == 0, out.stderr[-3000:]
-    policy, fallbacks, total, value, backend, pwrites = eval(out.stdout)
+    policy, fallbacks, total, value, thunk_engine, pwrites = eval(out.stdout)
     assert (policy, fallbacks, total, value) == ("memfd-pwrite", [], 50.0, 1.0)
-    assert backend == "native-x86_64-sysv" and pwrites >= 2
+    assert thunk_engine == "native-x86_64-sysv" and pwrites >= 2
 
 
 @pytest.mark.skipif(not NATIVE, reason="no native engine on this platform")
@@ -1348,8 +1348,8 @@ def test_a_kernel_without_mfd_exec_still_gets_a_memory_file(mode):
         env["NT_SHIM_MEMFD"] = "none"
     out = run_py(MEMFD_SHIM_RUN, **env)
     assert out.returncode == 0, out.stderr[-3000:]
-    policy, fallbacks, value, backend, calls, with_exec = eval(out.stdout)
-    assert value == 1.0 and backend == "native-x86_64-sysv"
+    policy, fallbacks, value, thunk_engine, calls, with_exec = eval(out.stdout)
+    assert value == 1.0 and thunk_engine == "native-x86_64-sysv"
     if mode == "none":
         assert policy == "mprotect-sealed" and len(fallbacks) == 1, (policy, fallbacks)
         assert fallbacks[0] == "memfd-pwrite: refused by the system at start", fallbacks

@@ -28,7 +28,7 @@ def test_thunk_by_position_with_3_to_9_arguments(cfn, engine, n):
     assert t() == 6.0
     assert t.bindings == (a, 4)
     if n > 6:
-        assert t.backend.startswith("native" if engine == "native" else "libffi")
+        assert t.engine.startswith("native" if engine == "native" else "libffi")
     # the same by keyword (the slow path) gives the same thunk
     names = ("signature", "address", "args", "owner", "nogil", "memviews", "engine", "via",
              "carried")

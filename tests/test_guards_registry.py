@@ -205,7 +205,7 @@ REUSED = HELD + """
 import gc, random
 rng = random.Random(35)
 K = 50
-q = nt.backend_info()["config"]["quarantine"]
+q = nt.engine_info()["config"]["quarantine"]
 olds = [nt.bind(hyp, float(i), nt.ARG, engine={engine!r}) for i in range(K)]
 addresses = [t.address for t in olds]
 for t in olds:

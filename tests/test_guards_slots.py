@@ -18,7 +18,7 @@ lib = ctypes.CDLL({path!r})
 fn = nt.Function(ctypes.cast(lib.f_d_d, ctypes.c_void_p).value, "double (double)")
 call = ctypes.CFUNCTYPE(ctypes.c_double)
 thunks = [nt.bind(fn, float(i), engine={engine!r}) for i in range(1600)]
-assert all(t.backend == thunks[0].backend for t in thunks)
+assert all(t.engine == thunks[0].engine for t in thunks)
 edges = sorted({{k for e in (512, 1024, 1536) for k in (e - 2, e - 1, e, e + 1)}} | {{0, 1599}})
 for i in edges:
     assert call(thunks[i].address)() == float(i), i
@@ -34,7 +34,7 @@ for i, t in enumerate(more, 1):
     assert call(t.address)() == float(-i), i
 for i, t in enumerate(thunks[512:], 512):
     assert call(t.address)() == float(i), i
-print("ok", thunks[-1].backend)
+print("ok", thunks[-1].engine)
 """
 
 

@@ -19,7 +19,7 @@ import pytest
 
 import numthunk as nt
 
-from conftest import BACKEND, ENGINES
+from conftest import ENGINE_NAME, ENGINES
 from thunks import SUM, Index, Owner, bind, count_is, kept, run_bounded, run_py, sum_fn
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -219,11 +219,11 @@ t.release()
 call()
 print("survived")
 """
-    for backend in ENGINES:
+    for name in ENGINES:
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                             env={**__import__("os").environ, "NUMTHUNK_BACKEND": backend})
-        assert out.returncode != 0, backend
-        assert "numthunk: called a released thunk" in out.stderr, (backend, out.stderr)
+                             env={**__import__("os").environ, "NUMTHUNK_ENGINE": name})
+        assert out.returncode != 0, name
+        assert "numthunk: called a released thunk" in out.stderr, (name, out.stderr)
         assert "survived" not in out.stdout
 
 
@@ -614,7 +614,7 @@ def test_release_inside_the_target_keeps_bound_values_until_it_returns(engine):
     a = np.arange(1.0, 5.0)
     box["ref"] = weakref.ref(a)
     t = box["t"] = nt.bind(cb, a, nt.ARG, engine=engine)
-    assert t.backend == BACKEND[engine]
+    assert t.engine == ENGINE_NAME[engine]
     del a
     assert t(4) == 10.0
     assert box["alive_inside"], "release() inside the call dropped the bound array"

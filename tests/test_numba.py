@@ -1,7 +1,7 @@
 """Numba: thunks and Functions as first-class function values in nopython
 code, signatures both ways, @cfunc targets, and the seeds' idioms.
 
-Run under both engines (NUMTHUNK_BACKEND=native / ffi); every result is
+Run under both engines (NUMTHUNK_ENGINE=native / ffi); every result is
 compared with the fixture function called directly or with NumPy."""
 
 import ctypes
@@ -244,7 +244,7 @@ def test_typed_list_holds_its_thunks(f_sum, engine):
     assert all(r() is not None for r in refs)          # only the list holds them
     assert _call_each(lst) == _tri(3) + _tri(4) + _tri(5)
     assert lst[1] is refs[1]()                          # boxing: the same object
-    assert lst[1].backend == nt.bind(f_sum, np.ones(1), 1, engine=engine).backend
+    assert lst[1].engine == nt.bind(f_sum, np.ones(1), 1, engine=engine).engine
     del lst
     gc.collect()
     assert all(r() is None for r in refs)               # and lets them go
@@ -1106,12 +1106,12 @@ def test_narrow_int_returns_and_bool(cfn):
 
 
 def test_engine_under_test_is_the_requested_one(f_sum):
-    forced = os.environ.get("NUMTHUNK_BACKEND")
+    forced = os.environ.get("NUMTHUNK_ENGINE")
     t = nt.bind(f_sum, np.ones(2), 2)
     if forced == "ffi":
-        assert t.backend == "libffi"
+        assert t.engine == "libffi"
     elif forced == "native":
-        assert t.backend.startswith("native")
+        assert t.engine.startswith("native")
 
 
 # ---------------------------------------------------------------- inlined Numba targets
@@ -1402,7 +1402,7 @@ def test_inline_cache_in_fresh_processes(tmp_path, engine):
     (other address, other values); changed target code is compiled anew."""
     (tmp_path / "target.py").write_text(INLINE_CACHE_TARGET.format(extra=""))
     (tmp_path / "consumer.py").write_text(INLINE_CACHE_CONSUMER)
-    env = {"NUMBA_CACHE_DIR": str(tmp_path / "cache"), "NUMTHUNK_BACKEND": engine}
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "cache"), "NUMTHUNK_ENGINE": engine}
 
     def run(coefs):
         code = INLINE_CACHE_USE.format(dir=str(tmp_path), coefs=coefs)
@@ -1470,7 +1470,7 @@ def test_inline_cache_key_is_the_same_for_a_cached_target(tmp_path, engine):
     (tmp_path / "targets.py").write_text(CACHED_TARGETS)
     (tmp_path / "consumer.py").write_text(
         "from numba import njit\n\n@njit(cache=True)\ndef run(f, x):\n    return f(x) + 1.0\n")
-    env = {"NUMBA_CACHE_DIR": str(tmp_path / "cache"), "NUMTHUNK_BACKEND": engine}
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "cache"), "NUMTHUNK_ENGINE": engine}
     code = CACHED_USE.format(dir=str(tmp_path))
     runs = [run_python(code, env=env, cwd=str(tmp_path)).splitlines() for _ in range(3)]
     import math

@@ -16,7 +16,7 @@ import numthunk as nt
 
 from thunks import MIXED, SUM, Index, bind, run_py
 
-NATIVE = nt.backend_info()["native_available"]
+NATIVE = nt.engine_info()["native_available"]
 
 
 def test_release_from_another_thread_while_call_converts(cfn, engine):
@@ -259,7 +259,7 @@ def test_fork_create_and_call_in_parent_and_child():
         ok = all(call(t.address)() == 4.0 * i for i, t in enumerate(theirs))
         _, status = os.waitpid(pid, 0)
         print("parent", ok, "child", os.waitstatus_to_exitcode(status))
-        """, NUMTHUNK_BACKEND="native")
+        """, NUMTHUNK_ENGINE="native")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "parent True child 0", out.stdout + out.stderr
 

@@ -232,7 +232,7 @@ def _cases(fixture_path, lib):
          nt.bind(nt.Function.from_library(fixture_path, "f_d_pi", SUM), s, nt.size(s)),
          "t.bindings[0] is t.bindings[1].obj")
     case("libffi engine", nt.bind(libfn, nt.ARG, p, nt.size(p), engine="ffi"),
-         "(t.backend, t(0.5))")
+         "(t.engine, t(0.5))")
     return made
 
 
@@ -1800,8 +1800,8 @@ def test_generated_bindings_survive_every_trip(ntexport, fixture_path, data, how
         _check_bindings(t, u, how, seen)
         assert str(u.csig) == str(t.csig) and u.target_signature == t.target_signature
         assert u.nogil == t.nogil and u.target.name == t.target.name
-        if t.backend == "libffi":
-            assert u.backend == "libffi"
+        if t.engine == "libffi":
+            assert u.engine == "libffi"
         want = c.expect(u)
         got = getattr(c, "run", lambda t, a: t(*a))(u, c.call(u))
         assert _same_value(got, want), (c.note, got, want)

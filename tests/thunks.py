@@ -11,7 +11,7 @@ import threading
 
 import numthunk as nt
 
-from conftest import BACKEND
+from conftest import ENGINE_NAME
 
 SUM = "double (const double *x, int n)"
 MIXED = "double (int a, double b, float c, int64_t d)"
@@ -20,7 +20,7 @@ MIXED = "double (int a, double b, float c, int64_t d)"
 def bind(engine, target, *args, **kw):
     """nt.bind on the given engine, which must be the one the thunk runs on."""
     t = nt.bind(target, *args, engine=engine, **kw)
-    assert t.engine == BACKEND[engine]
+    assert t.engine == ENGINE_NAME[engine]
     return t
 
 
