@@ -60,8 +60,8 @@ def main():
     print(f"numthunk {nt.__version__}, numba {numba.__version__ if numba else 'none'}, "
           f"numpy {np.__version__}; Python {sys.version.split()[0]}"
           f"{'' if gil else ' without the GIL'}; "
-          f"engines: native={nt.backend_info()['native_available']} "
-          f"memory={nt.backend_info()['memory_policy']}; {CALLS:.0e} calls, median of {REPEAT}")
+          f"engines: native={nt.engine_info()['native_available']} "
+          f"memory={nt.engine_info()['memory_policy']}; {CALLS:.0e} calls, median of {REPEAT}")
     vec = np.array([1.0, 2.0, 3.0, 4.0])
     if numba is not None:
         numba_tables(vec)

@@ -77,7 +77,7 @@ def main():
         ("double *, int, made and dropped", per_thunk(bind_p_drop),
          per_thunk(lambda: ext.create_psum_loop(vec, n, N))),
     ]
-    info = nt.backend_info()
+    info = nt.engine_info()
     print(f"numthunk {nt.__version__}, numpy {np.__version__}; engine {info['engine']}; "
           f"{N} thunks per run, median of {REPEAT}")
     width = max(len(r[0]) for r in rows)

@@ -144,7 +144,7 @@ def main():
     ]
     for t in thunks.values():
         opaque = t.opaque()
-        rows.append((f"thunk ({t.backend}) through its address",
+        rows.append((f"thunk ({t.engine}) through its address",
                      median(lambda: loop_thunk(opaque, k))))  # noqa: B023 (run at once)
     inline = thunks["native"]
     rows.append(("thunk as it is: the @cfunc inlined", median(lambda: loop_thunk(inline, k))))
