@@ -106,5 +106,5 @@ def test_native_backend_harness(fixture_cc):
     exe = build("test_native", [f"{SRC}/{s}" for s in NATIVE_SOURCES] + [f"{HERE}/c/test_native.c"],
                 ["-O2", *wrap], ["-lffi", "-ldl", "-lpthread"])
     out = run(exe, env={"NT_FIXTURE_CC": shlex.join(command)})   # run by system()
-    assert "all native engine tests passed" in out
+    assert "all native backend tests passed" in out
     assert "no memory: each of" in out
