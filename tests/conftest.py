@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, settings
 
 import numthunk as nt
 
-from ntbuild import compile_shared, install_compiler_shims
+from ntbuild import compile_shared, install_compiler_shims, own_compiler_caches
 
 # Property-based tests without their own max_examples: a modest budget in
 # the normal run; NUMTHUNK_HYPOTHESIS_PROFILE=long for a deeper one.
@@ -27,6 +27,8 @@ settings.load_profile(os.environ.get("NUMTHUNK_HYPOTHESIS_PROFILE", "numthunk"))
 
 # under the sanitizer run, compilers started by name get no preload
 install_compiler_shims()
+# and every compiler cache is this tree's run's own
+own_compiler_caches()
 
 # tests/site checks the built documentation site (docs extras, chromium): it
 # runs on its own, `python -m pytest tests/site`. Here too, and not only in

@@ -24,6 +24,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BUILD = os.path.join(HERE, "_build")
 
 
+def own_compiler_caches():
+    """zig's clang (the test extras' ``python -m ziglang cc``) keeps one
+    global cache, ~/.cache/zig, which two runs side by side would share:
+    each tree's run gets its own, under its tests/_build, unless the caller
+    chose one. Set in os.environ, so every compiler the run starts, in this
+    process or in a subprocess, takes it."""
+    os.environ.setdefault("ZIG_GLOBAL_CACHE_DIR", os.path.join(BUILD, "zig-cache"))
+    os.environ.setdefault("ZIG_LOCAL_CACHE_DIR", os.path.join(BUILD, "zig-cache"))
+
+
 # Compilers a build may start by name: the shims below stand first on PATH.
 SHIMMED = ("cc", "c++", "gcc", "g++", "cpp", "clang", "clang++", "ld", "as",
            "x86_64-linux-gnu-gcc", "x86_64-linux-gnu-g++", "aarch64-linux-gnu-gcc")
