@@ -1030,6 +1030,8 @@ def test_a_released_thunk_s_spellings_never_name_the_thunk_now_at_its_address(fi
     release still stand for t, and are refused (as a target and as a
     function-pointer value), never bound to the new thunk; the int binds the
     new one, as an int names whatever is at its address."""
+    import cffi  # noqa: F401  (the child's; where it has no wheel, conftest skips here)
+
     out = run_py(SPELLINGS_AFTER_REUSE.format(path=fixture_path, engine=engine),
                  NUMTHUNK_QUARANTINE="1")
     assert out.returncode == 0, out.stderr[-3000:]
