@@ -887,7 +887,7 @@ print(second(), nt.bind(f, x, 3)(), len(made))
 """
 
 
-@pytest.mark.skipif(not NATIVE, reason="handlers are the native engine's")
+@pytest.mark.skipif(not NATIVE, reason="no native engine on this platform (handlers are its)")
 @pytest.mark.parametrize("policy", ["memfd", "mprotect"])
 def test_a_shared_handler_stays_while_any_thunk_of_its_shape_lives(policy):
     out = run_py(SHARED_HANDLER_KEPT, NUMTHUNK_ENGINE="native", NUMTHUNK_EXECMEM=policy)
@@ -931,7 +931,7 @@ print(kept(), again(5), again(6), nt.bind(f, x, 3)(), len(made))
 """
 
 
-@pytest.mark.skipif(not NATIVE, reason="handlers are the native engine's")
+@pytest.mark.skipif(not NATIVE, reason="no native engine on this platform (handlers are its)")
 @pytest.mark.parametrize("policy", ["memfd", "mprotect"])
 def test_a_handler_taken_back_from_the_quarantine_stays_while_its_plan_lives(policy):
     out = run_py(HANDLER_TAKEN_BACK, NUMTHUNK_ENGINE="native", NUMTHUNK_EXECMEM=policy)

@@ -177,6 +177,21 @@ def test_ctypes_view_keeps_thunk_alive(cfn):
     assert fn() == 4.0
 
 
+def _release_during_a_call(call, thunk, started, order):
+    """call() in another thread; once its target has set started,
+    thunk.release() here, noted in order when it returns. The results of
+    the call, which has ended."""
+    results = []
+    th = threading.Thread(target=lambda: results.append(call()))
+    th.start()
+    assert started.wait(10)
+    thunk.release()
+    order.append("release returns")
+    th.join(20)
+    assert not th.is_alive()
+    return results
+
+
 def test_release_waits_for_calls_from_other_threads(engine):
     """release() from one thread while another is inside __call__ (GIL
     released around a nogil target) waits for that call to return, then
@@ -193,15 +208,7 @@ def test_release_waits_for_calls_from_other_threads(engine):
 
     cb = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double)(body)
     t = nt.bind(cb, nt.ARG, engine=engine)
-    results = []
-    th = threading.Thread(target=lambda: results.append(t(21.0)))
-    th.start()
-    assert started.wait(10)
-    t.release()
-    order.append("release returns")
-    th.join(20)
-    assert not th.is_alive()
-    assert results == [42.0]
+    assert _release_during_a_call(lambda: t(21.0), t, started, order) == [42.0]
     assert order == ["call returns", "release returns"]
     with pytest.raises(ValueError, match="released"):
         t(1.0)
@@ -758,24 +765,24 @@ SUMMED = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.POINTER(ctypes.c_double), ctyp
                           ctypes.c_double)
 
 
-def _paths(engine, inner):
-    """(name, thunk to call, its arguments): inner reached as a target, as a
-    bound function value, forwarded to one, declared by the target, two
-    levels down, and through its own spellings (t.ctypes, an int)."""
+def _path(engine, inner, name):
+    """(thunk to call, its arguments) that reach inner by the path named:
+    as a target, as a bound function value, forwarded to one, declared by
+    the target, two levels down, and through its own spellings (t.ctypes,
+    an int)."""
     apply = nt.Function(ctypes.cast(APPLY, ctypes.c_void_p).value,
                         "double (double (*f)(double), double x)", owner=APPLY)
-    declared = nt.Function(apply.address, apply._signature, owner=APPLY, depends=(inner,))
-    mid = nt.bind(apply, inner, nt.ARG, engine=engine)
-    return [
-        ("target", nt.bind(inner, nt.ARG, engine=engine), (1.0,)),
-        ("bound", nt.bind(apply, inner, nt.ARG, engine=engine), (1.0,)),
-        ("forwarded", nt.bind(apply, nt.ARG, nt.ARG, engine=engine), (inner, 1.0)),
-        ("forwarded int", nt.bind(apply, nt.ARG, nt.ARG, engine=engine),
-         (nt.address(inner.address), 1.0)),
-        ("declared", nt.bind(declared, inner, nt.ARG, engine=engine), (1.0,)),
-        ("two levels", nt.bind(apply, mid, nt.ARG, engine=engine), (1.0,)),
-        ("ctypes spelling", nt.bind(apply, inner.ctypes, nt.ARG, engine=engine), (1.0,)),
-    ]
+    if name == "target":
+        return nt.bind(inner, nt.ARG, engine=engine), (1.0,)
+    if name == "forwarded":
+        return nt.bind(apply, nt.ARG, nt.ARG, engine=engine), (inner, 1.0)
+    if name == "forwarded int":
+        return nt.bind(apply, nt.ARG, nt.ARG, engine=engine), (nt.address(inner.address), 1.0)
+    if name == "declared":
+        apply = nt.Function(apply.address, apply._signature, owner=APPLY, depends=(inner,))
+    value = {"two levels": nt.bind(apply, inner, nt.ARG, engine=engine),
+             "ctypes spelling": inner.ctypes}.get(name, inner)
+    return nt.bind(apply, value, nt.ARG, engine=engine), (1.0,)
 
 
 PATHS = ["target", "bound", "forwarded", "forwarded int", "declared", "two levels",
@@ -799,16 +806,8 @@ def test_release_of_a_thunk_below_waits_for_a_call_of_another_thread(engine, pat
     cb = SUMMED(body)
     a = np.arange(1.0, 5.0)
     inner = nt.bind(cb, a, 4, nt.ARG, engine=engine)        # double (double)
-    outer, args = dict((n, (t, a_)) for n, t, a_ in _paths(engine, inner))[path]
-    results = []
-    th = threading.Thread(target=lambda: results.append(outer(*args)))
-    th.start()
-    assert started.wait(10)
-    inner.release()
-    order.append("release returns")
-    th.join(20)
-    assert not th.is_alive()
-    assert results == [11.0]
+    outer, args = _path(engine, inner, path)
+    assert _release_during_a_call(lambda: outer(*args), inner, started, order) == [11.0]
     assert order == ["call returns", "release returns"]
     if path not in ("forwarded", "forwarded int"):
         with pytest.raises(ValueError, match="uses a released thunk"):
@@ -834,7 +833,7 @@ def test_a_target_that_releases_a_thunk_below_keeps_it_until_the_call_returns(en
     box["ref"] = weakref.ref(a)
     inner = box["inner"] = nt.bind(cb, a, 4, nt.ARG, engine=engine)
     del a
-    outer, args = dict((n, (t, a_)) for n, t, a_ in _paths(engine, inner))[path]
+    outer, args = _path(engine, inner, path)
     assert outer(*args) == 11.0
     assert box["alive_inside"], "the thunk below was torn down under the running call"
     assert box["released_inside"] and inner.released
@@ -860,7 +859,7 @@ def test_reclaim_of_a_thunk_below_waits_for_the_call(engine, path):
     box["ref"] = weakref.ref(a)
     inner = box["inner"] = nt.bind(cb, a, 4, nt.ARG, engine=engine)
     del a
-    outer, args = dict((n, (t, a_)) for n, t, a_ in _paths(engine, inner))[path]
+    outer, args = _path(engine, inner, path)
     assert outer(*args) == 11.0                      # the array of the call's start
     assert box["alive_inside"], "reclaimed under the running call"
     gc.collect()
