@@ -320,19 +320,33 @@ static int limit_passed(ThunkObject *t, int chain, int limit, uint64_t walk)
     return 0;
 }
 
-/* The thunk whose entry is at address p, bound where `what` points as a
-   function of signature want (NULL: any signature). A spelling that
-   carries its thunk (the thunk itself, t.ctypes, a capsule, owner=: the
-   package hands it over as `carried`) is that thunk whenever its address
-   is p, released or not, and is never looked up again by address (which a
-   new thunk may have taken after the quarantine); a bare address is looked
-   up. 0 with *out the thunk (borrowed; check_dep judges a released one) or
-   NULL where p is no thunk's; -1 with an exception where p is a thunk's
-   that is being collected or was collected (its address still in the
-   quarantine), or a live thunk's of another signature. */
-int nt_thunk_identify(const void *p, PyObject *carried, const nt_sig *want, const char *what,
+/* Where a value is bound, for a refusal: "the target" (param DEP_TARGET)
+   or parameter param's label. */
+static void bound_where(const nt_sig *sig, int param, char *buf, size_t n)
+{
+    if (param == DEP_TARGET)
+        PyOS_snprintf(buf, n, "the target");
+    else
+        nt_param_label(sig, param, buf, n);
+}
+
+/* The thunk whose entry is at address p, bound as the target of a thunk of
+   target signature sig (param DEP_TARGET) or to its function-pointer
+   parameter param, so of signature sig or of that parameter's. A spelling
+   that carries its thunk (the thunk itself, t.ctypes, a capsule, owner=:
+   the package hands it over as `carried`) is that thunk whenever its
+   address is p, released or not, and is never looked up again by address
+   (which a new thunk may have taken after the quarantine); a bare address
+   is looked up. 0 with *out the thunk (borrowed; check_dep judges a
+   released one) or NULL where p is no thunk's; -1 with an exception where
+   p is a thunk's that is being collected or was collected (its address
+   still in the quarantine), or a live thunk's of another signature. The
+   refusal's label is made only when it is raised. */
+int nt_thunk_identify(const void *p, PyObject *carried, const nt_sig *sig, int param,
                       ThunkObject **out)
 {
+    const nt_sig *want = param == DEP_TARGET ? sig : sig->args[param].fn;
+    char what[300];
     ThunkObject *d = NULL;
     *out = NULL;
     if (carried != NULL && PyObject_TypeCheck(carried, nt_get_state()->thunk_type)
@@ -342,6 +356,7 @@ int nt_thunk_identify(const void *p, PyObject *carried, const nt_sig *want, cons
         int collected;
         d = nt_registry_find(p, &collected);
         if (collected) {
+            bound_where(sig, param, what, sizeof(what));
             PyErr_Format(PyExc_ValueError,
                          "%s is the address %p of a thunk that was released and collected "
                          "(the address still traps); bind a live thunk, and keep it for as "
@@ -352,6 +367,7 @@ int nt_thunk_identify(const void *p, PyObject *carried, const nt_sig *want, cons
         /* Freed now: its last reference went, and Python code (a weakref
            callback, a finalizer) runs before the registry lets it go. */
         if (d != NULL && Py_REFCNT(d) == 0) {
+            bound_where(sig, param, what, sizeof(what));
             PyErr_Format(PyExc_ValueError,
                          "%s is the address %p of a thunk being collected (its last "
                          "reference is gone); bind a live thunk" SEE_LIFETIME,
@@ -359,7 +375,7 @@ int nt_thunk_identify(const void *p, PyObject *carried, const nt_sig *want, cons
             return -1;
         }
     }
-    if (d != NULL && want != NULL && !d->released) {
+    if (d != NULL && !d->released) {
         PyObject *csig = nt_thunk_csig(d);
         if (csig == NULL)
             return -1;
@@ -367,6 +383,7 @@ int nt_thunk_identify(const void *p, PyObject *carried, const nt_sig *want, cons
         if (!same) {
             char text[300];
             nt_mark_cut(text, sizeof(text), nt_sig_format(want, text, sizeof(text)));
+            bound_where(sig, param, what, sizeof(what));
             PyErr_Format(PyExc_TypeError,
                          "%s is a thunk (at %p) of signature '%S', not '%s': a call "
                          "through it would pass the wrong arguments; give a function of "
@@ -379,14 +396,6 @@ int nt_thunk_identify(const void *p, PyObject *carried, const nt_sig *want, cons
     }
     *out = d;
     return 0;
-}
-
-/* nt_thunk_identify for a function-pointer value v (an Address marker):
-   its owner is the thunk its spelling carried, if it is one. */
-int nt_thunk_identify_value(PyObject *v, const nt_sig *want, const char *what, ThunkObject **out)
-{
-    nt_AddressObject *a = (nt_AddressObject *)v;
-    return nt_thunk_identify((const void *)a->value, a->owner, want, what, out);
 }
 
 /* The longest path of thunks above t: 0 when nothing uses t. Each thunk
@@ -824,7 +833,7 @@ static int gather_deps(ThunkObject *self, PyObject *const *values, PyObject *via
     /* a target that is a thunk's address carries it, or is owned by it */
     if (carried == NULL || carried == Py_None)
         carried = self->owner;
-    if (nt_thunk_identify(nt_thunk_target(self), carried, sig, "the target", &target) < 0
+    if (nt_thunk_identify(nt_thunk_target(self), carried, sig, DEP_TARGET, &target) < 0
         || (target != NULL && add_dep(self, target, DEP_TARGET) < 0))
         return -1;
     for (int i = 0; i < sig->nargs; i++) {
@@ -834,10 +843,10 @@ static int gather_deps(ThunkObject *self, PyObject *const *values, PyObject *via
         self->fn_bound = 1;
         if (!nt_is_address(v))
             continue;
-        char what[300];
-        nt_param_label(sig, i, what, sizeof(what));
         ThunkObject *d;
-        if (nt_thunk_identify_value(v, sig->args[i].fn, what, &d) < 0
+        if (nt_thunk_identify((void *)((nt_AddressObject *)v)->value, nt_address_owner(v), sig, i,
+                              &d)
+                < 0
             || (d != NULL && add_dep(self, d, i) < 0))
             return -1;
     }
@@ -1236,8 +1245,7 @@ static int prepare_dep(ThunkObject *self, int i, PyObject *value, const void *ce
     char what[300];
     nt_param_label(self->sig->sig, i, what, sizeof(what));
     ThunkObject *d = NULL;
-    if ((nt_is_address(value)
-         && nt_thunk_identify_value(value, self->sig->sig->args[i].fn, what, &d) < 0)
+    if (nt_thunk_identify(p, nt_address_owner(value), self->sig->sig, i, &d) < 0
         || check_dep(self, p, d, what, "rebind to") < 0)
         return -1;
     int chain = 0, limit = self->entry.engine->chain_limit;

@@ -908,15 +908,14 @@ static int forwarded_functions(ThunkObject *self, PyObject *args, const nt_memvi
         void *p;
         memcpy(&p, &cells[k], sizeof(p));
         PyObject *v = PyTuple_GET_ITEM(args, k);
-        char what[300];
-        nt_param_label(self->sig->sig, i, what, sizeof(what));
         ThunkObject *d;
-        if (nt_thunk_identify(p, nt_is_address(v) ? ((nt_AddressObject *)v)->owner : NULL, t->fn,
-                              what, &d)
-            < 0)
+        if (nt_thunk_identify(p, nt_address_owner(v), self->sig->sig, i, &d) < 0)
             return -1;
-        if (d != NULL && NT_UNUSABLE(d))
+        if (d != NULL && NT_UNUSABLE(d)) {
+            char what[300];
+            nt_param_label(self->sig->sig, i, what, sizeof(what));
             return nt_thunk_refuse_released(what, d, "pass");
+        }
         if (d != NULL) {
             *nogil &= d->nogil;
             if (pin(calls, d) < 0)

@@ -132,17 +132,20 @@ int nt_thunk_refuse_released(const char *what, ThunkObject *d, const char *verb)
 /* The ValueError of a call from Python of a thunk that is released, or
    that uses one; -1. */
 int nt_thunk_unusable_error(ThunkObject *self);
-/* The thunk at address p, bound where `what` points as a function of
-   signature want (NULL: any): the thunk `carried` (the one the value's
-   spelling carries) when its address is p, else the registry's. 0 with
-   *out the thunk or NULL (no thunk's); -1 with an exception when p is the
-   address of a thunk being collected or collected, or a live thunk's of
-   another signature. */
-int nt_thunk_identify(const void *p, PyObject *carried, const nt_sig *want, const char *what,
+/* The thunk at address p, bound as the target of a thunk of target
+   signature sig (param DEP_TARGET) or to its function-pointer parameter
+   param: the thunk `carried` (the one the value's spelling carries) when
+   its address is p, else the registry's. 0 with *out the thunk or NULL (no
+   thunk's); -1 with an exception when p is the address of a thunk being
+   collected or collected, or a live thunk's of another signature. */
+int nt_thunk_identify(const void *p, PyObject *carried, const nt_sig *sig, int param,
                       ThunkObject **out);
-/* The same for a function-pointer value v (an Address marker, whose owner
-   may be the thunk it spells). */
-int nt_thunk_identify_value(PyObject *v, const nt_sig *want, const char *what, ThunkObject **out);
+/* The owner of a function-pointer value (an Address marker: the thunk its
+   spelling carries, if it is one), NULL for any other value. */
+static inline PyObject *nt_address_owner(PyObject *v)
+{
+    return nt_is_address(v) ? ((nt_AddressObject *)v)->owner : NULL;
+}
 /* A new number for a walk of the graph (extra.mark). */
 uint64_t nt_thunk_walk(void);
 /* Frees the contexts and buffers rebind() retired. */

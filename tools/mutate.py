@@ -236,7 +236,7 @@ MUTANTS = [
     M("identify-carried", "src/commit.c", "a spelling's own thunk looked up again by address",
       "        && ((ThunkObject *)carried)->address == p) {", "        && 0) {", [T_LIFE]),
     M("identify-signature", "src/commit.c", "a thunk's address taken under another signature",
-      "if (d != NULL && want != NULL && !d->released) {", "if (0) {", [T_LIFE]),
+      "if (d != NULL && !d->released) {", "if (0) {", [T_LIFE]),
     M("identify-dying", "src/commit.c", "a thunk at a reference count of 0 handed out",
       "if (d != NULL && Py_REFCNT(d) == 0) {", "if (0) {", [T_LIFE]),
     M("registry-no-grave", "src/registry.c", "a collected thunk's address forgotten at once",
