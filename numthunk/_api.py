@@ -592,11 +592,6 @@ def _is_lowlevelcallable(obj):
             and isinstance(obj, tuple))
 
 
-_capsule_context = ctypes.pythonapi.PyCapsule_GetContext
-_capsule_context.restype = ctypes.c_void_p
-_capsule_context.argtypes = [ctypes.py_object]
-
-
 def _lowlevelcallable_target(llc, signature, nogil):
     """The Function of a ``scipy.LowLevelCallable``: its capsule's function,
     named by its signature, with its ``user_data`` (the capsule's context,
@@ -612,7 +607,7 @@ def _lowlevelcallable_target(llc, signature, nogil):
     params = sig._describe()[1]
     last = len(params) - 1
     if last >= 0 and params[last][:3] == ("pointer", "void", 1):
-        user_data = _capsule_context(capsule) or 0
+        user_data = _core._capsule_context(capsule)
         return Function(addr, sig, nogil=nogil, owner=llc, name="LowLevelCallable",
                         fixed={last: _core.Address(user_data)})
     return Function(addr, sig, nogil=nogil, owner=llc, name="LowLevelCallable")

@@ -316,6 +316,21 @@ static PyObject *mod_registry_find(PyObject *module, PyObject *address)
     return r;
 }
 
+/* _capsule_context(capsule) -> its context as an address (0: NULL), what
+   SciPy's callers pass a LowLevelCallable's function as its user data */
+static PyObject *mod_capsule_context(PyObject *module, PyObject *capsule)
+{
+    (void)module;
+    if (!PyCapsule_CheckExact(capsule)) {
+        PyErr_SetString(PyExc_TypeError, "expected a PyCapsule");
+        return NULL;
+    }
+    void *context = PyCapsule_GetContext(capsule);
+    if (context == NULL && PyErr_Occurred())
+        return NULL;
+    return PyLong_FromVoidPtr(context);
+}
+
 /* _capsule_pointer(capsule) -> (address, name or None) */
 static PyObject *mod_capsule_pointer(PyObject *module, PyObject *capsule)
 {
@@ -464,6 +479,7 @@ static PyMethodDef module_methods[] = {
     { "_lowlevelcallable", (PyCFunction)(void (*)(void))mod_lowlevelcallable, METH_FASTCALL,
       "a scipy.LowLevelCallable of a signature-named capsule keeping owner, no user data" },
     { "_capsule_pointer", mod_capsule_pointer, METH_O, "the pointer and name of a capsule" },
+    { "_capsule_context", mod_capsule_context, METH_O, "the context of a capsule, as an int" },
     { "_registry_find", mod_registry_find, METH_O,
       "the thunk at an address, 'collected' or None (tests)" },
     { "_capsule_owner", mod_capsule_owner, METH_O,
