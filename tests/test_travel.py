@@ -597,7 +597,7 @@ def test_unpickling_opens_the_library_and_runs_its_constructors(tmp_path, engine
     mark.unlink()
     proc = subprocess.run([sys.executable, "-c", "import numthunk"], env=env, timeout=120)
     assert proc.returncode == 0 and not mark.exists()      # the pickle, not the import
-    with open(os.path.join(ROOT, "docs", "travel.md")) as f:
+    with open(os.path.join(HERE, os.pardir, "docs", "travel.md")) as f:
         page = f.read()
     warning = page.index("```{warning}\nUnpickling a thunk or a `Function` runs code")
     assert warning < page.index("```python")
