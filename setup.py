@@ -74,10 +74,11 @@ def compile_args():
     return args, link
 
 
-# Platform files (backend_x86_64.c, backend_aarch64.c, mem_*.c) are included
-# by backend.c's one #if chain, not compiled on their own.
-INCLUDED = {"backend_x86_64.c", "backend_aarch64.c", "mem_memfd.c", "mem_mprotect.c"}
-SOURCES = sorted(p for p in glob.glob("src/*.c") if os.path.basename(p) not in INCLUDED)
+# The core is src/ by stage (docs/architecture.md, "The layout"). The
+# platform files (src/engine/arch/*.c, src/engine/memory/*.c) are included
+# by src/engine/choose.c's one #if chain, not compiled on their own.
+INCLUDED = sorted(glob.glob("src/engine/arch/*.c") + glob.glob("src/engine/memory/*.c"))
+SOURCES = sorted(p for p in glob.glob("src/**/*.c", recursive=True) if p not in INCLUDED)
 
 ffi_inc, ffi_lib = libffi_flags()
 cargs, largs = compile_args()
@@ -87,7 +88,7 @@ setup(
         Extension(
             "numthunk._core",
             sources=SOURCES,
-            depends=glob.glob("src/*.h") + [os.path.join("src", f) for f in INCLUDED],
+            depends=glob.glob("src/**/*.h", recursive=True) + INCLUDED,
             include_dirs=["src", numpy.get_include(), *ffi_inc],
             library_dirs=ffi_lib,
             libraries=["ffi"],

@@ -161,7 +161,7 @@ def resolve(obj, sig, i):
 #
 # A pointer takes plain data only: where the memory holds Python objects, a
 # kernel that writes a number overwrites a reference, and what it reads is
-# an address. The core refuses a buffer whose format shows them (descr.c
+# an address. The core refuses a buffer whose format shows them (convert/buffer.c
 # nt_check_plain: NumPy's dtype object, an object field at any depth); a
 # ctypes value is looked at here, by its type, as ctypes exports a Union or
 # a packed Structure as bytes and a pointer's pointee not at all.

@@ -477,7 +477,7 @@ def _inline_call(context, builder, sig, args):
     # Relaxed, not acquire: the value loads take their addresses from
     # the pointer, and an address dependency orders them after it on every
     # machine numthunk runs on (x86-64, AArch64), as the writer publishes
-    # with a release store (commit() in src/commit.c). An acquire load would
+    # with a release store (commit() in src/life/commit.c). An acquire load would
     # stop LLVM from keeping the caller's values in registers across the
     # call (RK4 in bench/bench_inline.py: 1.39x instead of 1.08x).
     ctx = builder.load_atomic(cell, "monotonic", 8)

@@ -4,12 +4,12 @@
  * Modules/_ctypes/cfield.c keeps one row per format character.
  *
  * Place in the pipeline: below everything. The parser prints a kind's C
- * text from here (sig.c), the converter reads ranges, float limits and
- * which converter a kind takes (convert.c), the descriptor stage decodes
- * PEP 3118 codes (descr.c) and NumPy dtypes, dlpack.c the DLPack codes,
- * plan.c the cell sizes, libffi its types (backend_ffi.c), the handler
- * planner the C caller's widening of narrow ints (handler_plan.c), and the
- * Python package every name (module.c exports the rows as _core.kinds).
+ * text from here (parse/declarator.c), the converter reads ranges, float limits and
+ * which converter a kind takes (convert/value.c), the descriptor stage decodes
+ * PEP 3118 codes (convert/buffer.c) and NumPy dtypes, convert/dlpack.c the DLPack codes,
+ * plan/plan.c the cell sizes, libffi its types (engine/ffi.c), the handler
+ * planner the C caller's widening of narrow ints (engine/route.c), and the
+ * Python package every name (python/module.c exports the rows as _core.kinds).
  *
  * Widths, alignments and limits come from this compiler: sizeof, _Alignof,
  * <stdint.h>, <float.h>. A PEP 3118 code's native size is the size of the

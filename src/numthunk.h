@@ -2,16 +2,16 @@
  * numthunk internal header: the contracts between the stages of the pipeline
  *
  *   kinds (kinds.c)             -> every fact about each value kind
- *   signature (types.c, sig.c)  -> what the target takes and returns
- *   descriptor (descr.c)        -> what a bound Python object is
- *   plan (plan.c)               -> where each target argument comes from
- *   engine (backend.c chooses;  -> machine code or libffi closure for a plan
- *     native.c + backend_<arch>.c, backend_ffi.c; C calls an engine an
- *     nt_backend)
- *   executable memory (mem_*.c) -> W^X pages for the native engine
- *   Python types (module.c, thunk.c)
+ *   signature (parse/spellings.c, parse/declarator.c)  -> what the target takes and returns
+ *   descriptor (convert/buffer.c)        -> what a bound Python object is
+ *   plan (plan/plan.c)               -> where each target argument comes from
+ *   engine (engine/choose.c chooses;  -> machine code or libffi closure for a plan
+ *     engine/native.c + engine/arch/<arch>.c, engine/ffi.c; C calls an engine an
+ *     nt_engine)
+ *   executable memory (engine/memory/) -> W^X pages for the native engine
+ *   Python types (python/module.c, python/thunk.c)
  *
- * types.c, kinds.c and sig.c have no Python dependency (they can be built
+ * parse/spellings.c, kinds.c and parse/declarator.c have no Python dependency (they can be built
  * and fuzzed on their own, with libffi); everything below the Python layer
  * reports failures through an nt_error and a status code, and the Python
  * layer turns that into one exception.
@@ -32,7 +32,7 @@ typedef enum {
     NT_ERR_OVERFLOW,   /* OverflowError: value out of range for a C type */
     NT_ERR_MEMORY,     /* MemoryError */
     NT_ERR_OS,         /* OSError: mmap/memfd/mprotect refused */
-    NT_ERR_UNSUPPORTED /* the chosen backend cannot run this plan */
+    NT_ERR_UNSUPPORTED /* the chosen engine cannot run this plan */
 } nt_status;
 
 typedef struct {
@@ -134,7 +134,7 @@ int nt_numba_name_find(const char *name, size_t len);
 /* The kind table (kinds.c)                                                  */
 
 /* What a Python value bound to a kind becomes: the converter each kind
-   takes (convert.c), and the class of its machine representation. */
+   takes (convert/value.c), and the class of its machine representation. */
 typedef enum {
     NT_VALUE_NONE = 0, /* void; DLTensor (a pointee only) */
     NT_VALUE_BOOL,     /* C bool */
@@ -150,7 +150,7 @@ typedef enum {
    32-bit integer sign-extended to 64 bits (RV64 passes int and unsigned
    int so), or a 32-bit float moved as one (RISC-V keeps it NaN-boxed in a
    64-bit register). The kind table says what a C caller does (ext); an
-   ABI description may say otherwise (handler_plan.h). */
+   ABI description may say otherwise (engine/route.h). */
 enum {
     NT_EXT_NONE = 0,
     NT_EXT_ZX8,
@@ -181,7 +181,7 @@ typedef struct {
                            complex 1 */
     uint16_t size;      /* bytes of a value, as passed */
     uint16_t align;     /* _Alignof of a value */
-    uint16_t cell;      /* bytes of a bound value cell (plan.c) */
+    uint16_t cell;      /* bytes of a bound value cell (plan/plan.c) */
     uint8_t ext;        /* NT_EXT_*: how a C caller widens it in a
                            register (narrow ints to 32 bits) */
     uint8_t part;       /* floats, complex: the kind of each part (a
@@ -241,7 +241,7 @@ typedef struct {
 } nt_memviewslice;
 
 /* Size of a DLPack DLTensor (numthunk/include/numthunk/dlpack.h, which
-   dlpack.c checks against this): 48 bytes on LP64. */
+   convert/dlpack.c checks against this): 48 bytes on LP64. */
 #define NT_DLTENSOR_SIZE (3 * sizeof(void *) + 16 + 8)
 
 /* ------------------------------------------------------------------------ */
@@ -334,8 +334,8 @@ typedef struct nt_plan {
     int nfwd;
     int *fwd_index;     /* nfwd entries */
     size_t values_size; /* bytes of bound values */
-    const struct nt_backend *backend;
-    void *backend_data;   /* owned by the backend (cifs, handler, ...) */
+    const struct nt_engine *engine;
+    void *engine_data;    /* owned by the engine (cifs, handler, ...) */
     void *handler;        /* native: handler stored in word 0 of each ctx */
     char *text;           /* "<thunk signature> over <target's>", made
                              when a thunk of this plan is first torn down */
@@ -344,7 +344,7 @@ typedef struct nt_plan {
 
 /*
  * A context: everything one call needs besides the forwarded arguments.
- * Word 0 is the handler (native backend: the stub jumps through it), word 1
+ * Word 0 is the handler (native engine: the stub jumps through it), word 1
  * the target. Contexts are immutable once published; rebinding publishes a
  * new one with a single release-store of the entry's context pointer.
  */
@@ -404,8 +404,8 @@ void nt_what_unref(nt_what *what);
 
 typedef struct {
     nt_plan *plan;
-    const struct nt_backend *wanted; /* the engine request it was made for */
-    uint8_t *pattern;                /* nargs bytes */
+    const struct nt_engine *wanted; /* the engine request it was made for */
+    uint8_t *pattern;               /* nargs bytes */
 } nt_plan_slot;
 
 typedef struct {
@@ -413,17 +413,16 @@ typedef struct {
     nt_plan_slot slots[NT_PLAN_CACHE];
 } nt_plan_cache;
 
-/* Picks the engine for a new plan (nt_choose_backend). */
-typedef const struct nt_backend *(*nt_backend_chooser)(const nt_plan *plan,
-                                                       const struct nt_backend *wanted,
-                                                       nt_error *err);
+/* Picks the engine for a new plan (nt_choose_engine). */
+typedef const struct nt_engine *(*nt_engine_chooser)(const nt_plan *plan,
+                                                     const struct nt_engine *wanted, nt_error *err);
 
 /* The prepared plan for sig with this pattern and engine request, from the
    cache or made now with the engine choose() picks. *owned is set when the
    cache was full and the caller must free the plan. NULL with err filled
    on failure. */
 nt_plan *nt_plan_cache_get(nt_plan_cache *cache, const nt_sig *sig, const uint8_t *pattern,
-                           const struct nt_backend *wanted, nt_backend_chooser choose, int *owned,
+                           const struct nt_engine *wanted, nt_engine_chooser choose, int *owned,
                            nt_error *err);
 void nt_plan_cache_free(nt_plan_cache *cache);
 
@@ -433,17 +432,17 @@ void nt_plan_cache_free(nt_plan_cache *cache);
  * flags): "native"; "ffi" or "libffi" (the name libffi thunks report);
  * "auto" or NULL, the configured default (*out NULL). Any other name, or
  * "native" where there is no native engine: NT_ERR_VALUE, the message
- * starting with where (e.g. "engine=") and the name (backend.c).
+ * starting with where (e.g. "engine=") and the name (engine/choose.c).
  */
 #define NT_ENGINE_NAMES "'native', 'ffi', 'libffi' or 'auto'"
-nt_status nt_engine_parse(const char *name, const char *where, const struct nt_backend **out,
+nt_status nt_engine_parse(const char *name, const char *where, const struct nt_engine **out,
                           nt_error *err);
 
 /* The engine a plan runs on: wanted (NULL: the configured one) if it can
    run the plan, else native if it can, else libffi. NULL, err filled, if
-   none can (backend.c). */
-const struct nt_backend *nt_choose_backend(const nt_plan *plan, const struct nt_backend *wanted,
-                                           nt_error *err);
+   none can (engine/choose.c). */
+const struct nt_engine *nt_choose_engine(const nt_plan *plan, const struct nt_engine *wanted,
+                                         nt_error *err);
 
 /* The bytes of a context with room for the plan's values (a multiple of
    16), and one zeroed in place there (16-aligned memory) for target. */
@@ -467,18 +466,18 @@ typedef struct nt_entry nt_entry; /* one thunk's callable entry; opaque */
  * run out).
  */
 typedef struct nt_entry_ref {
-    const struct nt_backend *engine;
+    const struct nt_engine *engine;
     nt_entry *entry; /* NULL: none yet, or freed */
 } nt_entry_ref;
 
-typedef struct nt_backend {
+typedef struct nt_engine {
     const char *name; /* "native-x86_64-sysv", "libffi" */
     /* Thunks on this engine whose target is another thunk may nest this
        deep: each level calls the next, on the caller's C stack. */
     int chain_limit;
-    /* NT_OK if this backend can run the plan, else NT_ERR_UNSUPPORTED. */
+    /* NT_OK if this engine can run the plan, else NT_ERR_UNSUPPORTED. */
     nt_status (*supports)(const nt_plan *plan);
-    /* Per-plan preparation: cifs, handler lookup. Sets plan->backend_data,
+    /* Per-plan preparation: cifs, handler lookup. Sets plan->engine_data,
        plan->handler. */
     nt_status (*prepare)(nt_plan *plan, nt_error *err);
     void (*plan_release)(nt_plan *plan);
@@ -493,7 +492,7 @@ typedef struct nt_backend {
     void (*entry_free)(nt_entry *entry, nt_what *what);
     /* A short description of the executable-memory policy in use. */
     const char *(*memory_policy)(void);
-} nt_backend;
+} nt_engine;
 
 /* Publishes ctx through the entry's own engine. */
 static inline void nt_entry_swap(const nt_entry_ref *ref, nt_ctx *ctx)
@@ -510,11 +509,11 @@ static inline void nt_entry_free(nt_entry_ref *ref, nt_what *what)
     ref->entry = NULL;
 }
 
-extern const nt_backend nt_backend_ffi;
+extern const nt_engine nt_engine_ffi;
 /* The libffi type of a value (struct ffi_type *), for calls from Python. */
 struct _ffi_type *nt_ffi_type_of(const nt_type *t);
-/* NULL on platforms without a native backend. */
-extern const nt_backend *const nt_backend_native;
+/* NULL on platforms without a native engine. */
+extern const nt_engine *const nt_engine_native;
 
 /* Writes "numthunk: called a released thunk", what the thunk was (what:
    nt_what text, and its target; either may be NULL) and what usually
@@ -526,7 +525,7 @@ void nt_trap_released_at(const char *what, const void *target);
 #define NT_WHAT_MAX 224
 
 /* ------------------------------------------------------------------------ */
-/* Registry: thunks by entry address (registry.c)                           */
+/* Registry: thunks by entry address (life/registry.c)                           */
 
 /* Enters owner at address, in place of whatever was there. -1: no
    memory. */

@@ -3,7 +3,7 @@ the tree.
 
 - every path the page names (src/..., numthunk/..., tests/..., docs/...,
   tools/..., bench/...) and every file name it writes in backquotes
-  (`plan.c`) exists;
+  (`plan/plan.c`) exists;
 - every C name it writes with numthunk's prefixes (nt_*, NT_*, numthunk_*,
   NUMTHUNK_*), anywhere on the page, and every other identifier it writes
   alone in backquotes (`teardown`, `ThunkObject.ctx`), is a word of the
@@ -82,7 +82,7 @@ _IDENT = re.compile(r"^[A-Za-z_]\w*(?:(?:\.|->)[A-Za-z_]\w*)*(?:\(\))?$")
 def test_named_paths_exist():
     missing = []
     for path in sorted(set(_PATH.findall(_page()))):
-        # a pattern (tests/test_*.py, src/backend_<arch>.c) names at least one file
+        # a pattern (tests/test_*.py, src/engine/arch/<arch>.c) names at least one file
         where = _where(re.sub(r"<\w+>", "*", path))
         if where is not None and not glob.glob(where):
             missing.append(path)
@@ -90,7 +90,7 @@ def test_named_paths_exist():
 
 
 def test_named_files_exist():
-    """A file written by its name alone (`plan.c`, `_numba_ext.py`) is one
+    """A file written by its name alone (`plan/plan.c`, `_numba_ext.py`) is one
     of src/, the package, tests/ or bench/."""
     names = {os.path.basename(p) for p in _source_files()}
     for top in ("tests", "bench"):

@@ -34,7 +34,7 @@ SCALARS = [
 
 
 def test_long_double_scalars_bind_as_double_up_to_its_range(cfn, engine):
-    """convert.c as_double: a NumPy long double binds and forwards as the
+    """convert/value.c as_double: a NumPy long double binds and forwards as the
     double it rounds to, infinities and NaN included; a finite one beyond
     DBL_MAX (x87's 80-bit long double holds them) is refused, not sent as
     inf. A float parameter takes the ones a float holds."""
@@ -762,7 +762,7 @@ def test_new_thunk_checks_its_arguments():
 
 # ------------------------------------------------ integer guards at their edges
 #
-# convert.c store_int / store_long / store_char_byte / convert_int: each
+# convert/value.c store_int / store_long / store_char_byte / convert_int: each
 # width's range checked at min-1, min, min+1, max-1, max, max+1 and at the
 # 64-bit edges (where PyLong_AsLongLongAndOverflow overflows), for every
 # input form that reaches the check: int, __index__ object, NumPy scalar,
@@ -893,7 +893,7 @@ FLOATLIKE = [1.5, _Real(2.0), 1j, 3 + 0j, np.float16(1.0), np.float32(1.0), np.f
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("name, ctype", [(k[0], k[1]) for k in INT_KINDS] + [("f_B_B", "bool")])
 def test_float_like_values_are_refused_for_integers_by_name(cfn, engine, name, ctype):
-    """convert.c index_of: a float or complex value, Python's or NumPy's of
+    """convert/value.c index_of: a float or complex value, Python's or NumPy's of
     any width, is no integer (none is truncated), and the message says so
     with the value, bound and forwarded; where an int of its value binds."""
     fn = cfn(name, f"{ctype} ({ctype} x)")
@@ -928,7 +928,7 @@ class _IndexByteArray(bytearray):
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("name, ctype", [(k[0], k[1]) for k in INT_KINDS] + [("f_B_B", "bool")])
 def test_text_is_no_integer_even_with_an_index_method(cfn, engine, name, ctype):
-    """convert.c index_of: no text is read as a number, a str, bytes or
+    """convert/value.c index_of: no text is read as a number, a str, bytes or
     bytearray subclass with __index__ neither; the message names its type,
     bound and forwarded."""
     fn = cfn(name, f"{ctype} ({ctype} x)")
@@ -1019,7 +1019,7 @@ def _numpy_bool_is_an_index():
 NUMPY_BOOLS = () if _numpy_bool_is_an_index() else (np.True_,)
 
 def test_address_takes_every_pointer_value_and_no_other():
-    """markers.c nt_pointer_value: 0 and 2**bits - 1 accepted in every form,
+    """convert/markers.c nt_pointer_value: 0 and 2**bits - 1 accepted in every form,
     -1 and 2**bits refused naming address() and the range; bool refused."""
     top = (1 << PTR_BITS) - 1
     for v in (0, 1, top - 1, top):
@@ -1037,7 +1037,7 @@ def test_address_takes_every_pointer_value_and_no_other():
 
 
 def test_address_reads_back_what_it_was_given():
-    """markers.c address getters: value, owner and nogil as given (nogil
+    """convert/markers.c address getters: value, owner and nogil as given (nogil
     defaults to True: a bare address needs no GIL)."""
     owner = np.zeros(1)
     for kw, nogil in (({}, True), ({"nogil": True}, True), ({"nogil": False}, False)):
@@ -1058,7 +1058,7 @@ def test_address_at_the_top_of_the_range_reaches_the_target(cfn, engine):
 
 
 def test_target_address_in_every_form(cfn):
-    """thunk.c's target address goes through the same check."""
+    """python/thunk.c's target address goes through the same check."""
     f = cfn("f_d_d", "double (double a)")
     sig = f._signature
     for form in int_forms(f.address):
@@ -1076,7 +1076,7 @@ MAX_AXES = 64
 
 
 def test_marker_axes_at_the_edges_in_every_form():
-    """markers.c: -64 <= axis < 64 accepted (checked against the array when
+    """convert/markers.c: -64 <= axis < 64 accepted (checked against the array when
     bound), one past either end refused naming the marker."""
     a = np.zeros((2, 3))
     for make in (nt.shape, nt.stride):
@@ -1097,7 +1097,7 @@ def test_marker_axes_at_the_edges_in_every_form():
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_marker_axes_against_the_array_at_the_edges(cfn, engine):
-    """convert.c derived_value: -ndim <= axis < ndim, in every form."""
+    """convert/value.c derived_value: -ndim <= axis < ndim, in every form."""
     fn = cfn("f_l_l", "int64_t (int64_t n)")
     a = np.zeros((2, 3, 5))
     for v, want in ((-3, 2), (-1, 5), (0, 2), (2, 5)):
@@ -1159,7 +1159,7 @@ def test_bound_narrow_values_arrive_extended_in_every_form(engine, ctype, value,
 # ------------------------------------------ indexes of parameters at their edges
 
 def test_rebind_index_at_the_edges_in_every_form(cfn):
-    """thunk.c param_index: 0 .. nargs - 1 in every integer form, nargs and
+    """python/thunk.c param_index: 0 .. nargs - 1 in every integer form, nargs and
     -1 refused naming the range, bool refused."""
     t = nt.bind(cfn("f_d_pi", "double (const double *x, int n)"), np.arange(4.0), 4)
     for form in int_forms(1):
@@ -1180,7 +1180,7 @@ def test_rebind_index_at_the_edges_in_every_form(cfn):
 
 @pytest.mark.parametrize("nargs", [0, 1, 2, 3])
 def test_rebind_index_out_of_range_counts_the_parameters_in_words(nargs):
-    """thunk.c param_index: 'has 0 parameters' (no range), 'has 1
+    """python/thunk.c param_index: 'has 0 parameters' (no range), 'has 1
     parameter: 0 to 0', 'has 2 parameters: 0 to 1', ..., for nargs and -1,
     as fixed= words it; nargs - 1 itself is taken."""
     sig = nt.Signature(f"void ({', '.join(['int'] * nargs) or 'void'})")
@@ -1199,7 +1199,7 @@ def test_rebind_index_out_of_range_counts_the_parameters_in_words(nargs):
 
 @pytest.mark.parametrize("ndim, ok", [(0, False), (1, True), (8, True), (9, False)])
 def test_memoryview_declaration_ndim_at_the_edges(cfn, ndim, ok):
-    """commit.c collect_mvspecs: 1 <= ndim <= 8 (NT_MEMVIEW_MAX_DIMS); the
+    """life/commit.c collect_mvspecs: 1 <= ndim <= 8 (NT_MEMVIEW_MAX_DIMS); the
     parameter index 0 .. nargs - 1."""
     addr = cfn("f_d_pi", "double (const double *x, int n)").address
     sig = nt.Signature("double (__Pyx_memviewslice, int)")

@@ -5,7 +5,7 @@ the one test command covers them:
   (built with ASan and UBSan);
 - tests/c/fuzz_sig.c: the parser fuzz target driven by its standalone
   random driver (ASan and UBSan);
-- tests/c/test_handler_plan.c: the native engines' handler planner run on
+- tests/c/test_route.c: the native engines' handler planner run on
   a machine model, for several ABI descriptions (ASan and UBSan);
 - tests/c/test_quarantine.c: the quarantine's schedule (which item leaves
   during which release) against a model of its contract (ASan and UBSan);
@@ -60,45 +60,48 @@ def run(exe, *args, env=None, timeout=900):
     return proc.stdout
 
 
+PARSE_SOURCES = [f"{SRC}/kinds.c", f"{SRC}/parse/spellings.c", f"{SRC}/parse/declarator.c"]
+
+
 def test_signature_parser_c_tests():
-    exe = build("test_sig", [f"{SRC}/kinds.c", f"{SRC}/types.c", f"{SRC}/sig.c",
-                             f"{HERE}/c/test_sig.c"], SAN, ["-lffi"])
+    exe = build("test_sig", PARSE_SOURCES + [f"{HERE}/c/test_sig.c"], SAN, ["-lffi"])
     run(exe)
 
 
 def test_signature_parser_fuzz_standalone():
-    exe = build("fuzz_sig", [f"{SRC}/kinds.c", f"{SRC}/types.c", f"{SRC}/sig.c",
-                             f"{HERE}/c/fuzz_sig.c"], SAN + ["-DNT_FUZZ_STANDALONE"], ["-lffi"])
+    exe = build("fuzz_sig", PARSE_SOURCES + [f"{HERE}/c/fuzz_sig.c"],
+                SAN + ["-DNT_FUZZ_STANDALONE"], ["-lffi"])
     run(exe, "200000", "20261129")
 
 
 def test_handler_planner_c_tests():
     # the planner against a machine model, for the x86-64 and AArch64 arch
     # files' ABI descriptions (compiled on any host) and made-up ones
-    exe = build("test_handler_plan",
-                [f"{SRC}/handler_plan.c", f"{SRC}/kinds.c", f"{SRC}/backend_x86_64.c",
-                 f"{SRC}/backend_aarch64.c", f"{HERE}/c/test_handler_plan.c"], SAN, ["-lffi"])
+    exe = build("test_route",
+                [f"{SRC}/engine/route.c", f"{SRC}/kinds.c", f"{SRC}/engine/arch/x86_64.c",
+                 f"{SRC}/engine/arch/aarch64.c", f"{HERE}/c/test_route.c"], SAN, ["-lffi"])
     out = run(exe, "8000", "20261129")
     assert "all handler planner tests passed" in out
     assert "riscv64-lp64d  8000 plans" in out and "x86_64-sysv    8000 plans" in out
 
 
 def test_quarantine_c_tests():
-    exe = build("test_quarantine", [f"{SRC}/quarantine.c", f"{HERE}/c/test_quarantine.c"], SAN,
+    exe = build("test_quarantine", [f"{SRC}/life/quarantine.c", f"{HERE}/c/test_quarantine.c"], SAN,
                 ["-lpthread"])
     assert "78 items left as the contract says (quarantine 8)" in run(exe)
     assert "0 items left as the contract says (no reuse)" in run(exe, "noreuse")
 
 
-NATIVE_SOURCES = ["backend.c",  # includes the arch file and mem_*.c on its platform
-                  "native.c", "handler_plan.c", "quarantine.c", "backend_ffi.c", "kinds.c",
-                  "types.c", "sig.c", "plan.c"]
+# engine/choose.c includes the arch file and the engine/memory/ files on its platform
+NATIVE_SOURCES = ["engine/choose.c", "engine/native.c", "engine/route.c", "life/quarantine.c",
+                  "engine/ffi.c", "kinds.c", "parse/spellings.c", "parse/declarator.c",
+                  "plan/plan.c"]
 
 
 @pytest.mark.skipif(not nt.engine_info()["native_available"],
                     reason="the native engine exists on x86-64 Linux only")
 @pytest.mark.parametrize("fixture_cc", ["gcc", "clang"])
-def test_native_backend_harness(fixture_cc):
+def test_native_engine_harness(fixture_cc):
     command = compiler_command(fixture_cc)   # fails, never skips, when it is missing
     # the engine's allocations through the harness, which fails each in turn
     wrap = ["-DNT_TEST_WRAP_ALLOC", "-Wl," + ",".join(
@@ -106,5 +109,5 @@ def test_native_backend_harness(fixture_cc):
     exe = build("test_native", [f"{SRC}/{s}" for s in NATIVE_SOURCES] + [f"{HERE}/c/test_native.c"],
                 ["-O2", *wrap], ["-lffi", "-ldl", "-lpthread"])
     out = run(exe, env={"NT_FIXTURE_CC": shlex.join(command)})   # run by system()
-    assert "all native backend tests passed" in out
+    assert "all native engine tests passed" in out
     assert "no memory: each of" in out

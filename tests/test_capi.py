@@ -204,7 +204,7 @@ def test_bad_calls_raise(ext):
 
 
 def test_a_non_thunk_is_named_by_its_type_through_c(ext):
-    """capi.c check_thunk: numthunk_address, numthunk_release and
+    """python/capi.c check_thunk: numthunk_address, numthunk_release and
     numthunk_rebind given anything but a Thunk raise TypeError naming the
     function and the object's type, and NULL as NULL."""
     t = ext.make_sum(np.ones(2))
@@ -226,7 +226,7 @@ def test_a_non_thunk_is_named_by_its_type_through_c(ext):
 
 
 def test_null_text_and_null_value_are_refused_through_c(ext):
-    """capi.c: numthunk_signature(NULL), numthunk_rebind(t, i, NULL) and
+    """python/capi.c: numthunk_signature(NULL), numthunk_rebind(t, i, NULL) and
     numthunk_dltensor with a NULL object or out are ValueErrors naming the
     function; empty text reaches the parser, and a
     value is taken."""
@@ -256,7 +256,7 @@ def test_null_text_and_null_value_are_refused_through_c(ext):
 
 
 def test_create_takes_only_a_numthunk_signature(ext):
-    """capi.c capi_create: the signature is a numthunk Signature (from
+    """python/capi.c capi_create: the signature is a numthunk Signature (from
     numthunk_signature or numthunk.Signature); NULL, its text, a ctypes
     prototype, a cffi type or any other object is a TypeError before
     anything is read."""
@@ -277,7 +277,7 @@ def test_create_takes_only_a_numthunk_signature(ext):
 
 
 def test_value_counts_at_their_edges_through_c(ext):
-    """capi.c capi_create: nvalues -1, and values NULL with nvalues 1 or
+    """python/capi.c capi_create: nvalues -1, and values NULL with nvalues 1 or
     more, are refused before anything is read; 0 with NULL values gets as
     far as the count check (the target takes 1), as 0, 2 and 3 values do."""
     with pytest.raises(ValueError, match=r"^numthunk_create: nvalues is -1"):

@@ -188,7 +188,7 @@ def test_native_chains_of_any_spelling_are_bounded(fns, how):
 
 
 def test_rebind_from_a_c_function_pointer_to_thunks_and_back(fns, engine):
-    """commit.c prepare_dep: a thunk whose function pointer is a plain C
+    """life/commit.c prepare_dep: a thunk whose function pointer is a plain C
     function uses no thunk; rebound to one it holds and uses it (room made
     for its first dependency), and is broken by its release; back to a C
     function, then to thunks again, each rebind keeping the address."""
@@ -234,7 +234,7 @@ def test_rebind_that_deepens_a_chain_is_refused(fns):
 
 @pytest.mark.parametrize("engine, limit", [("ffi", 128), ("native", 1024)])
 def test_a_rebind_joining_two_chains_names_the_depth_of_the_result(fns, engine, limit):
-    """commit.c within_limit: a bound function pointer of a thunk in the
+    """life/commit.c within_limit: a bound function pointer of a thunk in the
     middle of one chain rebound to the top of another is refused with the
     depth the joined chain would have (the new value's chain, the rebound
     thunk, and the longest path of its users above it), not the level where
@@ -269,7 +269,7 @@ def test_a_rebind_joining_two_chains_names_the_depth_of_the_result(fns, engine, 
 
 @pytest.mark.parametrize("engine, limit", [("ffi", 128), ("native", 1024)])
 def test_rebind_to_exactly_the_chain_limit(fns, engine, limit):
-    """commit.c within_limit / prepare_dep: a rebind that makes the chain
+    """life/commit.c within_limit / prepare_dep: a rebind that makes the chain
     exactly `limit` levels deep is taken, one level more is refused (and
     leaves every thunk as it was)."""
     leaf = bind(engine, fns.d, nt.ARG)
@@ -295,7 +295,7 @@ def test_rebind_to_exactly_the_chain_limit(fns, engine, limit):
 
 
 def test_a_libffi_thunk_anywhere_below_limits_a_native_chain_to_128(fns):
-    """commit.c: the least limit of the engines at or below a thunk is its
+    """life/commit.c: the least limit of the engines at or below a thunk is its
     limit, at bind and when a rebind brings a libffi thunk in."""
     chain = [bind("ffi", fns.d, nt.ARG)]
     for _ in range(127):
@@ -323,7 +323,7 @@ def test_a_libffi_thunk_anywhere_below_limits_a_native_chain_to_128(fns):
                          [(126, 126, True), (126, 127, False), (127, 126, False)])
 def test_a_rebind_counts_the_depth_of_every_other_dependency(cfn, fns, bound_chain,
                                                              declared_chain, fits):
-    """commit.c prepare_dep: the chain a rebind of one function pointer makes
+    """life/commit.c prepare_dep: the chain a rebind of one function pointer makes
     is one more than the deepest of all: the new value, the other bound
     function pointers and the declared dependencies, whichever comes first
     (here native chains, under the libffi limit the new value brings in)."""
@@ -848,7 +848,7 @@ def test_composed_depth_of_native_chains(cfn):
 # a plain function, with thunks over those two made and dropped between,
 # then a release: a user that holds the released thunk is
 # refused from Python, one that does not still runs. Every edge is moved
-# around the dependency and user lists (commit.c commit_dep, unlink_user),
+# around the dependency and user lists (life/commit.c commit_dep, unlink_user),
 # so a list left stale by one move shows as a user refused wrongly, or not
 # refused and calling the trap (an abort): run in a child process.
 DEPENDENCY_WALK = """

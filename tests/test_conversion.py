@@ -448,7 +448,7 @@ def test_pointer_takes_its_own_dtype_only(ctype):
 # A pointer takes plain data: where the items are Python objects (NumPy's
 # dtype object, format 'O'), a kernel that writes a number overwrites a
 # reference, and what it reads is an address. Every buffer a pointer binds
-# is refused for them (descr.c nt_check_plain), whatever exported it,
+# is refused for them (convert/buffer.c nt_check_plain), whatever exported it,
 # whatever the pointee, however it is bound. Objects inside structs are in
 # test_interop.py, with the struct pointers.
 

@@ -340,7 +340,7 @@ def test_undescribable_arrays_refused(kern, arr, match):
 
 @pytest.mark.parametrize("error", [BufferError, TypeError, ValueError])
 def test_a_refused_buffer_is_named_with_the_exporter_s_reason_as_cause(kern, ntexport, error):
-    """dlpack.c get_view: an exporter that refuses its buffer with
+    """convert/dlpack.c get_view: an exporter that refuses its buffer with
     BufferError, TypeError or ValueError is named as the parameter's, its
     exception the cause; anything else passes as it was raised."""
     fn = kern("dl_sum_f64", "double (const DLTensor *t)")
@@ -1060,7 +1060,7 @@ def test_byte_offset_is_folded_into_data(kern, ntexport, byte_offset, refused):
 @pytest.mark.parametrize("shape", [(), (1,), (1, 1), (2,)])
 @pytest.mark.parametrize("byte_offset, refused", [(0, False), (1, True), (7, True), (8, False)])
 def test_one_element_is_enough_to_check_alignment(kern, ntexport, shape, byte_offset, refused):
-    """dlpack.c fill_from_dltensor: alignment is checked when the tensor has
+    """convert/dlpack.c fill_from_dltensor: alignment is checked when the tensor has
     any element: a 0-d tensor and one of a single element, as one of two."""
     raw = np.arange(4.0)
     exporter = ntexport.Tensor(raw, 2, 64, shape, None, byte_offset=byte_offset)

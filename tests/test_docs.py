@@ -23,6 +23,7 @@ the docstrings' examples run (the site's doctest build runs them again).
 """
 
 import doctest
+import glob
 import os
 import re
 import subprocess
@@ -224,8 +225,7 @@ def test_pages_named_by_messages_exist():
     package = os.path.dirname(nt.__file__)
     sources = [os.path.join(package, f) for f in os.listdir(package)
                if f.endswith((".py", ".pxd", ".pyi"))]
-    sources += [os.path.join(ROOT, "src", f) for f in os.listdir(os.path.join(ROOT, "src"))
-                if f.endswith((".c", ".h"))]
+    sources += glob.glob(os.path.join(ROOT, "src", "**", "*.[ch]"), recursive=True)
     sources.append(os.path.join(package, "include", "numthunk", "capi.h"))
     named = set()
     for path in sources:

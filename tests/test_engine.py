@@ -271,7 +271,7 @@ def test_quarantine_delays_reuse():
 
 
 def test_quarantine_holds_exactly_its_size(engine):
-    """quarantine.c nt_quarantine_push: an entry leaves when the ring holds
+    """life/quarantine.c nt_quarantine_push: an entry leaves when the ring holds
     more than config['quarantine'] (32768): its address does not come back
     after quarantine - 1 further releases, and does after quarantine (the
     slot freed last is the next one given out). A fresh process: the ring
@@ -299,7 +299,7 @@ def test_quarantine_holds_exactly_its_size(engine):
     assert out.stdout.split() == [str(q), str(q - 1), "False", str(q), str(q), "True"]
 
 
-# quarantine.c's ring of released entries, oldest out first: while it grows
+# life/quarantine.c's ring of released entries, oldest out first: while it grows
 # from its first 1024 entries to past the quarantine, and after its head
 # has gone round the ring (pops start once the quarantine is full; the ring
 # then holds the quarantine in a capacity of the next power of two above
@@ -369,7 +369,7 @@ def test_same_results_on_both_engines(cfn, engine):
 
 # ---------------------------------------------------------------------------
 # More than 64 parameters: the bind pattern leaves its stack buffer
-# (commit.c take_plan), the plan cache compares whole patterns, and most
+# (life/commit.c take_plan), the plan cache compares whole patterns, and most
 # values go on the stack. Generated C targets, compiled here: the compiler
 # is the oracle (a direct ctypes call of the same function).
 
@@ -752,7 +752,7 @@ def churn():
 
 
 # Small handlers (a few parameters: 8 to 32 bytes of code, the smallest size
-# class of mem_memfd.c) made, their plans dropped, pushed out of the
+# class of engine/memory/memfd.c) made, their plans dropped, pushed out of the
 # quarantine by more releases, then made again: the second round takes the
 # blocks the first gave back, so the memory file does not grow.
 SMALL_HANDLERS_AGAIN = ENGINE_PRELUDE + """
@@ -1314,7 +1314,7 @@ print(repr((info["memory_policy"], info["fallbacks"], sum(t() for t in ts), mid[
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="memfd is Linux's")
 @pytest.mark.parametrize("mode", ["eintr", "short"])
 def test_code_written_by_pwrite_survives_interrupts_and_short_writes(mode):
-    """mem_memfd.c write_all: a pwrite interrupted by a signal (EINTR) is
+    """engine/memory/memfd.c write_all: a pwrite interrupted by a signal (EINTR) is
     tried again, and one that writes part of the code goes on from where it
     stopped; the memory-file policy stands and every thunk runs."""
     shim = ntbuild.compile_shared(os.path.join(os.path.dirname(__file__), "fixtures",
@@ -1335,7 +1335,7 @@ def test_code_written_by_pwrite_survives_interrupts_and_short_writes(mode):
 @pytest.mark.parametrize("mode", ["no MFD_EXEC", "none"])
 def test_a_kernel_without_mfd_exec_still_gets_a_memory_file(mode):
     """Before Linux 6.3 memfd_create refuses MFD_EXEC with EINVAL: the file
-    is made again without it (mem_memfd.c open_file), and the memfd policy
+    is made again without it (engine/memory/memfd.c open_file), and the memfd policy
     stands. A kernel with no memfd at all leaves the sealed-pages policy,
     the fallback saying why. memfd_create is a shim here (LD_PRELOAD)."""
     shim = ntbuild.compile_shared(os.path.join(os.path.dirname(__file__), "fixtures",

@@ -1,7 +1,7 @@
 """Buffer exporters at the edges of the checks that stop numthunk reading
-memory an exporter does not have (descr.c nt_view_check: itemsize x the
+memory an exporter does not have (convert/buffer.c nt_view_check: itemsize x the
 extents, computed without overflow, must be the length given; at most
-PY_SSIZE_T_MAX bytes), and of a typed memoryview's dimensions (convert.c
+PY_SSIZE_T_MAX bytes), and of a typed memoryview's dimensions (convert/value.c
 check_memview, NT_MEMVIEW_MAX_DIMS = 8). No memory past the real buffer is
 read: sizes are bound, and pointers only taken."""
 
@@ -119,7 +119,7 @@ def _rational():
 
 
 def test_array_kinds_by_type_number_at_the_edges_of_the_table(cfn):
-    """convert.c array_kind keeps the kind of each built-in type number
+    """convert/value.c array_kind keeps the kind of each built-in type number
     below 32 (kind_of_type[32]); float16 (number 23, a number type with no
     C kind) and a user-defined dtype (number 256, past the table) are
     refused naming the parameter; the built-in number arrays bind to void *."""
@@ -150,7 +150,7 @@ def test_array_kinds_by_type_number_at_the_edges_of_the_table(cfn):
                                    (2 ** 62, 4), (2 ** 32, 2 ** 31), (3, MAX // 3 + 1),
                                    (0, 2 ** 62, 4), (2 ** 62, 4, 0)])
 def test_size_of_zero_byte_elements_past_ssize_t_max_is_refused(ntexport, cfn, shape):
-    """convert.c derived_value: the shape's product is bounded by the bytes
+    """convert/value.c derived_value: the shape's product is bounded by the bytes
     for elements of one byte or more (nt_view_check, NumPy); elements of 0
     bytes bound nothing, and size() of more than PY_SSIZE_T_MAX of them
     wrapped (2**32 x 2**31 gave -2**63). An exporter and NumPy's own

@@ -1,4 +1,4 @@
-"""A DLPack tensor's size at its edge (dlpack.c fill_from_dltensor): its
+"""A DLPack tensor's size at its edge (convert/dlpack.c fill_from_dltensor): its
 elements, at most INT64_MAX bytes of them, unless an extent is 0. A shape
 whose product passes it describes no memory, and its count wrapped: the
 alignment check was skipped and the compact strides wrapped with it. The
@@ -51,7 +51,7 @@ def test_a_tensor_past_int64_max_bytes_is_refused_and_one_within_checked(ntexpor
 @pytest.mark.parametrize("shape", [(0, 2 ** 62, 4), (2 ** 62, 4, 0), (2 ** 62, 0, 2 ** 62)])
 def test_an_empty_tensor_binds_whatever_its_other_extents(ntexport, shape):
     """Nothing is read from a tensor with an empty axis (as for buffers,
-    descr.c nt_view_check)."""
+    convert/buffer.c nt_view_check)."""
     exporter = ntexport.Tensor(None, 2, 64, shape, None, byte_offset=3)
     t = nt.bind(_addr(ntexport), exporter)
     t.release()
@@ -81,7 +81,7 @@ def test_the_size_counts_the_dtype_s_bytes(ntexport, bits, code, shape):
 @pytest.mark.parametrize("code", [0, 1, 2, 4, 5, 6])
 @pytest.mark.parametrize("bits", [0, 1, 7, 12, 24, 255])
 def test_a_dtype_of_no_kind_s_width_is_refused(ntexport, code, bits):
-    """dlpack.c kind_of_dtype: a kind matches a DLPack dtype by code and
+    """convert/dlpack.c kind_of_dtype: a kind matches a DLPack dtype by code and
     bits; a width no kind has (0 bits, fewer than 8, not a whole byte, the
     widest a DLDataType holds) is no kind's, whatever its code, and refused
     naming the dtype."""
@@ -96,7 +96,7 @@ def test_a_dtype_of_no_kind_s_width_is_refused(ntexport, code, bits):
                                           ((3, 0), "i4")])
 def test_an_ndarray_numpy_calls_aligned_is_taken_only_if_its_data_is(shape, dtype):
     """NumPy calls an empty array aligned whatever its data pointer; the
-    ndarray fast path of a DLTensor * (dlpack.c from_ndarray) takes what
+    ndarray fast path of a DLTensor * (convert/dlpack.c from_ndarray) takes what
     the buffer path takes, and that one refuses data a kind's alignment
     does not divide, empty or not."""
     fn = nt.Function(0x1000, "double (const DLTensor *t)")          # never called

@@ -1,5 +1,5 @@
 """The argument counts of the core's entry points at their edges:
-Thunk(...) by position (thunk.c parse_new_args: 3 to 9 read without
+Thunk(...) by position (python/thunk.c parse_new_args: 3 to 9 read without
 keyword parsing, more refused by it), _new_thunk (exactly 10), and a
 thunk's call (exactly as many arguments as it forwards, none by keyword),
 with one fewer and one more each time. On both engines."""

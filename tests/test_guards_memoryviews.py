@@ -1,7 +1,7 @@
 """Typed-memoryview declarations as the core takes them, (dtype, ndim,
-contig, const), at the edges of their checks (commit.c parse_mvspec): the
+contig, const), at the edges of their checks (life/commit.c parse_mvspec): the
 contiguity is exactly "C", "F" or None; the contiguity each declares is
-enforced on the buffer (convert.c). The ndim and index edges are in
+enforced on the buffer (convert/value.c). The ndim and index edges are in
 test_bind.py. The thunks here are made, never called."""
 
 import numpy as np
@@ -111,7 +111,7 @@ def test_a_pointer_is_no_array_for_a_memoryview(cfn, ntexport):
 
 def test_a_buffer_of_python_objects_is_refused(cfn):
     """Items that are Python objects are refused before the dtype is read
-    (descr.c nt_check_plain), by every way a memoryview is bound: an object
+    (convert/buffer.c nt_check_plain), by every way a memoryview is bound: an object
     array has the size of a double, and a struct of one object field
     too."""
     fn = nt.Function(cfn("f_d_pi", "double (const double *x, int n)").address, SIG,

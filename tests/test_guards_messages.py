@@ -1,9 +1,9 @@
 """Text cut to fit a fixed buffer says that it was cut: parameter labels
-(convert.c nt_param_label: names past 64 bytes, types past 159), a
+(convert/value.c nt_param_label: names past 64 bytes, types past 159), a
 marker's description of an array with more axes than its repr shows
-(markers.c short_repr), the description of a released thunk (plan.c
+(convert/markers.c short_repr), the description of a released thunk (plan/plan.c
 plan_text, NT_WHAT_MAX = 224 bytes with its NUL), and the types and
-signatures refusals name (convert.c, commit.c check_values), each at its
+signatures refusals name (convert/value.c, life/commit.c check_values), each at its
 edge and one byte either side. On both engines where a thunk is made."""
 
 import numpy as np
@@ -13,10 +13,10 @@ import numthunk as nt
 
 from thunks import bind
 
-NAME_MAX = 64          # convert.c LABEL_NAME_MAX
-TYPE_MAX = 159         # convert.c nt_param_label: char type[160]
+NAME_MAX = 64          # convert/value.c LABEL_NAME_MAX
+TYPE_MAX = 159         # convert/value.c nt_param_label: char type[160]
 WHAT_MAX = 223         # numthunk.h NT_WHAT_MAX - 1: the text of a released thunk
-DIMS_SHOWN = 53        # markers.c short_repr: axes of length 1 that fit dims[128]
+DIMS_SHOWN = 53        # convert/markers.c short_repr: axes of length 1 that fit dims[128]
 
 
 # ---- parameter names ----
@@ -104,7 +104,7 @@ def test_a_marker_repr_of_long_axes_is_cut_after_the_axis_that_crosses_the_edge(
         shown_ones = []
         text = str(big)
         for _ in range(ones):
-            if len(text) >= 104:                      # markers.c: used < sizeof(dims) - 24
+            if len(text) >= 104:                      # convert/markers.c: used < sizeof(dims) - 24
                 break
             text += "x1"
             shown_ones.append(1)
@@ -169,7 +169,7 @@ def test_a_released_thunk_whose_own_signature_leaves_no_room_for_its_target(cfn,
     target is left out and the text ends in dots all the same."""
     sig = _sig_of_length(own)
     got, full = _released_description(cfn, engine, sig)
-    if own + 6 <= WHAT_MAX:                           # plan.c: room for " over "
+    if own + 6 <= WHAT_MAX:                           # plan/plan.c: room for " over "
         assert got == full[:WHAT_MAX - 3] + "..."
     elif own + 3 <= WHAT_MAX:
         assert got == sig + "..."
@@ -184,7 +184,7 @@ def test_a_released_thunk_whose_own_signature_leaves_no_room_for_its_target(cfn,
 def test_a_pointer_type_named_in_a_refusal_is_whole_up_to_159_bytes_then_cut_with_dots(cfn,
                                                                                     engine,
                                                                                     length):
-    """convert.c refuse_target and convert_pointer name the declared type
+    """convert/value.c refuse_target and convert_pointer name the declared type
     in 160 bytes: 'struct NAME **' with a struct name of `length`."""
     name = ("S" + "abcdefghij" * 30)[:length]
     for depth, value, head in [(2, np.zeros(2), "a buffer can be bound to a single-level "
@@ -203,7 +203,7 @@ def test_a_pointer_type_named_in_a_refusal_is_whole_up_to_159_bytes_then_cut_wit
 @pytest.mark.parametrize("length", [509, 510, 511, 512, 513, 2000])
 def test_a_target_named_for_a_wrong_count_is_whole_up_to_511_bytes_then_cut_with_dots(cfn,
                                                                                       length):
-    """commit.c check_values names the target's signature in 512 bytes."""
+    """life/commit.c check_values names the target's signature in 512 bytes."""
     sig = _sig_of_length(length)
     f = cfn("f_d_d", sig)                             # never called
     shown = sig if length <= 511 else sig[:508] + "..."
@@ -213,7 +213,7 @@ def test_a_target_named_for_a_wrong_count_is_whole_up_to_511_bytes_then_cut_with
 
 
 def test_signature_label_takes_indexes_0_to_nargs_minus_1_in_every_form():
-    """signature.c signature_label: 0 <= i < nargs."""
+    """python/signature.c signature_label: 0 <= i < nargs."""
 
     class Index:
         def __init__(self, v):
@@ -242,7 +242,7 @@ def test_signature_label_takes_indexes_0_to_nargs_minus_1_in_every_form():
 @pytest.mark.parametrize("engine", ["native", "ffi"])
 @pytest.mark.parametrize("extra", [22, 23, 24, 40])
 def test_the_trap_of_a_long_thunk_prints_its_cut_description(fixture_path, engine, extra):
-    """The trap itself (backend.c nt_trap_released_at) writes the text
+    """The trap itself (engine/choose.c nt_trap_released_at) writes the text
     test_a_released_thunk_... reads from the refusals: a thunk double
     (double) over a target of 1 + `extra` doubles (the text passes 223
     bytes from 24 on) called after it is gone."""

@@ -1,4 +1,4 @@
-"""The plan cache of a Signature object at its edge (plan.c
+"""The plan cache of a Signature object at its edge (plan/plan.c
 nt_plan_cache_get: NT_PLAN_CACHE = 8 binding patterns per engine request
 are kept with the Signature; a thunk of any further pattern owns its plan
 and frees it with itself), and what outlives an owned plan: the

@@ -1,4 +1,4 @@
-"""Real values at the edges of C float and double (convert.c to_float,
+"""Real values at the edges of C float and double (convert/value.c to_float,
 as_double, refuse_overflow_to_inf) in every form a real parameter takes:
 float, int, an object with __index__, an object with __float__, NumPy
 scalars, Decimal. The edge of float is FLT_MAX + half an ulp (it rounds to
@@ -138,7 +138,7 @@ def test_values_that_convert_to_inf_without_being_inf_are_refused(cfn, engine):
 
 # ---------------------------------------------------------------- huge values in messages
 
-DIGITS_401 = "1" + "0" * 31 + "... (401 digits)"          # 10**400, cut (convert.c show)
+DIGITS_401 = "1" + "0" * 31 + "... (401 digits)"          # 10**400, cut (convert/value.c show)
 BITS_16610 = "an int of 16610 bits"                         # 10**5000: past str()'s limit
 
 

@@ -1,6 +1,6 @@
 """rebind() at the limits of its guards: the retry limit of a rebind
 overtaken by other rebinds while it prepares the values following its
-array (commit.c prepare_current, REBIND_RETRIES), and exporters that rebind
+array (life/commit.c prepare_current, REBIND_RETRIES), and exporters that rebind
 or raise while the rebound buffer is exported (ntexport.Buffer.on_get).
 On both engines."""
 
@@ -11,7 +11,7 @@ import numthunk as nt
 
 from thunks import bind
 
-LIMIT = 100                     # commit.c REBIND_RETRIES: prepares again at most this often
+LIMIT = 100                     # life/commit.c REBIND_RETRIES: prepares again at most this often
 PLZ = "int64_t (const int64_t *x, int64_t k, size_t n)"
 
 
@@ -124,7 +124,7 @@ def test_an_export_that_releases_the_thunk_refuses_the_rebind(cfn, ntexport, eng
 
 
 def test_values_replaced_by_many_rebinds_are_all_kept_until_reclaim(cfn, engine):
-    """commit.c prepare_followers makes room for what a rebind retires
+    """life/commit.c prepare_followers makes room for what a rebind retires
     (the array, its size, a dependency) before it commits; the retired
     list grows past each capacity it had. Every replaced array stays
     alive until reclaim(), and no longer."""

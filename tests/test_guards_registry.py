@@ -1,4 +1,4 @@
-"""The registry of thunks by address (registry.c: open addressing, at most
+"""The registry of thunks by address (life/registry.c: open addressing, at most
 half full, 64 slots first, doubled when the next entry would pass half;
 a freed thunk's address kept as a grave while the quarantine holds its
 entry; removal by backward shift) across its growth edges, in a fresh

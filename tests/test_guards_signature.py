@@ -1,4 +1,4 @@
-"""The signature parser's smaller fixed limits at their edges (sig.c):
+"""The signature parser's smaller fixed limits at their edges (parse/declarator.c):
 the words of a type name (MAX_WORDS = 6, the size of the array they are
 kept in) and the longest token a message quotes whole (QUOTE_MAX = 64;
 past it the quote ends in "..."). The larger ones (nesting, pointer depth,
@@ -55,7 +55,7 @@ def _of_length(head, length):
 
 @pytest.mark.parametrize("length", [510, 511, 512, 513, 2000])
 def test_signature_text_around_its_512_byte_buffer_is_whole(length):
-    """signature.c signature_str and format_type write into 512 bytes and
+    """python/signature.c signature_str and format_type write into 512 bytes and
     take a buffer of their own when the text needs more."""
     text = _of_length("double ", length)
     sig = nt.Signature(text)

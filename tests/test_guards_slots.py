@@ -1,4 +1,4 @@
-"""Entries across the native engine's stub blocks (native.c take_slot: a
+"""Entries across the native engine's stub blocks (engine/native.c take_slot: a
 block of BLOCK_STUBS = 512 stubs, each reaching its slot at a fixed
 distance; a new block when the current one is used up): in a fresh process
 the thunks on either side of each block edge (the 1st, 511th, 512th,

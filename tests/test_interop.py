@@ -610,7 +610,7 @@ def test_struct_declarations_are_checked_and_travel(ilib):
 # A pointer takes plain data only. Items that hold Python objects, at any
 # depth of a struct (a field, a nested struct's, a sub-array's), are refused
 # for struct pointers and void * alike: the core reads them in the buffer's
-# format (descr.c nt_check_plain), the package in a ctypes type, whose
+# format (convert/buffer.c nt_check_plain), the package in a ctypes type, whose
 # Union or packed Structure exports bytes (numthunk._foreign).
 
 REST = ": C code cannot read or write them; bind an array of plain data"
@@ -761,7 +761,7 @@ def test_ctypes_values_holding_python_objects_are_refused(ilib, cfn, engine):
 
 
 # A struct buffer is aligned for its struct as a T * buffer is for T: to its
-# most aligned field (descr.c nt_struct_align), as the C compiler lays the
+# most aligned field (convert/buffer.c nt_struct_align), as the C compiler lays the
 # struct out, but no more than divides the item size (a packed struct's is
 # 1). NumPy calls a structured array aligned anywhere unless its dtype was
 # made with align=True, so the refusal says to copy it.

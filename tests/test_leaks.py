@@ -6,7 +6,7 @@ mallinfo2), gives back each reference it took, and releases each buffer
 export (a bytearray resizes again).
 
 Released code waits in a quarantine of 32,768 releases before its memory is
-reused (src/backend.c, QUARANTINE), so each measurement first runs past it:
+reused (src/engine/choose.c, QUARANTINE), so each measurement first runs past it:
 growth after that is a leak, not a queue filling."""
 
 import array

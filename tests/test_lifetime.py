@@ -265,7 +265,7 @@ print("survived")
 @pytest.mark.parametrize("release_first", [False, True])
 def test_the_trap_names_its_own_target_when_plans_are_shared(fixture_path, engine, release_first):
     """Two targets of one Signature object share its plans; the trap of a
-    released thunk names the target of that thunk (plan.c nt_plan_what
+    released thunk names the target of that thunk (plan/plan.c nt_plan_what
     keeps one text per target), not the other's. The other target's thunk
     is released first, so the plan already holds a description made for
     the other target when this thunk's is asked for (with `first` alive,
@@ -651,7 +651,7 @@ def test_address_keeps_its_owner_alive_while_bound(engine, cfn):
 
 # ------------------------------------------ calls in flight: the last one out
 #
-# thunk.c call_done / thunk_release / thunk_reclaim: with k calls of one
+# python/thunk.c call_done / thunk_release / thunk_reclaim: with k calls of one
 # thunk in flight (its target calls it again), a release() or reclaim()
 # from the innermost is carried out when the count falls to 0, not at 1.
 
@@ -753,7 +753,7 @@ def test_keep_holds_its_object_and_changes_nothing_of_the_target(cfn, engine):
 
 # -------------------------------------------- calls in flight through any path
 #
-# thunk.c pin/unpin: a call from Python pins the thunk called and every
+# python/thunk.c pin/unpin: a call from Python pins the thunk called and every
 # thunk it can reach (its target, bound and declared function values at
 # every level, and thunks forwarded to it): release() of any of them from
 # another thread waits for the call, from inside it is left to its return,
@@ -913,7 +913,7 @@ def test_a_release_racing_a_call_of_a_user_is_a_valueerror_never_the_trap(engine
 
 # ---------------------------------------------------- identity, not addresses
 #
-# commit.c nt_thunk_identify: a spelling that carries its thunk is that
+# life/commit.c nt_thunk_identify: a spelling that carries its thunk is that
 # thunk; a bare address is looked up, and refused when it is a thunk's
 # being collected, collected, or of another signature.
 

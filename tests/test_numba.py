@@ -803,7 +803,7 @@ def test_numba_signatures_accepted(spec, f_sum):
     ("complex128(complex128)", "double complex (double complex)"),
 ])
 def test_numba_string_forms(text, c):
-    # the core's parser reads Numba's text itself (src/sig.c)
+    # the core's parser reads Numba's text itself (src/parse/declarator.c)
     assert nt._core.Signature(text) == nt._core.Signature(c)
     assert nt.Signature(text) == nt.Signature(c)
 

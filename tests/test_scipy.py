@@ -316,7 +316,7 @@ def test_generic_filter(ifn, which):
     assert not np.allclose(got, ndimage.uniform_filter(image, 3))
 
 
-# what a call from Python that passes arrays for scalars is told (convert.c)
+# what a call from Python that passes arrays for scalars is told (convert/value.c)
 SCIPY_HINT = ("; a thunk or Function called from Python takes one value per parameter. A SciPy "
               "routine that calls its function with arrays takes t.lowlevelcallable() instead, "
               "of a signature it lists: ndimage.generic_filter 'int (double *, intptr_t, double "

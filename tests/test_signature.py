@@ -268,11 +268,12 @@ def test_duplicate_parameter_names_are_refused():
 
 
 def _spelling_table():
-    """The names of src/types.c's spelling table, in its order."""
+    """The names of src/parse/spellings.c's spelling table, in its order."""
     import os
 
     from conftest import HERE
-    with open(os.path.join(os.path.dirname(HERE), "src", "types.c"), encoding="utf-8") as f:
+    path = os.path.join(os.path.dirname(HERE), "src", "parse", "spellings.c")
+    with open(path, encoding="utf-8") as f:
         text = f.read()
     table = text[text.index("const nt_spelling nt_spellings[] = {"):]
     return re.findall(r'^    \{ "([^"]+)", NT_', table[:table.index("\n};")], flags=re.M)
@@ -311,7 +312,7 @@ def test_a_typedef_cannot_redefine_a_known_name():
 
 
 # ------------------------------------------------ the parser's limits, at the edge
-# sig.c: MAX_NEST (function pointers and CPointer), MAX_DEPTH ('*' levels),
+# parse/declarator.c: MAX_NEST (function pointers and CPointer), MAX_DEPTH ('*' levels),
 # MAX_ARGS (parameters), MAX_TAG_LEN (struct names as kept: "struct S"),
 # each taken at the limit and refused one past it with a ValueError that
 # says which limit.
@@ -413,7 +414,7 @@ def test_65535_parameters_and_no_more():
 
 @pytest.mark.parametrize("space", [" ", "\t", "\n", "\r", "\v", "\f"])
 def test_every_c_space_separates_tokens(space):
-    """sig.c is_space: the six characters C's isspace() takes, alone or
+    """parse/declarator.c is_space: the six characters C's isspace() takes, alone or
     repeated, wherever a space may stand; characters Python alone counts as
     space (\x1c-\x1f, \x85, \xa0) are refused, naming the byte."""
     text = space.join(["", "unsigned", "long", "*", "(", "const", "double", "*", "x", ",",
@@ -427,7 +428,7 @@ def test_every_c_space_separates_tokens(space):
 
 
 def test_a_stray_character_is_named_as_printed_or_by_its_byte():
-    """sig.c fail_token: a character the parser has no token for is quoted
+    """parse/declarator.c fail_token: a character the parser has no token for is quoted
     when it prints (0x20 to 0x7e), else named by its byte (below 0x20,
     0x7f, and UTF-8's bytes past 0x7f), with the caret at its column."""
     head = "expected '(' and the parameter list, got unexpected "
@@ -477,7 +478,7 @@ def test_typedef_struct_names_up_to_255_characters(tag):
 
 
 def test_4096_distinct_struct_names_and_no_more():
-    """sig.c intern_tag: the process-wide pool keeps 4096 distinct struct and
+    """parse/declarator.c intern_tag: the process-wide pool keeps 4096 distinct struct and
     union names ("struct S" and "union S" are two). The 4096th new name is
     taken and prints back; the 4097th is refused with MemoryError, as a
     struct, a union or a typedef'd struct's name, and nothing else changes:
@@ -517,7 +518,7 @@ print(str(again), again == nt.Signature("union S0 *(struct S4094 *, struct S0 *)
     ("double (double) x", "unexpected 'x' after the signature", 16),
 ])
 def test_what_follows_a_whole_signature_is_named(text, message, column):
-    """sig.c expect_end: '...' and '[' after the signature say what C
+    """parse/declarator.c expect_end: '...' and '[' after the signature say what C
     feature they are, anything else is 'unexpected'; the caret is under it."""
     with pytest.raises(ValueError) as info:
         nt.Signature(text)

@@ -6,7 +6,7 @@ functions in numthunk/ or src/.
   it only moves the cycle to the first call). `from . import x` is an edge
   to the module x when numthunk/x.py exists, else to the package itself.
 - A function or method is at most MAX_LINES lines long, from its `def`
-  (decorators aside) to its last line; in src/*.c, a top-level function
+  (decorators aside) to its last line; in src/**/*.c, a top-level function
   from the line of its name to its closing brace.
 
 Outside the source tree the package's files are the installed ones (there
@@ -213,8 +213,8 @@ def test_no_long_c_function():
     if not os.path.isdir(SRC):
         return      # beside an installed wheel: no C sources to read
     long, seen = [], {}
-    for path in sorted(glob.glob(os.path.join(SRC, "*.c"))):
-        base = os.path.basename(path)
+    for path in sorted(glob.glob(os.path.join(SRC, "**", "*.c"), recursive=True)):
+        base = os.path.relpath(path, SRC).replace(os.sep, "/")
         for name, n in c_lengths(open(path, encoding="utf-8").read()):
             seen[name] = max(n, seen.get(name, 0))
             if n > MAX_LINES and n > C_ALLOWED.get(name, MAX_LINES):

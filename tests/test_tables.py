@@ -8,7 +8,7 @@
 - every ctypes type against ctypes' own sizeof and signedness;
 - every NumPy Cython typedef (the ctypedef lines of the installed NumPy's
   .pxd that Cython reads) against what numthunk's Cython resolver gives;
-- every C spelling in the parser's table (src/types.c) against the C
+- every C spelling in the parser's table (src/parse/spellings.c) against the C
   compiler's sizeof, signedness and floatness, and every NumPy or Numba
   name in it against NumPy's or Numba's own type;
 - every Numba scalar type against its bitwidth and signedness;
@@ -104,8 +104,8 @@ def test_kind_table_c_columns(tmp_path):
                     # src/ includes "../numthunk/include/...": outside the tree
                     # it resolves from the installed package's directory
                     f"-I{os.path.dirname(os.path.abspath(nt.__file__))}",
-                    *(os.path.join(src, f) for f in
-                                                  ("kinds.c", "types.c", "sig.c")),
+                    *(os.path.join(src, f)
+                      for f in ("kinds.c", "parse/spellings.c", "parse/declarator.c")),
                     os.path.join(HERE, "c", "test_kinds.c"), "-o", str(exe), "-lffi", "-lm"],
                    check=True, env=ntbuild.compiler_env())
     out = subprocess.run([str(exe)], capture_output=True, text=True,
@@ -565,8 +565,8 @@ def test_numpy_cython_function_pointer_typedefs():
 
 
 def spellings():
-    """(name, C text to compile) for every entry of nt_spellings in src/types.c."""
-    path = os.path.join(HERE, os.pardir, "src", "types.c")
+    """(name, C text to compile) for every entry of nt_spellings in src/parse/spellings.c."""
+    path = os.path.join(HERE, os.pardir, "src", "parse", "spellings.c")
     with open(path) as fh:
         text = fh.read()
     table = text[text.index("nt_spellings[] = {"):]
@@ -585,7 +585,7 @@ def spellings():
 
 def non_c_spellings():
     """The NumPy and Numba names of nt_spellings (printed as their kind's C text)."""
-    path = os.path.join(HERE, os.pardir, "src", "types.c")
+    path = os.path.join(HERE, os.pardir, "src", "parse", "spellings.c")
     with open(path) as fh:
         return re.findall(r'\{\s*"([^"]+)"\s*,\s*[^,]+,\s*KIND_TEXT\s*\}', fh.read())
 

@@ -23,7 +23,7 @@ command -v ruff >/dev/null || { echo "ruff is needed: pip install ruff" >&2; exi
 command -v clang-format >/dev/null || {
     echo "clang-format is needed: apt-get install clang-format" >&2; exit 1; }
 
-c_files=(src/*.c src/*.h)
+mapfile -t c_files < <(find src -name '*.[ch]' | sort)
 
 rc=0
 if [ "$fix" = 1 ]; then

@@ -35,8 +35,8 @@ across every C file of src/ and Python file of numthunk/:
 
     python tools/mutate.py --operators --sample 60 --seed 1
     python tools/mutate.py --operators --sample 60 --engine ffi
-    python tools/mutate.py --operators --list --files 'src/convert.c'
-    python tools/mutate.py --operators --only src/plan.c:61:16:rel:12   # one again
+    python tools/mutate.py --operators --list --files 'src/convert/value.c'
+    python tools/mutate.py --operators --only src/plan/plan.c:61:16:rel:12   # one again
 
 Patch mode runs a set of hand-written bugs instead: each DIR/*.patch (a
 unified diff of one file, as `git diff` writes it) is one mutant, built,
@@ -152,35 +152,35 @@ MUTANTS = [
     M("kinds-std-h", "src/kinds.c", "standard-size 'h' ('<h', ctypes arrays) decoded unsigned",
       "| IF((n) == 2, F_h)", "| IF((n) == 2, F_H)", [T_CONV, T_BIND, T_TABLES]),
 
-    # ---- types.c: the C spelling table
-    M("types-ulong", "src/types.c", "unsigned long spelled signed",
+    # ---- parse/spellings.c: the C spelling table
+    M("types-ulong", "src/parse/spellings.c", "unsigned long spelled signed",
       '{ "unsigned long", U(long), NULL },', '{ "unsigned long", S(long), NULL },',
       [T_TABLES, T_SIG]),
-    M("types-short", "src/types.c", "short spelled unsigned",
+    M("types-short", "src/parse/spellings.c", "short spelled unsigned",
       '{ "short", S(short), NULL },', '{ "short", U(short), NULL },', [T_TABLES, T_SIG]),
-    M("types-ssize_t", "src/types.c", "ssize_t spelled unsigned",
+    M("types-ssize_t", "src/parse/spellings.c", "ssize_t spelled unsigned",
       '{ "ssize_t", S(size_t), NULL },', '{ "ssize_t", U(size_t), NULL },', [T_TABLES, T_SIG]),
 
-    # ---- sig.c: the parser
-    M("sig-const-base", "src/sig.c", "const on a scalar base forgotten",
+    # ---- parse/declarator.c: the parser
+    M("sig-const-base", "src/parse/declarator.c", "const on a scalar base forgotten",
       "NT_FNPTR ? NT_CONST_SELF : NT_CONST_BASE;", "NT_FNPTR ? NT_CONST_SELF : 0;",
       [T_SIG, T_BAD, T_CONV]),
-    M("sig-equal-cflags", "src/sig.c", "type equality ignores const",
+    M("sig-equal-cflags", "src/parse/declarator.c", "type equality ignores const",
       "if (a->kind != b->kind || a->cflags != b->cflags)", "if (a->kind != b->kind)",
       [T_SIG, T_NUMBA, T_CYTHON]),
-    M("sig-depth", "src/sig.c", "one '*' too many on pointers to pointers",
+    M("sig-depth", "src/parse/declarator.c", "one '*' too many on pointers to pointers",
       "    t->depth++;\n    return 0;", "    t->depth += 2;\n    return 0;", [T_SIG, T_BAD]),
 
-    # ---- descr.c: buffer descriptors
-    M("descr-stride-align", "src/descr.c", "alignment check ignores strides",
+    # ---- convert/buffer.c: buffer descriptors
+    M("descr-stride-align", "src/convert/buffer.c", "alignment check ignores strides",
       "if (view->shape[d] > 1 && view->strides[d] % (Py_ssize_t)align != 0)",
       "if (0 && view->shape[d] > 1 && view->strides[d] % (Py_ssize_t)align != 0)",
       [T_CONV, T_BAD]),
-    M("descr-swapped", "src/descr.c", "byte-swapped buffers accepted",
+    M("descr-swapped", "src/convert/buffer.c", "byte-swapped buffers accepted",
       "if (swapped && view->itemsize > 1", "if (0 && swapped && view->itemsize > 1",
       [T_BAD, T_CONV]),
 
-    # ---- convert.c (and the ranges and float limits it reads in kinds.c):
+    # ---- convert/value.c (and the ranges and float limits it reads in kinds.c):
     # range, float, dtype, const, alignment checks
     M("conv-i16-max", "src/kinds.c", "int16 upper bound one too high",
       "INT16_MIN, INT16_MAX,", "INT16_MIN, INT16_MAX + 1,", [T_CONV]),
@@ -192,100 +192,106 @@ MUTANTS = [
       "0, UINT32_MAX,", "0, UINT32_MAX + 1ull,", [T_CONV]),
     M("conv-i32-min", "src/kinds.c", "int32 lower bound one too low",
       "INT32_MIN, INT32_MAX,", "INT32_MIN - 1ll, INT32_MAX,", [T_CONV]),
-    M("conv-float-edge", "src/convert.c", "FLT_MAX + half an ulp accepted (rounds to inf)",
+    M("conv-float-edge", "src/convert/value.c", "FLT_MAX + half an ulp accepted (rounds to inf)",
       "fabs(d) >= r->fover", "fabs(d) > r->fover", [T_CONV]),
     M("conv-float-max", "src/kinds.c", "FLT_MAX itself refused",
       "which is 2^128 */\n                 .fmax = FLT_MAX, .fover = 0x1.ffffffp+127,",
       "which is 2^128 */\n                 .fmax = FLT_MAX, .fover = 0x1.fffffep+127,", [T_CONV]),
-    M("conv-numpy-unsigned", "src/convert.c", "unsigned NumPy arrays read as signed",
+    M("conv-numpy-unsigned", "src/convert/value.c", "unsigned NumPy arrays read as signed",
       "case 'u':\n        value = NT_VALUE_INT;\n        is_signed = 0;\n",
       "case 'u':\n        value = NT_VALUE_INT;\n", [T_CONV, T_BIND, T_TABLES]),
-    M("conv-ret-negative", "src/convert.c", "a negative narrow int returned to Python as unsigned",
+    M("conv-ret-negative", "src/convert/value.c",
+      "a negative narrow int returned to Python as unsigned",
       "return PyLong_FromLongLong(-(long long)(~u << shift >> shift) - 1);",
       "return PyLong_FromUnsignedLongLong(u);", [T_BIND, T_CONV, T_DIFF]),
-    M("conv-c64-imag", "src/convert.c", "float complex imaginary part not range-checked",
+    M("conv-c64-imag", "src/convert/value.c", "float complex imaginary part not range-checked",
       "|| to_float(c.imag, &parts[1], value, what) < 0)",
       "|| (parts[1] = (float)c.imag, 0))", [T_CONV]),
-    M("conv-readonly", "src/convert.c", "read-only buffer bound to a non-const pointer",
+    M("conv-readonly", "src/convert/value.c", "read-only buffer bound to a non-const pointer",
       "if (v->readonly && !is_const) {", "if (0 && v->readonly && !is_const) {",
       [T_BAD, T_CONV, T_CYTHON]),
-    M("conv-char-any-byte", "src/convert.c", "any 1-byte buffer accepted for int8_t*/uint8_t*",
+    M("conv-char-any-byte", "src/convert/value.c",
+      "any 1-byte buffer accepted for int8_t*/uint8_t*",
       "return spelled_char && (kind == NT_I8 || kind == NT_U8);",
       "return kind == NT_I8 || kind == NT_U8;", [T_CONV]),
 
-    # ---- kinds.c: value cells (plan.c lays them out)
+    # ---- kinds.c: value cells (plan/plan.c lays them out)
     M("plan-c128-cell", "src/kinds.c", "double complex cell sized 8 (overlaps the next)",
       ".cell = 16, .part = NT_F64,", ".cell = 8, .part = NT_F64,", [T_CONV]),
     M("plan-memview-cell", "src/kinds.c", "memoryview cell sized 8",
       ".cell = sizeof(nt_memviewslice),", ".cell = 8,", [T_CYTHON]),
 
-    # ---- thunk.c, commit.c, module.c, plan.c: references, lifecycle and plan cache
-    M("thunk-incref-bound", "src/commit.c", "bound value stored without Py_INCREF",
+    # ---- python/thunk.c, life/commit.c, python/module.c, plan/plan.c: references,
+    # lifecycle and plan cache
+    M("thunk-incref-bound", "src/life/commit.c", "bound value stored without Py_INCREF",
       "b->value = Py_NewRef(v);", "b->value = v;", [T_LIFE]),
-    M("thunk-incref-owner", "src/commit.c", "owner stored without Py_INCREF",
+    M("thunk-incref-owner", "src/life/commit.c", "owner stored without Py_INCREF",
       "self->owner = Py_NewRef(owner != NULL ? owner : Py_None);",
       "self->owner = owner != NULL ? owner : Py_None;", [T_LIFE]),
-    M("thunk-rebind-ref", "src/commit.c", "rebound value stored without a new reference",
+    M("thunk-rebind-ref", "src/life/commit.c", "rebound value stored without a new reference",
       "retire(self, i, Py_NewRef(value), key);", "retire(self, i, value, key);",
       [T_REBIND, T_LIFE]),
-    M("thunk-inflight", "src/thunk.c", "call not counted in flight (release frees under it)",
+    M("thunk-inflight", "src/python/thunk.c", "call not counted in flight (release frees under it)",
       "    t->inflight = inflight(t) + 1;\n", "", [T_LIFE, T_THREADS]),
-    M("thunk-pin-deps", "src/thunk.c", "a call pins only the thunk called, not what it reaches",
+    M("thunk-pin-deps", "src/python/thunk.c",
+      "a call pins only the thunk called, not what it reaches",
       "    for (; k < f->npins; k++) {", "    for (k = f->npins; k < f->npins; k++) {",
       [T_LIFE, T_THREADS]),
-    M("identify-carried", "src/commit.c", "a spelling's own thunk looked up again by address",
+    M("identify-carried", "src/life/commit.c", "a spelling's own thunk looked up again by address",
       "        && ((ThunkObject *)carried)->address == p) {", "        && 0) {", [T_LIFE]),
-    M("identify-signature", "src/commit.c", "a thunk's address taken under another signature",
+    M("identify-signature", "src/life/commit.c", "a thunk's address taken under another signature",
       "if (d != NULL && !d->released) {", "if (0) {", [T_LIFE]),
-    M("identify-dying", "src/commit.c", "a thunk at a reference count of 0 handed out",
+    M("identify-dying", "src/life/commit.c", "a thunk at a reference count of 0 handed out",
       "if (d != NULL && Py_REFCNT(d) == 0) {", "if (0) {", [T_LIFE]),
-    M("registry-no-grave", "src/registry.c", "a collected thunk's address forgotten at once",
+    M("registry-no-grave", "src/life/registry.c", "a collected thunk's address forgotten at once",
       "    if (!nt_quarantine_holds(stamp)) {", "    if (1) {",
       [T_LIFE, "tests/test_guards_registry.py"]),
-    M("thunk-rebind-gen", "src/commit.c", "rebind ignores a rebind completed meanwhile",
+    M("thunk-rebind-gen", "src/life/commit.c", "rebind ignores a rebind completed meanwhile",
       "if (self->gen == gen && !self->released)", "if (!self->released)",
       [T_REBIND, T_THREADS]),
-    M("module-capsule-owner", "src/module.c", "capsule does not keep its owner alive",
+    M("module-capsule-owner", "src/python/module.c", "capsule does not keep its owner alive",
       "c->owner = Py_NewRef(owner);", "c->owner = owner;", [T_LIFE]),
-    M("plan-cache-pattern", "src/plan.c", "plan cache ignores the bound/forwarded pattern",
+    M("plan-cache-pattern", "src/plan/plan.c", "plan cache ignores the bound/forwarded pattern",
       "if (slot->wanted == wanted && (n == 0 || memcmp(slot->pattern, pattern, n) == 0)) {",
       "if (slot->wanted == wanted) {", [T_BIND]),
-    M("signature-eq-ne", "src/signature.c", "Signature != answers like ==",
+    M("signature-eq-ne", "src/python/signature.c", "Signature != answers like ==",
       "return PyBool_FromLong(op == Py_EQ ? eq : !eq);", "return PyBool_FromLong(eq);",
       [T_SIG, T_BIND]),
 
-    # ---- markers.c, errors.c, dlpack.c, capi.c
-    M("markers-derived-ref", "src/markers.c", "size()/shape() marker does not own its array",
+    # ---- convert/markers.c, python/errors.c, convert/dlpack.c, python/capi.c
+    M("markers-derived-ref", "src/convert/markers.c",
+      "size()/shape() marker does not own its array",
       "self->obj = Py_NewRef(obj);\n    self->axis = axis;",
       "self->obj = obj;\n    self->axis = axis;", [T_LIFE, T_REBIND]),
-    M("markers-address-owner", "src/markers.c", "address(n, owner) does not keep its owner",
+    M("markers-address-owner", "src/convert/markers.c", "address(n, owner) does not keep its owner",
       "self->owner = Py_NewRef(owner);\n    self->needs_gil = !nogil;",
       "self->owner = owner;\n    self->needs_gil = !nogil;", [T_LIFE]),
-    M("errors-caret", "src/errors.c", "parse error caret one column right (1-based)",
+    M("errors-caret", "src/python/errors.c", "parse error caret one column right (1-based)",
       "int col = err->column;", "int col = err->column + 1;", [T_SIG, T_BAD]),
     M("dlpack-unsigned-code", "src/kinds.c", "unsigned ints described to DLPack as signed",
       ".dl_code = SIGNED ? kDLInt : kDLUInt,", ".dl_code = kDLInt,", [T_DLPACK]),
-    M("dlpack-device", "src/dlpack.c", "a consumed non-CPU tensor accepted",
+    M("dlpack-device", "src/convert/dlpack.c", "a consumed non-CPU tensor accepted",
       "if (src->device.device_type != kDLCPU)\n        return refuse_device(",
       "if (0)\n        return refuse_device(", [T_DLPACK]),
-    M("capi-null-arg", "src/capi.c", "NULL value in numthunk_create bound as None, not ARG",
+    M("capi-null-arg", "src/python/capi.c", "NULL value in numthunk_create bound as None, not ARG",
       "Py_NewRef(values[i] != NULL ? values[i] : NT_ARG)",
       "Py_NewRef(values[i] != NULL ? values[i] : Py_None)", [T_CAPI]),
-    M("capi-needs-gil", "src/capi.c", "NUMTHUNK_NEEDS_GIL ignored",
+    M("capi-needs-gil", "src/python/capi.c", "NUMTHUNK_NEEDS_GIL ignored",
       "!(flags & NUMTHUNK_NEEDS_GIL), NULL, wanted, NULL, NULL);",
       "1, NULL, wanted, NULL, NULL);",
       [T_CAPI]),
-    # backend_aarch64.c has no mutant here: its tests (tests/c/aarch64.sh,
+    # engine/arch/aarch64.c has no mutant here: its tests (tests/c/aarch64.sh,
     # cross-compiled, run under qemu-user) take minutes per run; the
     # planner's mutants below reach it as well as x86-64.
 
-    # ---- backend.c and native.c: configuration, policy choice
-    M("backend-quarantine", "src/backend.c", "released addresses reused at once (no quarantine)",
+    # ---- engine/choose.c and engine/native.c: configuration, policy choice
+    M("engine-quarantine", "src/engine/choose.c",
+      "released addresses reused at once (no quarantine)",
       "c->quarantine = QUARANTINE;", "c->quarantine = 0;", [T_ENGINE]),
-    M("native-policy-env", "src/native.c", "NUMTHUNK_EXECMEM ignored",
+    M("native-policy-env", "src/engine/native.c", "NUMTHUNK_EXECMEM ignored",
       "&& strncmp(p->name, want, strlen(want)) != 0)", "&& 0)", [T_ENGINE]),
 
-    # ---- handler_plan.c: the native engines' planner (both architectures),
+    # ---- engine/route.c: the native engines' planner (both architectures),
     # and the widening it reads from kinds.c
     M("plan-i16-ext", "src/kinds.c", "forwarded int16 not sign-extended",
       "INT16_MAX, NT_EXT_SX16,", "INT16_MAX, NT_EXT_NONE,", [T_ENGINE]),
@@ -294,30 +300,30 @@ MUTANTS = [
       [T_ENGINE]),
     M("plan-i8-zx", "src/kinds.c", "forwarded int8 zero- instead of sign-extended",
       "INT8_MAX, NT_EXT_SX8,", "INT8_MAX, NT_EXT_ZX8,", [T_ENGINE]),
-    M("plan-c-caller-ext", "src/handler_plan.c", "the C caller's widening not read (ext NULL)",
+    M("plan-c-caller-ext", "src/engine/route.c", "the C caller's widening not read (ext NULL)",
       "abi->ext[s->kind] : nt_kinds[s->kind].ext;", "abi->ext[s->kind] : NT_EXT_NONE;",
       [T_ENGINE]),
-    M("plan-inplace-ext", "src/handler_plan.c", "narrow int already in place not extended",
+    M("plan-inplace-ext", "src/engine/route.c", "narrow int already in place not extended",
       "if (shape[i].ext != NT_EXT_NONE)\n                add_step(",
       "if (0)\n                add_step(", [T_ENGINE]),
-    M("plan-shape-key-ext", "src/handler_plan.c", "handler cache key ignores the extension",
+    M("plan-shape-key-ext", "src/engine/route.c", "handler cache key ignores the extension",
       "(uint8_t)(a->cls | (a->ext << 1) | (a->bound << 4))",
       "(uint8_t)(a->cls | (a->bound << 4))", [T_ENGINE]),
-    M("plan-frame-align", "src/handler_plan.c", "frame leaves sp misaligned at the call",
+    M("plan-frame-align", "src/engine/route.c", "frame leaves sp misaligned at the call",
       "abi->stack_align) - above;", "abi->stack_align) - above + abi->stack_slot;", [T_ENGINE]),
-    M("plan-parallel-moves", "src/handler_plan.c", "moves emitted without ordering",
+    M("plan-parallel-moves", "src/engine/route.c", "moves emitted without ordering",
       "blocked = !m[j].done && loc_eq(m[j].src, m[i].dst);", "blocked = 0;",
       [T_BIND, T_DIFF]),
-    M("plan-park-ext", "src/handler_plan.c", "a narrow int parked in a cycle loses its extension",
+    M("plan-park-ext", "src/engine/route.c", "a narrow int parked in a cycle loses its extension",
       "add_step(hp, NT_STEP_MOVE, m[i].cls, m[i].ext, park,",
       "add_step(hp, NT_STEP_MOVE, m[i].cls, NT_EXT_NONE, park,", [T_HARNESS]),
-    M("plan-frame-record", "src/handler_plan.c", "incoming stack arguments misplaced in a frame",
+    M("plan-frame-record", "src/engine/route.c", "incoming stack arguments misplaced in a frame",
       "(hp->tail ? 0 : abi->frame_record + hp->frame)", "(hp->tail ? 0 : hp->frame)",
       [T_HARNESS]),
-    M("plan-fp-in-gpr", "src/handler_plan.c", "floats never overflow into integer registers",
+    M("plan-fp-in-gpr", "src/engine/route.c", "floats never overflow into integer registers",
       "== abi->n_arg_regs[c] && abi->fp_in_gpr)", "== abi->n_arg_regs[c] && 0)", [T_HARNESS]),
 
-    # ---- kinds.c: the libffi types backend_ffi.c reads
+    # ---- kinds.c: the libffi types engine/ffi.c reads
     M("ffi-i16-type", "src/kinds.c", "int16 given to libffi as uint16",
       '&ffi_type_sint16, "int16", "c_int16"),', '&ffi_type_uint16, "int16", "c_int16"),',
       [T_ENGINE]),
@@ -326,14 +332,14 @@ MUTANTS = [
       [T_ENGINE]),
 
     # ---- executable memory: W^X
-    M("memfd-chunk-wx", "src/mem_memfd.c", "second code chunk mapped writable+executable",
+    M("memfd-chunk-wx", "src/engine/memory/memfd.c", "second code chunk mapped writable+executable",
       "p = mmap(NULL, size, PROT_READ | PROT_EXEC, MAP_SHARED, mfd,",
       "p = mmap(NULL, size, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_SHARED, mfd,", [T_ENGINE]),
-    M("memfd-block-wx", "src/mem_memfd.c", "stub block mapped writable+executable",
+    M("memfd-block-wx", "src/engine/memory/memfd.c", "stub block mapped writable+executable",
       "if (mmap(res, n, PROT_READ | PROT_EXEC, MAP_SHARED | MAP_FIXED, mfd,",
       "if (mmap(res, n, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_SHARED | MAP_FIXED, mfd,",
       [T_ENGINE]),
-    M("mprotect-wx", "src/mem_mprotect.c", "sealed pages left writable+executable",
+    M("mprotect-wx", "src/engine/memory/mprotect.c", "sealed pages left writable+executable",
       "if (mprotect(p, code_size, PROT_READ | PROT_EXEC) != 0) {",
       "if (mprotect(p, code_size, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {",
       [T_ENGINE]),
@@ -524,7 +530,7 @@ def check(mutants, repo):
 # tools/mutate_ops.py, sampled with a seed, each built incrementally (only
 # the translation unit it is in) and compared with the unmutated object
 # code first: a mutant that compiles to the same code is equivalent (and a
-# file this platform does not build, backend_aarch64.c on x86-64, compiles
+# file this platform does not build, engine/arch/aarch64.c on x86-64, compiles
 # to nothing new); one that does not compile is reported as such.
 
 T_TRAVEL = "tests/test_travel.py"
@@ -551,22 +557,22 @@ OP_CORE = [T_BIND, T_BAD, T_CONV, T_SIG, T_TABLES, T_DIFF, T_LIFE, T_COMP, T_REB
 # Files whose behaviour other test files reach first (they run before the
 # core, so that a kill comes early); a file not named here gets OP_CORE.
 OP_TESTS = {
-    "src/dlpack.c": [T_DLPACK, T_CAPI],
+    "src/convert/dlpack.c": [T_DLPACK, T_CAPI],
     # struct pointers (their layouts and byte order) are tested in test_interop
-    "src/descr.c": [T_CONV, T_INTEROP],
-    "src/convert.c": [T_BIND, T_CONV, T_INTEROP],
-    "src/capi.c": [T_CAPI],
-    "src/module.c": [T_MODULE, T_SCIPY],
-    "src/signature.c": [T_SIG, T_TABLES],
-    "src/sig.c": [T_SIG, T_HARNESS, T_TABLES, T_BAD],
-    "src/types.c": [T_TABLES, T_SIG],
-    "src/handler_plan.c": [T_HARNESS, T_ENGINE, T_DIFF],
-    "src/backend_x86_64.c": [T_HARNESS, T_ENGINE, T_DIFF],
-    "src/backend_aarch64.c": [T_HARNESS],
-    "src/mem_memfd.c": [T_ENGINE],
-    "src/mem_mprotect.c": [T_ENGINE],
-    "src/native.c": [T_ENGINE, T_HARNESS],
-    "src/quarantine.c": [T_HARNESS, T_ENGINE],
+    "src/convert/buffer.c": [T_CONV, T_INTEROP],
+    "src/convert/value.c": [T_BIND, T_CONV, T_INTEROP],
+    "src/python/capi.c": [T_CAPI],
+    "src/python/module.c": [T_MODULE, T_SCIPY],
+    "src/python/signature.c": [T_SIG, T_TABLES],
+    "src/parse/declarator.c": [T_SIG, T_HARNESS, T_TABLES, T_BAD],
+    "src/parse/spellings.c": [T_TABLES, T_SIG],
+    "src/engine/route.c": [T_HARNESS, T_ENGINE, T_DIFF],
+    "src/engine/arch/x86_64.c": [T_HARNESS, T_ENGINE, T_DIFF],
+    "src/engine/arch/aarch64.c": [T_HARNESS],
+    "src/engine/memory/memfd.c": [T_ENGINE],
+    "src/engine/memory/mprotect.c": [T_ENGINE],
+    "src/engine/native.c": [T_ENGINE, T_HARNESS],
+    "src/life/quarantine.c": [T_HARNESS, T_ENGINE],
     "numthunk/_cython.py": [T_CYTHON, T_TABLES, T_INTEROP],
     "numthunk/_numba.py": [T_NUMBA, T_TABLES],
     "numthunk/_numba_ext.py": [T_NUMBA, T_INTEROP],
@@ -947,7 +953,7 @@ def main(argv=None):
                          "(and that every test file named exists); exit 1 listing the stale")
     ap.add_argument("--only", nargs="+", metavar="ID",
                     help="run only these mutants (with --operators: ids as --list and --json "
-                         "give them, e.g. src/plan.c:61:16:rel:12)")
+                         "give them, e.g. src/plan/plan.c:61:16:rel:12)")
     ap.add_argument("--full", action="store_true", help="run the whole suite per mutant")
     ap.add_argument("--tests", nargs="+", metavar="TEST",
                     help="run these test files or node ids (tests/x.py::name) for every "

@@ -1,7 +1,7 @@
 """Mutants by operator, found by parsing the current sources (tools/mutate.py
 --operators): no pattern list to keep up to date.
 
-C files (src/*.c, src/*.h) are scanned with comments and preprocessor lines
+C files (src/**/*.c, src/**/*.h) are scanned with comments and preprocessor lines
 masked out and each string or character literal one token that is never
 mutated itself; Python files (numthunk/*.py)
 are read with ast and tokenize, so that no comment, string or docstring is
@@ -411,10 +411,10 @@ def source_files(root):
     out = []
     for d, exts in (("src", (".c", ".h")), ("numthunk", (".py",))):
         base = os.path.join(root, d)
-        for name in sorted(os.listdir(base)):
-            if name.endswith(exts):
-                out.append(f"{d}/{name}")
-    return out
+        for sub, _, names in sorted(os.walk(base)):
+            rel = os.path.relpath(sub, root).replace(os.sep, "/")
+            out += [f"{rel}/{name}" for name in sorted(names) if name.endswith(exts)]
+    return sorted(out)
 
 
 def _one_line(text):

@@ -11,10 +11,10 @@
 #   NUMTHUNK_STRESS_SECONDS  each stress run's length (default here: 3)
 #
 # CPython itself is not built with TSan: its own locks are invisible to TSan,
-# so the core announces its state lock (src/pyapi.h, NT_TSAN_ACQUIRE); the
+# so the core announces its state lock (src/python/pyapi.h, NT_TSAN_ACQUIRE); the
 # race detector then watches the core's own accesses and its atomics (the
 # engine's and the quarantine's locks are atomics too: nt_spin in
-# src/quarantine.h).
+# src/life/quarantine.h).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo="$PWD"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The AArch64 Linux engine, tested without arm hardware: cross-compiles the
-# pure-C parts (signature parser, plan builder, backend, executable memory)
+# pure-C parts (signature parser, plan builder, engine, executable memory)
 # and their C harnesses with Debian's gcc-aarch64-linux-gnu and runs them
 # under qemu-user:
 #   - tests/c/test_sig.c and the parser fuzz driver;
@@ -89,13 +89,13 @@ step() { printf '== %s\n' "$*"; }
 
 # ------------------------------------------------------------------ build
 step "cross-compiling with $($CC -dumpfullversion) for aarch64"
-"$CC" "${FLAGS[@]}" src/kinds.c src/types.c src/sig.c tests/c/test_sig.c \
+"$CC" "${FLAGS[@]}" src/kinds.c src/parse/spellings.c src/parse/declarator.c tests/c/test_sig.c \
     -o "$build/test_sig" -lffi
-"$CC" "${FLAGS[@]}" -DNT_FUZZ_STANDALONE src/kinds.c src/types.c src/sig.c \
+"$CC" "${FLAGS[@]}" -DNT_FUZZ_STANDALONE src/kinds.c src/parse/spellings.c src/parse/declarator.c \
     tests/c/fuzz_sig.c -o "$build/fuzz_sig" -lffi
-# backend.c includes backend_aarch64.c and the mem_*.c policies on aarch64
-"$CC" "${FLAGS[@]}" src/backend.c src/native.c src/handler_plan.c src/quarantine.c \
-    src/backend_ffi.c src/kinds.c src/types.c src/sig.c src/plan.c tests/c/test_native.c \
+# engine/choose.c includes engine/arch/aarch64.c and the the engine/memory/ files policies on aarch64
+"$CC" "${FLAGS[@]}" src/engine/choose.c src/engine/native.c src/engine/route.c src/life/quarantine.c \
+    src/engine/ffi.c src/kinds.c src/parse/spellings.c src/parse/declarator.c src/plan/plan.c tests/c/test_native.c \
     -o "$build/test_native" -lffi -ldl -lpthread
 
 # ------------------------------------------------------------------ parser
@@ -133,9 +133,9 @@ run_harness() {   # policy, count, log
     fi
     # the control call past a landing pad faults on purpose; qemu says so
     grep -v '^qemu: uncaught target signal 4' "$log.err" || true
-    grep -q '^backend native-aarch64-linux' "$log.err" \
+    grep -q '^engine native-aarch64-linux' "$log.err" \
         || { echo "aarch64.sh: not the aarch64 engine" >&2; return 1; }
-    grep -q '^all native backend tests passed$' "$log" \
+    grep -q '^all native engine tests passed$' "$log" \
         || { cat "$log" >&2; return 1; }
     cat "$log"
 }

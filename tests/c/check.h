@@ -1,6 +1,6 @@
 /*
  * What the C harnesses share (tests/c/test_native.c,
- * tests/c/test_handler_plan.c): CHECK, which counts a failure and says
+ * tests/c/test_route.c): CHECK, which counts a failure and says
  * where, and a seeded random number generator (and permutations from it),
  * so that every run of a seed sees the same cases.
  */

@@ -1,5 +1,5 @@
 /*
- * fuzz_sig.c: fuzzing the first pipeline stage (sig.c, types.c, kinds.c).
+ * fuzz_sig.c: fuzzing the first pipeline stage (parse/declarator.c, parse/spellings.c, kinds.c).
  *
  * Properties checked on arbitrary bytes: parsing never crashes or leaks;
  * a failure carries a status, a message and a column inside the input; a
@@ -9,10 +9,10 @@
  *
  * libFuzzer:
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Isrc \
- *       src/kinds.c src/types.c src/sig.c tests/c/fuzz_sig.c -o fuzz_sig -lffi
+ *       src/kinds.c src/parse/spellings.c src/parse/declarator.c tests/c/fuzz_sig.c -o fuzz_sig -lffi
  * Without clang (CI), a random token-soup driver:
  *   gcc -g -O1 -DNT_FUZZ_STANDALONE -fsanitize=address,undefined -Isrc \
- *       src/kinds.c src/types.c src/sig.c tests/c/fuzz_sig.c -o fuzz_sig -lffi
+ *       src/kinds.c src/parse/spellings.c src/parse/declarator.c tests/c/fuzz_sig.c -o fuzz_sig -lffi
  *   ./fuzz_sig [iterations] [seed]
  */
 #include "numthunk.h"

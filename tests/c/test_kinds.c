@@ -7,8 +7,8 @@
  * package reads are checked against ctypes, cffi, Numba, NumPy and a C
  * probe by tests/test_tables.py, which builds and runs this file.
  *
- *   gcc -Wall -Wextra -Werror -std=c11 -Isrc src/kinds.c src/types.c \
- *       src/sig.c tests/c/test_kinds.c -o test_kinds -lffi
+ *   gcc -Wall -Wextra -Werror -std=c11 -Isrc src/kinds.c src/parse/spellings.c \
+ *       src/parse/declarator.c tests/c/test_kinds.c -o test_kinds -lffi
  */
 #include "numthunk.h"
 #include "../numthunk/include/numthunk/dlpack.h"

@@ -5,11 +5,11 @@
  *
  * Build (with the real signature/plan code):
  *   gcc -O2 -Wall -Wextra -Werror -std=c11 -D_GNU_SOURCE -Isrc \
- *       src/backend.c src/native.c src/handler_plan.c src/quarantine.c \
- *       src/backend_ffi.c src/kinds.c src/types.c src/sig.c src/plan.c \
+ *       src/engine/choose.c src/engine/native.c src/engine/route.c src/life/quarantine.c \
+ *       src/engine/ffi.c src/kinds.c src/parse/spellings.c src/parse/declarator.c src/plan/plan.c \
  *       tests/c/test_native.c -o test_native -lffi -ldl -lpthread
- * (backend.c includes the arch file and mem_*.c in its platform branch;
- * backend_ffi.c is there because a native plan falls back to libffi when
+ * (engine/choose.c includes the arch file and the engine/memory/ files in its platform branch;
+ * engine/ffi.c is there because a native plan falls back to libffi when
  * executable memory runs out).
  *
  * Run:
@@ -66,14 +66,14 @@
 #include <unistd.h>
 
 #include "numthunk.h"
-#include "execmem.h"
-#include "native.h"
+#include "engine/memory/execmem.h"
+#include "engine/native.h"
 #include "check.h"
 
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                   */
 
-static const nt_backend *be;
+static const nt_engine *be;
 
 #ifdef NT_TEST_WRAP_ALLOC
 /* The allocation to fail, counted from 1 once armed (0: none), and the
@@ -193,7 +193,7 @@ make_thunk(thunk *t, nt_sig *sig, const int *bound, const uint64_t *vals,
     }
     if (nt_plan_finish(t->plan, &err) != 0)
         goto fail;
-    t->plan->backend = be;
+    t->plan->engine = be;
     if (be->supports(t->plan) != NT_OK) {
         nt_fail(&err, NT_ERR_UNSUPPORTED, -1, "unsupported");
         goto fail;
@@ -839,7 +839,7 @@ test_random(int count, uint64_t seed)
 
 /* ------------------------------------------------------------------------ */
 /* Permuted forwarding: the thunk's parameters in another order than the     */
-/* target's. plan.c keeps the order, but the backend takes any permutation;  */
+/* target's. plan/plan.c keeps the order, but the engine takes any permutation;  */
 /* permutations make move cycles (registers and stack slots), which          */
 /* order-keeping plans never do.                                             */
 
@@ -951,7 +951,7 @@ test_permutations(int count, uint64_t seed)
             cycles += p[k] != k;
             k++;
         }
-        t.plan->backend = be;
+        t.plan->engine = be;
         if (be->supports(t.plan) != NT_OK
             || be->prepare(t.plan, &err) != NT_OK) {
             CHECK(0, "permutation %d: %s", it, err.msg);
@@ -1119,7 +1119,7 @@ test_no_execmem(void)
     nt_plan_set_bound(plan, 0);
     nt_plan_set_arg(plan, 1);
     nt_plan_finish(plan, &err);
-    plan->backend = be;
+    plan->engine = be;
     CHECK(be->supports(plan) == NT_ERR_UNSUPPORTED,
           "no memory: the native engine still takes new plans");
     CHECK(strcmp(be->memory_policy(), "none") == 0, "policy %s",
@@ -1139,7 +1139,7 @@ test_no_execmem(void)
         CHECK(0, "no memory: entry_new: %s", err.msg);
         return;
     }
-    CHECK(e.engine == &nt_backend_ffi, "no memory: entry is not libffi's");
+    CHECK(e.engine == &nt_engine_ffi, "no memory: entry is not libffi's");
     long (*fn)(long) = (long (*)(long))addr;
     CHECK(fn(1) == 6, "no memory: call gave %ld", fn(1));
     nt_entry_swap(&e, c2);
@@ -1207,7 +1207,7 @@ test_quarantine(int no_reuse)
     free_sig(s);
 }
 
-/* The handler cache (native.c) is open addressing with linear probing,
+/* The handler cache (engine/native.c) is open addressing with linear probing,
    keyed by the FNV-1a hash of the shape key, and removal moves back the
    entries after the hole whose home is at or before it, across the
    table's end too, and leaves the others where they are. Each scenario
@@ -1221,7 +1221,7 @@ shape_hash(const nt_plan *plan)
 {
     uint8_t key[NT_SHAPE_KEY_MAX];
     size_t n = nt_handler_key(&nt_arch_native->abi, plan, key);
-    uint64_t h = 1469598103934665603ull; /* FNV-1a, as native.c hashes */
+    uint64_t h = 1469598103934665603ull; /* FNV-1a, as engine/native.c hashes */
     for (size_t i = 0; i < n; i++)
         h = (h ^ key[i]) * 1099511628211ull;
     return h;
@@ -1910,7 +1910,7 @@ bench(void)
                 nt_plan_set_arg(pl, i);
         }
         nt_plan_finish(pl, &err);
-        pl->backend = be;
+        pl->engine = be;
         t0 = now_ns();
         if (be->prepare(pl, &err) != NT_OK)
             failures++;
@@ -1978,9 +1978,9 @@ sweep_nomem(const char *wrap, const char *self)
 int
 main(int argc, char **argv)
 {
-    be = nt_backend_native;
+    be = nt_engine_native;
     if (be == NULL) {
-        printf("no native backend on this platform: skipped\n");
+        printf("no native engine on this platform: skipped\n");
         return 0;
     }
     if (argc >= 2 && strcmp(argv[1], "bench") == 0) {
@@ -2039,7 +2039,7 @@ main(int argc, char **argv)
     if (argc >= 3)
         seed = strtoull(argv[2], NULL, 10);
 
-    fprintf(stderr, "backend %s, memory policy %s\n", be->name,
+    fprintf(stderr, "engine %s, memory policy %s\n", be->name,
             be->memory_policy());
     test_handwritten();
     test_random(count, seed);
@@ -2084,7 +2084,7 @@ main(int argc, char **argv)
     /* the verdict on stdout (tests/test_c_harness.py reads it there), the
        details above on stderr */
     if (failures == 0)
-        printf("all native backend tests passed\n");
+        printf("all native engine tests passed\n");
     else
         printf("%d failures\n", failures);
     return failures != 0;

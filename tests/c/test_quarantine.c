@@ -1,6 +1,6 @@
 /*
- * The quarantine (src/quarantine.c) on its own, against its contract in
- * src/quarantine.h, with a quarantine of Q releases set here:
+ * The quarantine (src/life/quarantine.c) on its own, against its contract in
+ * src/life/quarantine.h, with a quarantine of Q releases set here:
  *
  * - a released entry leaves during the Q-th release after its own, in
  *   release order;
@@ -14,15 +14,15 @@
  * Built with ASan and UBSan (tests/test_c_harness.py):
  *
  *   gcc -Wall -Wextra -Werror -std=c11 -D_GNU_SOURCE -Isrc \
- *       src/quarantine.c tests/c/test_quarantine.c -lpthread
+ *       src/life/quarantine.c tests/c/test_quarantine.c -lpthread
  *   ./a.out && ./a.out noreuse
  */
 #include <stdint.h>
 #include <string.h>
 
 #include "check.h"
-#include "native.h"
-#include "quarantine.h"
+#include "engine/native.h"
+#include "life/quarantine.h"
 
 #define Q 8
 #define MAX_LOG 4096

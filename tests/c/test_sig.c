@@ -1,11 +1,11 @@
 /*
- * test_sig.c: checks for the first pipeline stage (types.c, sig.c) on its
+ * test_sig.c: checks for the first pipeline stage (parse/spellings.c, parse/declarator.c) on its
  * own, without Python: parse/format round trips of the signature strings
  * that SciPy and Cython compare with strcmp, error columns, typedef
  * resolution and the platform widths of the spelling table.
  *
  *   gcc -Wall -Wextra -Werror -std=c11 -fsanitize=address,undefined \
- *       -Isrc src/kinds.c src/types.c src/sig.c tests/c/test_sig.c -o test_sig -lffi
+ *       -Isrc src/kinds.c src/parse/spellings.c src/parse/declarator.c tests/c/test_sig.c -o test_sig -lffi
  *
  * Exits non-zero if any check fails.
  */
@@ -838,7 +838,7 @@ test_sticky_error(void)
     CHECK(nt_fail(NULL, NT_ERR_OS, 0, "no err") == NT_ERR_OS);
 }
 
-/* Text cut to fit says so (sig.c nt_format_cut, nt_mark_cut): whole up to
+/* Text cut to fit says so (parse/declarator.c nt_format_cut, nt_mark_cut): whole up to
    n - 1 bytes, then its first n - 4 and "..."; buffers of 0 to 3 bytes get
    no dots (no room), and are never written past. */
 static void
@@ -880,7 +880,7 @@ test_cut_marks(void)
     nt_sig_free(sig);
 }
 
-/* The struct name pool (sig.c intern_tag, nt_tag_name): 4096 names for
+/* The struct name pool (parse/declarator.c intern_tag, nt_tag_name): 4096 names for
    the process. Filled here, last (the pool never empties): every slot
    names its struct, the index one past the pool and those of the spelling
    table name none, and a new name past the limit fails with a memory

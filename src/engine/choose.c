@@ -1,0 +1,258 @@
+/*
+ * numthunk engine choice: the one place that looks at the architecture and
+ * the OS, and the one place that reads the environment.
+ *
+ * "Engine" is the word users see (bind(engine=...), Thunk.engine,
+ * engine_info(), NUMTHUNK_ENGINE); in C an engine is an nt_engine: the
+ * native engine (engine/native.c over the arch file this chain names) or libffi
+ * (engine/ffi.c).
+ *
+ * The #if chain names the native engine's arch for this platform (or none:
+ * every plan then goes to libffi), the executable-memory policies to try,
+ * in order, and the released-thunk trap. The files it names
+ * (engine/arch/<arch>.c, engine/memory/) are built only where their branch is taken;
+ * nothing else in the tree tests the platform. Adding an architecture on
+ * Linux is one branch: its arch file, the two memory policies, and
+ * LINUX_NATIVE(its nt_arch, its engine name).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "numthunk.h"
+#include "engine/memory/execmem.h"
+#include "engine/native.h"
+
+/* A native engine on Linux: its arch, its name, the memory policies in the
+   order to try them. memfd first: it also works under SELinux
+   deny_execmem, which refuses the RW->RX mprotect of anonymous memory. */
+#define LINUX_NATIVE(arch, engine_name)                                                        \
+    const nt_arch *const nt_arch_native = &arch;                                               \
+    static const nt_engine native_engine = NT_NATIVE_ENGINE(engine_name);                      \
+    const nt_engine *const nt_engine_native = &native_engine;                                  \
+    const nt_execmem *const nt_execmem_policies[] = { &nt_execmem_memfd, &nt_execmem_mprotect, \
+                                                      NULL };
+
+/* The platform's files are part of its branch: nothing else builds them. */
+#if defined(__x86_64__) && defined(__linux__)
+#include "engine/arch/x86_64.c"
+#include "engine/memory/memfd.c"
+#include "engine/memory/mprotect.c"
+LINUX_NATIVE(nt_arch_x86_64_sysv, "native-x86_64-sysv")
+
+#elif defined(__aarch64__) && defined(__linux__) && !defined(__APPLE__)
+/* AAPCS64 as Linux has it (8-byte stack slots, no MAP_JIT). Apple's arm64
+   ABI (packed stack arguments, MAP_JIT with pthread_jit_write_protect_np)
+   and Windows on Arm take the branch below: libffi. */
+#include "engine/arch/aarch64.c"
+#include "engine/memory/memfd.c"
+#include "engine/memory/mprotect.c"
+LINUX_NATIVE(nt_arch_aarch64_linux, "native-aarch64-linux")
+
+#else /* no native engine on this platform: every plan runs on libffi */
+const nt_arch *const nt_arch_native = NULL;
+const nt_engine *const nt_engine_native = NULL;
+const nt_execmem *const nt_execmem_policies[] = { NULL };
+#endif
+
+static void say(const char *text, size_t n)
+{
+    ssize_t rc = write(2, text, n);
+    (void)rc;
+}
+
+void nt_trap_released_at(const char *what, const void *target)
+{
+    /* write() and abort() only: this runs in any thread, without the GIL,
+       possibly where nothing else is safe (a signal handler). */
+    static const char head[] = "numthunk: called a released thunk";
+    static const char advice[] =
+        "numthunk: its address was called after release(), or after the last "
+        "reference to the thunk went. Usually a temporary whose address was "
+        "kept (solver(nt.bind(...).address, ...)), or a container that does "
+        "not hold the thunk: keep the thunk itself for as long as C code may "
+        "call its address (in a variable, or `with nt.bind(...) as t:`). "
+        "See docs/lifetime.md.\n";
+    say(head, sizeof(head) - 1);
+    if (what != NULL && what[0] != '\0') {
+        say(": ", 2);
+        say(what, strnlen(what, NT_WHAT_MAX));
+    }
+    if (target != NULL) {
+        char hex[2 + 2 * sizeof(uintptr_t)];
+        uintptr_t v = (uintptr_t)target;
+        size_t n = sizeof(hex);
+        do {
+            hex[--n] = "0123456789abcdef"[v & 15];
+            v >>= 4;
+        } while (v != 0); /* at most 2 * sizeof v digits: "0x" fits before */
+        hex[--n] = 'x';
+        hex[--n] = '0';
+        say(", target at ", 12);
+        say(hex + n, sizeof(hex) - n);
+    }
+    say("\n", 1);
+    say(advice, sizeof(advice) - 1);
+    abort();
+}
+
+void nt_trap_released(void)
+{
+    nt_trap_released_at(NULL, NULL);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Engine names                                                              */
+
+nt_status nt_engine_parse(const char *name, const char *where, const nt_engine **out, nt_error *err)
+{
+    *out = NULL;
+    if (name == NULL || strcmp(name, "auto") == 0)
+        return NT_OK;
+    if (strcmp(name, "ffi") == 0 || strcmp(name, nt_engine_ffi.name) == 0) {
+        *out = &nt_engine_ffi;
+        return NT_OK;
+    }
+    if (strcmp(name, "native") != 0)
+        return nt_fail(err, NT_ERR_VALUE, -1, "%s'%.40s': expected %s", where, name,
+                       NT_ENGINE_NAMES);
+    if (nt_engine_native == NULL)
+        return nt_fail(err, NT_ERR_VALUE, -1,
+                       "%s'native': this platform has "
+                       "no native engine (use 'ffi' or 'auto')",
+                       where);
+    *out = nt_engine_native;
+    return NT_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Configuration                                                             */
+
+/* A released entry waits for this many later releases before its address
+   may serve again: about 768 KiB of native stubs and slots, or a few MB of
+   libffi closures. */
+#define QUARANTINE 32768u
+
+static nt_config config;
+static pthread_once_t config_once = PTHREAD_ONCE_INIT;
+
+static const char *env_or(const char *name, const char *dflt)
+{
+    const char *v = getenv(name);
+    return v != NULL && *v != '\0' ? v : dflt;
+}
+
+/* A boolean setting: 1, true, yes / 0, false, no (any case); -1 for
+   anything else, which the import refuses rather than guess. */
+static int yes_or_no(const char *v)
+{
+    static const char *const yes[] = { "1", "true", "yes" };
+    static const char *const no[] = { "0", "false", "no" };
+    for (size_t i = 0; i < 3; i++) {
+        if (strcasecmp(v, yes[i]) == 0)
+            return 1;
+        if (strcasecmp(v, no[i]) == 0)
+            return 0;
+    }
+    return -1;
+}
+
+static void read_config(void)
+{
+    nt_config *c = &config;
+    /* NUMTHUNK_ENGINE; NUMTHUNK_BACKEND is its old name, read for one
+       release when the new one is unset (the package warns at import). */
+    const char *engine = env_or("NUMTHUNK_ENGINE", "");
+    const char *old = env_or("NUMTHUNK_BACKEND", "");
+    c->engine_from = "default";
+    c->engine = "auto";
+    if (engine[0] != '\0') {
+        c->engine_from = "NUMTHUNK_ENGINE";
+        c->engine = engine;
+    } else if (old[0] != '\0') {
+        c->engine_from = "NUMTHUNK_BACKEND";
+        c->engine = old;
+    }
+    c->execmem = env_or("NUMTHUNK_EXECMEM", "auto");
+    const char *nr = env_or("NUMTHUNK_NO_REUSE", "0");
+    c->no_reuse = yes_or_no(nr);
+    if (c->no_reuse < 0) {
+        c->no_reuse = 1; /* the import fails; never reuse meanwhile */
+        snprintf(c->error, sizeof(c->error),
+                 "NUMTHUNK_NO_REUSE=%.40s: expected 1, true, yes (never reuse an "
+                 "address) or 0, false, no, empty (the default)",
+                 nr);
+    }
+    const char *q = env_or("NUMTHUNK_QUARANTINE", "");
+    c->quarantine = QUARANTINE;
+    if (q[0] != '\0') {
+        char *end;
+        errno = 0;
+        unsigned long long n = strtoull(q, &end, 10);
+        if (q[0] < '1' || q[0] > '9' || *end != '\0' || errno != 0 || n > (1ull << 30))
+            snprintf(c->error, sizeof(c->error),
+                     "NUMTHUNK_QUARANTINE=%.40s: expected a count of releases from 1 to "
+                     "1073741824 (empty: the default, %u)",
+                     q, QUARANTINE);
+        else
+            c->quarantine = (unsigned)n;
+    }
+    nt_error err = { NT_OK, -1, "" };
+    char where[32];
+    snprintf(where, sizeof(where), "%s=", c->engine_from);
+    if (engine[0] != '\0' && old[0] != '\0' && strcmp(engine, old) != 0)
+        snprintf(c->error, sizeof(c->error),
+                 "NUMTHUNK_ENGINE=%.40s and NUMTHUNK_BACKEND=%.40s differ: set "
+                 "NUMTHUNK_ENGINE only (NUMTHUNK_BACKEND is its old name)",
+                 engine, old);
+    else if (nt_engine_parse(c->engine, where, &c->forced, &err) != NT_OK)
+        snprintf(c->error, sizeof(c->error), "%.*s", (int)sizeof(c->error) - 1, err.msg);
+    const char *m = c->execmem;
+    if (strcmp(m, "auto") != 0 && strcmp(m, "none") != 0 && strcmp(m, "memfd") != 0
+        && strcmp(m, "memfd-pwrite") != 0 && strcmp(m, "mprotect") != 0
+        && strcmp(m, "mprotect-sealed") != 0 && c->error[0] == '\0')
+        snprintf(c->error, sizeof(c->error),
+                 "NUMTHUNK_EXECMEM=%.40s: expected 'memfd', 'mprotect', "
+                 "'none' or 'auto'",
+                 m);
+}
+
+const nt_config *nt_config_get(void)
+{
+    pthread_once(&config_once, read_config);
+    return &config;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Which engine runs a plan, and what new thunks get                         */
+
+const nt_engine *nt_choose_engine(const nt_plan *plan, const nt_engine *wanted, nt_error *err)
+{
+    if (wanted == NULL)
+        wanted = nt_config_get()->forced;
+    /* Plans the native engine cannot run (struct or complex values, or no
+       executable memory left) go to libffi even when native is asked for. */
+    if (wanted != &nt_engine_ffi && nt_engine_native != NULL
+        && nt_engine_native->supports(plan) == NT_OK)
+        return nt_engine_native;
+    if (nt_engine_ffi.supports(plan) == NT_OK)
+        return &nt_engine_ffi;
+    nt_fail(err, NT_ERR_UNSUPPORTED, -1, "no engine supports this signature");
+    return NULL;
+}
+
+void nt_engine_status_get(nt_engine_status *out)
+{
+    const nt_config *c = nt_config_get();
+    const char *native_policy =
+        nt_engine_native != NULL ? nt_engine_native->memory_policy() : "none";
+    int native = c->forced != &nt_engine_ffi && nt_engine_native != NULL
+        && strcmp(native_policy, "none") != 0;
+    out->engine = native ? nt_engine_native->name : nt_engine_ffi.name;
+    out->memory_policy = native ? native_policy : nt_engine_ffi.memory_policy();
+    out->nfallbacks = nt_engine_native != NULL ? nt_native_fallbacks(out->fallbacks) : 0;
+}

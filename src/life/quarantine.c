@@ -1,0 +1,171 @@
+/*
+ * numthunk quarantine and fork hooks: belong to no engine and no
+ * architecture (life/quarantine.h).
+ *
+ * Place in the pipeline: beside the engines. engine/native.c pushes released
+ * slots, engine/ffi.c released closures; each item leaves, in release
+ * order, once config->quarantine later releases have happened. engine/native.c
+ * also pushes handler code no plan uses, which waits on the same clock. The fork
+ * hooks take the quarantine's lock and the native engine's, so a child
+ * process never inherits either held by a thread that did not survive.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "life/quarantine.h"
+#include "engine/native.h"
+
+/* ------------------------------------------------------------------------ */
+/* Fork hooks, registered once for both the engine and the quarantine        */
+
+static nt_spin q_lock;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+/* The native engine's lock and its work in a child (nt_fork_hooks); read
+   once per fork into held, so that a registration during a fork does not
+   unlock a lock that fork_prepare did not take. */
+static nt_spin *engine_lock;
+static void (*engine_in_child)(void);
+static nt_spin *held;
+
+static void fork_prepare(void)
+{
+    nt_spin_lock(&q_lock);
+    held = __atomic_load_n(&engine_lock, __ATOMIC_ACQUIRE);
+    if (held != NULL)
+        nt_spin_lock(held);
+}
+
+static void fork_parent(void)
+{
+    if (held != NULL)
+        nt_spin_unlock(held);
+    nt_spin_unlock(&q_lock);
+}
+
+static void fork_child(void)
+{
+    /* Only the forking thread exists here, and it holds both locks (taken
+       in fork_prepare): nobody is half way through an allocation. */
+    if (held != NULL) {
+        engine_in_child();
+        nt_spin_unlock(held);
+    }
+    nt_spin_unlock(&q_lock);
+}
+
+static void register_fork_hooks(void)
+{
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+void nt_fork_hooks(nt_spin *lock, void (*in_child)(void))
+{
+    if (lock != NULL) {
+        engine_in_child = in_child;
+        __atomic_store_n(&engine_lock, lock, __ATOMIC_RELEASE);
+    }
+    pthread_once(&fork_once, register_fork_hooks);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Quarantine                                                                */
+
+/*
+ * Two rings under one lock. Released entries wait for config->quarantine
+ * later releases of entries. Handler code no plan uses any more waits on
+ * the same clock: it leaves once that many entries were released after it
+ * came, so a handler lives at least as long after its last plan as a
+ * released entry does after its release.
+ */
+typedef struct {
+    void *item;
+    void (*leave)(void *item);
+    uint64_t stamp; /* entries released before it came */
+} q_entry;
+
+typedef struct {
+    q_entry *at; /* oldest first from head */
+    size_t cap, head, len;
+} q_ring;
+
+static q_ring q_entries, q_code;
+static uint64_t q_released; /* entries released so far: the clock */
+
+/* Appends; 0, or -1 if the ring cannot grow. q_lock held. */
+static int ring_push(q_ring *r, q_entry e)
+{
+    if (r->len == r->cap) {
+        size_t ncap = r->cap ? 2 * r->cap : 1024;
+        q_entry *nq = malloc(ncap * sizeof(*nq));
+        if (nq == NULL)
+            return -1;
+        for (size_t i = 0; i < r->len; i++)
+            nq[i] = r->at[(r->head + i) % r->cap];
+        free(r->at);
+        r->at = nq;
+        r->cap = ncap;
+        r->head = 0;
+    }
+    r->at[(r->head + r->len) % r->cap] = e;
+    r->len++;
+    return 0;
+}
+
+static q_entry ring_pop(q_ring *r)
+{
+    q_entry e = r->at[r->head];
+    r->head = (r->head + 1) % r->cap;
+    r->len--;
+    return e;
+}
+
+void nt_code_quarantine_push(void *item, void (*leave)(void *item))
+{
+    if (nt_config_get()->no_reuse)
+        return; /* kept for ever, with every address */
+    pthread_once(&fork_once, register_fork_hooks);
+    nt_spin_lock(&q_lock);
+    (void)ring_push(&q_code, (q_entry){ item, leave, q_released }); /* or kept */
+    nt_spin_unlock(&q_lock);
+}
+
+void nt_quarantine_push(void *item, void (*leave)(void *item))
+{
+    const nt_config *cfg = nt_config_get();
+    if (cfg->no_reuse)
+        return; /* kept for ever: its address never recurs */
+    pthread_once(&fork_once, register_fork_hooks);
+    q_entry out[3];
+    int nout = 0;
+    nt_spin_lock(&q_lock);
+    __atomic_store_n(&q_released, q_released + 1, __ATOMIC_RELAXED);
+    if (ring_push(&q_entries, (q_entry){ item, leave, q_released }) == 0
+        && q_entries.len > cfg->quarantine)
+        out[nout++] = ring_pop(&q_entries);
+    /* and handlers whose time has come, a few per release: the code ring
+       drains faster than releases fill it */
+    while (nout < 3 && q_code.len > 0
+           && q_released - q_code.at[q_code.head].stamp > cfg->quarantine)
+        out[nout++] = ring_pop(&q_code);
+    nt_spin_unlock(&q_lock);
+    for (int k = 0; k < nout; k++)
+        out[k].leave(out[k].item);
+}
+
+uint64_t nt_quarantine_clock(void)
+{
+    return __atomic_load_n(&q_released, __ATOMIC_RELAXED);
+}
+
+int nt_quarantine_holds(uint64_t stamp)
+{
+    /* asked at every burial and lookup: the configuration read once */
+    static const nt_config *config;
+    const nt_config *cfg = __atomic_load_n(&config, __ATOMIC_ACQUIRE);
+    if (cfg == NULL)
+        __atomic_store_n(&config, cfg = nt_config_get(), __ATOMIC_RELEASE);
+    /* the entry of stamp s leaves at the push that makes the clock
+       s + quarantine (ring_push, then the pop of the oldest) */
+    return cfg->no_reuse || nt_quarantine_clock() - stamp < cfg->quarantine;
+}

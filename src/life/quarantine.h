@@ -1,0 +1,82 @@
+/*
+ * numthunk quarantine and fork hooks, shared by both engines (life/quarantine.c).
+ *
+ * A released entry's address lives on in places we cannot see (a SciPy
+ * LowLevelCallable, a Numba constant, a C struct), so neither engine reuses
+ * it at once: both hand released entries to nt_quarantine_push, under one
+ * policy (NUMTHUNK_NO_REUSE, the length configured in engine/choose.c). The fork
+ * hooks live here because the quarantine's lock is the first one they take.
+ */
+#ifndef NUMTHUNK_QUARANTINE_H
+#define NUMTHUNK_QUARANTINE_H
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+
+/*
+ * The quarantine's lock and the native engine's: a flag taken with an
+ * atomic exchange. What they guard is a few loads and stores (a slot taken
+ * or given back, a ring entry), rarely a page placed; a waiter gives up its
+ * core meanwhile. A pthread mutex costs about 55 instructions a pair, two
+ * pairs per thunk made and freed (bash bench/callgrind_bind.sh). A static
+ * nt_spin starts free (zero).
+ */
+typedef struct {
+    int held;
+} nt_spin;
+
+static inline void nt_spin_lock(nt_spin *l)
+{
+    while (__atomic_exchange_n(&l->held, 1, __ATOMIC_ACQUIRE))
+        while (__atomic_load_n(&l->held, __ATOMIC_RELAXED))
+            sched_yield();
+}
+
+static inline void nt_spin_unlock(nt_spin *l)
+{
+    __atomic_store_n(&l->held, 0, __ATOMIC_RELEASE);
+}
+
+/*
+ * A released entry waits here while config->quarantine later releases
+ * happen; then leave(item) runs (outside any engine lock) and the engine
+ * may reuse or free what the item holds. Until then a late call through the
+ * entry's address reaches the released-thunk trap. With NUMTHUNK_NO_REUSE
+ * leave never runs. If the ring cannot grow, the item is simply kept.
+ */
+void nt_quarantine_push(void *item, void (*leave)(void *item));
+
+/*
+ * The quarantine's clock: entries released so far. Read right after an
+ * entry's push (under the state lock, which every release holds), it is
+ * that entry's stamp.
+ */
+uint64_t nt_quarantine_clock(void);
+
+/*
+ * Whether an entry pushed at stamp still waits (its address cannot serve
+ * anything else yet): always with NUMTHUNK_NO_REUSE.
+ */
+int nt_quarantine_holds(uint64_t stamp);
+
+/*
+ * Handler code that no plan uses (engine/native.c): leave(item) runs once
+ * config->quarantine entries have been released after now (outside any
+ * lock), so no call that was running the code when its last plan went can
+ * still be; a late call through a released entry meets the trap, never
+ * the handler. With NUMTHUNK_NO_REUSE, or if the ring cannot grow, the
+ * item is kept.
+ */
+void nt_code_quarantine_push(void *item, void (*leave)(void *item));
+
+/*
+ * Registers the process's fork hooks (once; later calls only add the
+ * engine). Around fork() they hold the quarantine's lock, then engine_lock
+ * (lock order: quarantine, then engine), so that the child finds neither
+ * half way through an update; in the child, in_child runs while both are
+ * still held. The native engine calls this from its initialisation.
+ */
+void nt_fork_hooks(nt_spin *engine_lock, void (*in_child)(void));
+
+#endif /* NUMTHUNK_QUARANTINE_H */
