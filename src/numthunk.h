@@ -510,8 +510,20 @@ static inline void nt_entry_free(nt_entry_ref *ref, nt_what *what)
 }
 
 extern const nt_engine nt_engine_ffi;
-/* The libffi type of a value (struct ffi_type *), for calls from Python. */
+/* The libffi type of a value (struct ffi_type *). */
 struct _ffi_type *nt_ffi_type_of(const nt_type *t);
+
+/* A call from Python into a thunk's entry, whichever engine made it: the
+   entry is a C function of the thunk's own type (its forwarded
+   parameters), called through libffi (engine/ffi.c). */
+typedef struct nt_call nt_call;
+/* NULL with err set (NT_ERR_MEMORY, or NT_ERR_UNSUPPORTED when libffi
+   cannot call the type). */
+nt_call *nt_call_new(const nt_sig *sig, const nt_plan *plan, nt_error *err);
+void nt_call_free(nt_call *call);
+/* fn(args...) into ret, which holds 16 bytes, aligned for any scalar;
+   args[k] points at forwarded argument k. */
+void nt_call_run(const nt_call *call, void *fn, void *ret, void **args);
 /* NULL on platforms without a native engine. */
 extern const nt_engine *const nt_engine_native;
 

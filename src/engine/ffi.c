@@ -187,6 +187,42 @@ static const char *ffi_memory_policy(void)
     return "libffi closures";
 }
 
+/* ---- calls from Python (numthunk.h nt_call) ---- */
+
+struct nt_call {
+    ffi_cif cif;
+    ffi_type *types[]; /* the forwarded parameters' */
+};
+
+nt_call *nt_call_new(const nt_sig *sig, const nt_plan *plan, nt_error *err)
+{
+    nt_call *call = calloc(1, sizeof(*call) + (size_t)plan->nfwd * sizeof(ffi_type *));
+    if (call == NULL) {
+        nt_fail(err, NT_ERR_MEMORY, -1, "out of memory");
+        return NULL;
+    }
+    for (int k = 0; k < plan->nfwd; k++)
+        call->types[k] = nt_ffi_type_of(&sig->args[plan->fwd_index[k]]);
+    if (ffi_prep_cif(&call->cif, FFI_DEFAULT_ABI, (unsigned)plan->nfwd, nt_ffi_type_of(&sig->ret),
+                     call->types)
+        != FFI_OK) {
+        free(call);
+        nt_fail(err, NT_ERR_UNSUPPORTED, -1, "libffi cannot call this signature");
+        return NULL;
+    }
+    return call;
+}
+
+void nt_call_free(nt_call *call)
+{
+    free(call);
+}
+
+void nt_call_run(const nt_call *call, void *fn, void *ret, void **args)
+{
+    ffi_call((ffi_cif *)&call->cif, FFI_FN(fn), ret, args);
+}
+
 /* A libffi thunk calls its target from its closure handler: measured 0.9
    KiB of stack per level (x86-64, libffi 3.4), so 128 levels fit a 256 KiB
    thread stack with room to spare. */

@@ -9,8 +9,6 @@
 
 #include "python/pyapi.h"
 
-#include <ffi.h>
-
 /* One bound parameter. */
 typedef struct {
     PyObject *value; /* what is bound (NULL where forwarded) */
@@ -37,13 +35,12 @@ typedef struct {
 
 /* What most thunks never need, allocated on first use. */
 typedef struct {
-    PyObject *csig;        /* the thunk's own Signature */
-    PyObject *numba_type;  /* Numba's type of this function value */
-    ffi_type **call_types; /* non-NULL once call_cif is prepared */
-    ffi_cif call_cif;      /* for __call__ */
-    int fwd_functions;     /* a forwarded parameter is a function pointer */
-    nt_mvspec *mvspecs;    /* nargs, for __Pyx_memviewslice parameters */
-    PyObject **retired;    /* values replaced by rebind(), until reclaim() */
+    PyObject *csig;       /* the thunk's own Signature */
+    PyObject *numba_type; /* Numba's type of this function value */
+    nt_call *call;        /* for __call__, once prepared */
+    int fwd_functions;    /* a forwarded parameter is a function pointer */
+    nt_mvspec *mvspecs;   /* nargs, for __Pyx_memviewslice parameters */
+    PyObject **retired;   /* values replaced by rebind(), until reclaim() */
     Py_ssize_t nretired, capretired;
     nt_held *retired_held; /* their buffers */
     dep *deps;             /* the thunks this one depends on now */
@@ -157,5 +154,19 @@ void nt_thunk_mark_released(ThunkObject *self);
 void nt_thunk_teardown(ThunkObject *self);
 /* rebind() of bound parameter i to value: 0, or -1 with an exception. */
 int nt_thunk_rebind(ThunkObject *self, int i, PyObject *value);
+
+/* What Thunk(...) is made of, parsed (python/thunk.c) or read from a
+   Function (python/binder.c). */
+typedef struct {
+    nt_SignatureObject *sig;
+    PyObject *address, *owner, *memviews, *engine, *via;
+    PyObject *carried; /* the thunk the target's spelling carries, or None */
+    int nogil;
+    PyObject *const *values; /* borrowed, held by the caller */
+    Py_ssize_t nvalues;
+} nt_new_args;
+
+/* Thunk(...) from its parsed arguments, under the state lock. */
+PyObject *nt_thunk_make(PyTypeObject *type, nt_new_args *a);
 
 #endif /* NUMTHUNK_THUNK_H */

@@ -545,7 +545,7 @@ static int module_exec(PyObject *m)
     nt_kinds_ready();
     nt_state *st = PyModule_GetState(m);
     nt_core_state = st;
-    if (nt_signature_add(m, st) < 0 || nt_thunk_add(m, st) < 0
+    if (nt_signature_add(m, st) < 0 || nt_thunk_add(m, st) < 0 || nt_binder_add(m) < 0
         || PyModule_AddIntConstant(m, "MEMVIEW_SIZE", (long)sizeof(nt_memviewslice)) < 0
         || nt_markers_add(m, st) < 0 || nt_capi_add(m, st) < 0 || add_kinds(m) < 0) {
         nt_core_state = NULL; /* the module is dropped: its state with it */

@@ -301,6 +301,9 @@ PyObject *nt_to_python(const nt_type *t, const void *ret);
 /* The Thunk type (and, once per process, the fork() counter of calls in
    flight and the registry's layout). */
 int nt_thunk_add(PyObject *module, nt_state *st);
+int nt_binder_add(PyObject *module);
+/* Memoryview declarations read against a signature (python/memviews.c). */
+int nt_mvspecs_read(const nt_sig *sig, PyObject *memviews, nt_mvspec **out);
 
 /*
  * The commit of a new thunk, where Thunk() and the C API (python/capi.c) end:

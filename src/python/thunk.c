@@ -22,7 +22,6 @@
  */
 #include "life/thunk.h"
 
-#include <ffi.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -269,7 +268,7 @@ static void thunk_dealloc(ThunkObject *self)
     if (x != NULL) {
         Py_XDECREF(x->csig);
         Py_XDECREF(x->numba_type);
-        PyMem_Free(x->call_types);
+        nt_call_free(x->call);
         PyMem_Free(x->mvspecs);
         PyMem_Free(x->users);
         PyMem_Free(x);
@@ -280,32 +279,24 @@ static void thunk_dealloc(ThunkObject *self)
     Py_DECREF(type); /* subclasses too: the base is a heap type */
 }
 
-typedef struct {
-    nt_SignatureObject *sig;
-    PyObject *address, *owner, *memviews, *engine, *via;
-    PyObject *carried; /* the thunk the target's spelling carries, or None */
-    int nogil;
-    PyObject *const *values; /* borrowed, held by the caller */
-    Py_ssize_t nvalues;
-} new_args;
 
 /* The values of args, a tuple. */
-static void values_of(new_args *a, PyObject *args)
+static void values_of(nt_new_args *a, PyObject *args)
 {
     a->values = PySequence_Fast_ITEMS(args);
     a->nvalues = PyTuple_GET_SIZE(args);
 }
 
-static int parse_new_args(PyObject *args, PyObject *kwds, new_args *a)
+static int parse_nt_new_args(PyObject *args, PyObject *kwds, nt_new_args *a)
 {
     static char *kwlist[] = { "signature", "address", "args", "owner",   "nogil",
                               "memviews",  "engine",  "via",  "carried", NULL };
-    *a = (new_args){ .owner = Py_None,
-                     .memviews = Py_None,
-                     .engine = Py_None,
-                     .via = Py_None,
-                     .carried = Py_None,
-                     .nogil = 1 };
+    *a = (nt_new_args){ .owner = Py_None,
+                        .memviews = Py_None,
+                        .engine = Py_None,
+                        .via = Py_None,
+                        .carried = Py_None,
+                        .nogil = 1 };
     Py_ssize_t n = PyTuple_GET_SIZE(args);
     if (kwds == NULL && n >= 3 && n <= 9) {
         /* bind() passes everything by position: keyword parsing would be a
@@ -373,7 +364,7 @@ static int engine_of(PyObject *engine, const nt_engine **wanted)
 }
 
 /* The target address: 1 .. UINTPTR_MAX (a negative int is no address). */
-static void *check_target(const new_args *a)
+static void *check_target(const nt_new_args *a)
 {
     uintptr_t p;
     if (nt_pointer_value(a->address, "target address", &p) < 0)
@@ -384,8 +375,8 @@ static void *check_target(const new_args *a)
 }
 
 /* Thunk(...) once its arguments are parsed: the resolve phase, then the
-   commit (nt_thunk_create). */
-static PyObject *make_thunk(PyTypeObject *type, new_args *a)
+   commit (nt_thunk_create). Under the state lock. */
+PyObject *nt_thunk_make(PyTypeObject *type, nt_new_args *a)
 {
     const nt_engine *wanted;
     if (engine_of(a->engine, &wanted) < 0)
@@ -406,10 +397,10 @@ static PyObject *make_thunk(PyTypeObject *type, new_args *a)
 
 static PyObject *thunk_new_held(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    new_args a;
-    if (parse_new_args(args, kwds, &a) < 0)
+    nt_new_args a;
+    if (parse_nt_new_args(args, kwds, &a) < 0)
         return NULL;
-    return make_thunk(type, &a);
+    return nt_thunk_make(type, &a);
 }
 
 PyObject *nt_thunk_new_positional(PyObject *module, PyObject *const *v, Py_ssize_t n)
@@ -423,13 +414,13 @@ PyObject *nt_thunk_new_positional(PyObject *module, PyObject *const *v, Py_ssize
                         "owner, nogil, memviews, engine, via, carried)");
         return NULL;
     }
-    new_args a = { .sig = (nt_SignatureObject *)v[1],
-                   .address = v[2],
-                   .owner = v[4],
-                   .memviews = v[6],
-                   .engine = v[7],
-                   .via = v[8],
-                   .carried = v[9] };
+    nt_new_args a = { .sig = (nt_SignatureObject *)v[1],
+                      .address = v[2],
+                      .owner = v[4],
+                      .memviews = v[6],
+                      .engine = v[7],
+                      .via = v[8],
+                      .carried = v[9] };
     values_of(&a, v[3]);
     if (v[5] == Py_True || v[5] == Py_False)
         a.nogil = v[5] == Py_True;
@@ -437,239 +428,10 @@ PyObject *nt_thunk_new_positional(PyObject *module, PyObject *const *v, Py_ssize
         return NULL;
     PyObject *r;
     NT_LOCK_BEGIN
-    r = make_thunk((PyTypeObject *)v[0], &a);
+    r = nt_thunk_make((PyTypeObject *)v[0], &a);
     NT_LOCK_END
     return r;
 }
-
-/* ---- bind(): its common case in C ----
-   numthunk.bind is a Binder over the package's bind(): a call with no
-   keywords whose target is exactly numthunk.Function, with no fixed
-   parameters, is _new_thunk(Thunk, f._signature, f.address, args, f,
-   f.nogil, f.memoryviews, None, f.depends, f._carried) made here, without the Python
-   frame, the argument tuple and dict of the package's function, which
-   would be a third of the cost of a bind; every other call, and any
-   Function whose slots are not what its __init__ leaves, goes to that
-   function unchanged. The slots are read where their member descriptors
-   say, as CPython's own attribute cache does. */
-
-enum { F_SIGNATURE, F_ADDRESS, F_NOGIL, F_MEMORYVIEWS, F_DEPENDS, F_FIXED, F_CARRIED, NFIELDS };
-static const char *const field_names[NFIELDS] = { "_signature", "address", "nogil",   "memoryviews",
-                                                  "depends",    "fixed",   "_carried" };
-
-typedef struct {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
-    PyObject *dict;         /* __doc__, __wrapped__, __name__: the package's */
-    PyObject *fallback;     /* the package's bind() */
-    PyTypeObject *function; /* numthunk.Function */
-    PyTypeObject *thunk;    /* numthunk.Thunk */
-    Py_ssize_t offset[NFIELDS];
-} BinderObject;
-
-/* Function's slots, new references (0), or 0 with f[0] NULL if one is
-   unset or fixed is not an empty dict: the package's bind() then. */
-static void binder_fields(BinderObject *self, PyObject *target, PyObject **f)
-{
-    int ok = 1;
-#ifdef Py_GIL_DISABLED
-    Py_BEGIN_CRITICAL_SECTION(target); /* as the member descriptors read them */
-#endif
-    for (int k = 0; k < NFIELDS; k++) {
-        f[k] = *(PyObject **)((char *)target + self->offset[k]);
-        ok &= f[k] != NULL;
-    }
-    ok = ok && PyDict_CheckExact(f[F_FIXED]) && PyDict_GET_SIZE(f[F_FIXED]) == 0
-        && PyObject_TypeCheck(f[F_SIGNATURE], nt_get_state()->signature_type);
-    for (int k = 0; k < NFIELDS && ok; k++)
-        Py_INCREF(f[k]);
-#ifdef Py_GIL_DISABLED
-    Py_END_CRITICAL_SECTION();
-#endif
-    if (!ok)
-        f[0] = NULL;
-}
-
-static PyObject *binder_fast(BinderObject *self, PyObject *const *args, Py_ssize_t n, PyObject **f)
-{
-    /* the values are the call's own arguments, held by the caller */
-    new_args a = { .sig = (nt_SignatureObject *)f[F_SIGNATURE],
-                   .address = f[F_ADDRESS],
-                   .owner = args[0],
-                   .memviews = f[F_MEMORYVIEWS],
-                   .engine = Py_None,
-                   .via = f[F_DEPENDS],
-                   .carried = f[F_CARRIED],
-                   .values = args + 1,
-                   .nvalues = n - 1 };
-    if ((a.nogil = PyObject_IsTrue(f[F_NOGIL])) < 0) /* True and False: no call */
-        return NULL;
-    PyObject *r;
-    NT_LOCK_BEGIN
-    r = make_thunk(self->thunk, &a);
-    NT_LOCK_END
-    return r;
-}
-
-static PyObject *binder_vectorcall(BinderObject *self, PyObject *const *args, size_t nargsf,
-                                   PyObject *kwnames)
-{
-    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
-    PyObject *f[NFIELDS] = { NULL };
-    if (kwnames == NULL && n >= 1 && Py_IS_TYPE(args[0], self->function))
-        binder_fields(self, args[0], f);
-    if (f[0] == NULL)
-        return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
-    PyObject *r = binder_fast(self, args, n, f);
-    for (int k = 0; k < NFIELDS; k++)
-        Py_DECREF(f[k]);
-    return r;
-}
-
-/* Where Function keeps the slot name: its member descriptor's offset.
-   Looked up as a class attribute (a slot's descriptor is what the class
-   gives back): a static type's tp_dict may be NULL from CPython 3.12 on. */
-static int slot_offset(PyTypeObject *function, const char *name, Py_ssize_t *out)
-{
-    PyObject *d = PyObject_GetAttrString((PyObject *)function, name);
-    if (d == NULL && !PyErr_ExceptionMatches(PyExc_AttributeError))
-        return -1;
-    PyErr_Clear();
-    int ok = d != NULL && Py_IS_TYPE(d, &PyMemberDescr_Type)
-        && ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX
-        && PyType_IsSubtype(function, PyDescr_TYPE(d)); /* a slot of its own layout */
-    if (ok)
-        *out = ((PyMemberDescrObject *)d)->d_member->offset;
-    else
-        PyErr_Format(PyExc_TypeError, "_Binder(): %.100s.%s is not a slot", function->tp_name,
-                     name);
-    Py_XDECREF(d);
-    return ok ? 0 : -1;
-}
-
-/* _Binder(fallback, function_class, thunk_class) */
-static PyObject *binder_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
-{
-    PyObject *fallback;
-    PyTypeObject *function, *thunk;
-    if (!PyArg_ParseTupleAndKeywords(
-            args, kwds, "OO!O!:_Binder",
-            (char *[]){ "fallback", "function_class", "thunk_class", NULL }, &fallback,
-            &PyType_Type, &function, &PyType_Type, &thunk))
-        return NULL;
-    if (!PyCallable_Check(fallback) || !PyType_IsSubtype(thunk, nt_get_state()->thunk_type)) {
-        PyErr_SetString(PyExc_TypeError,
-                        "_Binder(fallback: callable, function_class, "
-                        "thunk_class: a subclass of numthunk._core.Thunk)");
-        return NULL;
-    }
-    Py_ssize_t offset[NFIELDS];
-    for (int k = 0; k < NFIELDS; k++)
-        if (slot_offset(function, field_names[k], &offset[k]) < 0)
-            return NULL;
-    BinderObject *self = (BinderObject *)type->tp_alloc(type, 0);
-    if (self == NULL)
-        return NULL;
-    self->vectorcall = (vectorcallfunc)binder_vectorcall;
-    self->fallback = Py_NewRef(fallback);
-    self->function = (PyTypeObject *)Py_NewRef(function);
-    self->thunk = (PyTypeObject *)Py_NewRef(thunk);
-    memcpy(self->offset, offset, sizeof(offset));
-    return (PyObject *)self;
-}
-
-static int binder_traverse(BinderObject *self, visitproc visit, void *arg)
-{
-    Py_VISIT(Py_TYPE(self));
-    Py_VISIT(self->dict);
-    Py_VISIT(self->fallback);
-    Py_VISIT(self->function);
-    Py_VISIT(self->thunk);
-    return 0;
-}
-
-static int binder_clear(BinderObject *self)
-{
-    Py_CLEAR(self->dict);
-    Py_CLEAR(self->fallback);
-    Py_CLEAR(self->function);
-    Py_CLEAR(self->thunk);
-    return 0;
-}
-
-static void binder_dealloc(BinderObject *self)
-{
-    PyTypeObject *type = Py_TYPE(self);
-    PyObject_GC_UnTrack(self);
-    binder_clear(self);
-    type->tp_free((PyObject *)self);
-    Py_DECREF(type);
-}
-
-/* pickle and copy take bind() by its name, as they take a function: the
-   __qualname__ that functools.update_wrapper gave it (numthunk/_api.py),
-   in the module its __module__ names. */
-static PyObject *binder_reduce(BinderObject *self, PyObject *unused)
-{
-    (void)unused;
-    PyObject *name = PyObject_GetAttrString((PyObject *)self, "__qualname__");
-    if (name != NULL && !PyUnicode_Check(name)) {
-        Py_DECREF(name);
-        PyErr_SetString(PyExc_TypeError, "a _Binder's __qualname__ must be a str");
-        return NULL;
-    }
-    return name;
-}
-
-static PyObject *binder_repr(BinderObject *self)
-{
-    PyObject *name = PyObject_GetAttrString((PyObject *)self, "__qualname__");
-    if (name == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
-            return NULL;
-        PyErr_Clear();
-        return PyUnicode_FromFormat("<numthunk._core._Binder at %p>", (void *)self);
-    }
-    PyObject *r = PyUnicode_FromFormat("<function %S at %p>", name, (void *)self);
-    Py_DECREF(name);
-    return r;
-}
-
-static PyMethodDef binder_methods[] = {
-    { "__reduce__", (PyCFunction)binder_reduce, METH_NOARGS, NULL },
-    { NULL, NULL, 0, NULL },
-};
-
-static PyMemberDef binder_members[] = {
-    { "__vectorcalloffset__", T_PYSSIZET, offsetof(BinderObject, vectorcall), READONLY, NULL },
-    { "__dictoffset__", T_PYSSIZET, offsetof(BinderObject, dict), READONLY, NULL },
-    { NULL, 0, 0, 0, NULL }
-};
-
-static PyGetSetDef binder_getset[] = { { "__dict__", PyObject_GenericGetDict,
-                                         PyObject_GenericSetDict, NULL, NULL },
-                                       { NULL, NULL, NULL, NULL, NULL } };
-
-static PyType_Slot binder_slots[] = {
-    { Py_tp_new, binder_new },
-    { Py_tp_call, PyVectorcall_Call },
-    { Py_tp_dealloc, binder_dealloc },
-    { Py_tp_traverse, binder_traverse },
-    { Py_tp_clear, binder_clear },
-    { Py_tp_members, binder_members },
-    { Py_tp_getset, binder_getset },
-    { Py_tp_methods, binder_methods },
-    { Py_tp_repr, binder_repr },
-    { Py_tp_doc,
-      "_Binder(fallback, function_class, thunk_class): bind() with its common "
-      "case in C" },
-    { 0, NULL }
-};
-
-static PyType_Spec binder_spec = { "numthunk._core._Binder", sizeof(BinderObject), 0,
-                                   Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC
-                                       | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_IMMUTABLETYPE,
-                                   binder_slots };
 
 /* ---- attributes ---- */
 
@@ -826,32 +588,25 @@ static PyObject *thunk_bindings_held(ThunkObject *self, void *closure)
 
 /* ---- calling from Python ---- */
 
-static int prepare_call_cif(ThunkObject *self)
+/* The libffi call a call from Python makes (engine/ffi.c), once. */
+static int prepare_call(ThunkObject *self)
 {
     extra *x = nt_thunk_extra(self);
     if (x == NULL)
         return -1;
-    if (x->call_types != NULL)
+    if (x->call != NULL)
         return 0;
     const nt_plan *plan = self->plan;
     const nt_sig *sig = self->sig->sig;
-    ffi_type **types = PyMem_Calloc((size_t)(plan->nfwd > 0 ? plan->nfwd : 1), sizeof(ffi_type *));
-    if (types == NULL) {
-        PyErr_NoMemory();
+    nt_error err;
+    nt_error_init(&err);
+    x->call = nt_call_new(sig, plan, &err);
+    if (x->call == NULL) {
+        nt_raise(&err);
         return -1;
     }
-    for (int k = 0; k < plan->nfwd; k++) {
-        types[k] = nt_ffi_type_of(&sig->args[plan->fwd_index[k]]);
+    for (int k = 0; k < plan->nfwd; k++)
         x->fwd_functions |= sig->args[plan->fwd_index[k]].kind == NT_FNPTR;
-    }
-    if (ffi_prep_cif(&x->call_cif, FFI_DEFAULT_ABI, (unsigned)plan->nfwd, nt_ffi_type_of(&sig->ret),
-                     types)
-        != FFI_OK) {
-        PyMem_Free(types);
-        PyErr_SetString(PyExc_NotImplementedError, "libffi cannot call this signature");
-        return -1;
-    }
-    x->call_types = types;
     return 0;
 }
 
@@ -963,7 +718,7 @@ static PyObject *call_target(ThunkObject *self, PyObject *args, nt_lock_state *l
     void **avalues = NULL;
     nt_held *held = NULL;
     PyObject *result = NULL;
-    if (prepare_call_cif(self) < 0)
+    if (prepare_call(self) < 0)
         return NULL;
     if (plan->nfwd > 0) {
         cells = PyMem_Calloc((size_t)plan->nfwd, sizeof(nt_memviewslice));
@@ -992,17 +747,16 @@ static PyObject *call_target(ThunkObject *self, PyObject *args, nt_lock_state *l
     union {
         uint64_t w[2];
         double d[2];
-        ffi_arg a;
     } ret = { { 0, 0 } };
     void *fn = self->address;
-    ffi_cif *cif = &self->x->call_cif;
+    const nt_call *call = self->x->call;
     NT_UNLOCK(lk);
     if (nogil) {
         Py_BEGIN_ALLOW_THREADS
-        ffi_call(cif, FFI_FN(fn), &ret, avalues);
+        nt_call_run(call, fn, &ret, avalues);
         Py_END_ALLOW_THREADS
     } else {
-        ffi_call(cif, FFI_FN(fn), &ret, avalues);
+        nt_call_run(call, fn, &ret, avalues);
     }
     NT_LOCK(lk);
     /* A target that needs the GIL (Cython) may return with an exception set. */
@@ -1477,12 +1231,5 @@ int nt_thunk_add(PyObject *module, nt_state *st)
     if (type == NULL)
         return -1;
     st->thunk_type = (PyTypeObject *)type;
-    if (PyModule_AddObjectRef(module, "Thunk", type) < 0)
-        return -1;
-    PyObject *binder = PyType_FromModuleAndSpec(module, &binder_spec, NULL);
-    if (binder == NULL)
-        return -1;
-    int r = PyModule_AddObjectRef(module, "_Binder", binder);
-    Py_DECREF(binder);
-    return r;
+    return PyModule_AddObjectRef(module, "Thunk", type);
 }
