@@ -10,7 +10,7 @@ n="${1:-100000}"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 gcc -O2 -Wall -Wextra -Werror -std=c11 -D_GNU_SOURCE -Isrc src/engine/choose.c src/engine/native.c \
-    src/engine/route.c src/life/quarantine.c src/engine/ffi.c src/kinds.c src/parse/spellings.c src/parse/declarator.c \
+    src/engine/route.c src/life/quarantine.c src/life/fork.c src/life/released.c src/engine/ffi.c src/kinds.c src/parse/spellings.c src/parse/declarator.c \
     src/plan/plan.c \
     tests/c/test_native.c -o "$out/test_native" -lffi -ldl -lpthread
 count() {  # kind calls -> total instructions (Ir)

@@ -86,16 +86,16 @@ def test_handler_planner_c_tests():
 
 
 def test_quarantine_c_tests():
-    exe = build("test_quarantine", [f"{SRC}/life/quarantine.c", f"{HERE}/c/test_quarantine.c"], SAN,
-                ["-lpthread"])
+    exe = build("test_quarantine", [f"{SRC}/life/quarantine.c", f"{SRC}/life/fork.c",
+                                     f"{HERE}/c/test_quarantine.c"], SAN, ["-lpthread"])
     assert "78 items left as the contract says (quarantine 8)" in run(exe)
     assert "0 items left as the contract says (no reuse)" in run(exe, "noreuse")
 
 
 # engine/choose.c includes the arch file and the engine/memory/ files on its platform
-NATIVE_SOURCES = ["engine/choose.c", "engine/native.c", "engine/route.c", "life/quarantine.c",
-                  "engine/ffi.c", "kinds.c", "parse/spellings.c", "parse/declarator.c",
-                  "plan/plan.c"]
+NATIVE_SOURCES = ["engine/choose.c", "engine/native.c", "engine/route.c", "engine/ffi.c",
+                  "life/quarantine.c", "life/fork.c", "life/released.c", "kinds.c",
+                  "parse/spellings.c", "parse/declarator.c", "plan/plan.c"]
 
 
 @pytest.mark.skipif(not nt.engine_info()["native_available"],

@@ -59,52 +59,6 @@ const nt_engine *const nt_engine_native = NULL;
 const nt_execmem *const nt_execmem_policies[] = { NULL };
 #endif
 
-static void say(const char *text, size_t n)
-{
-    ssize_t rc = write(2, text, n);
-    (void)rc;
-}
-
-void nt_trap_released_at(const char *what, const void *target)
-{
-    /* write() and abort() only: this runs in any thread, without the GIL,
-       possibly where nothing else is safe (a signal handler). */
-    static const char head[] = "numthunk: called a released thunk";
-    static const char advice[] =
-        "numthunk: its address was called after release(), or after the last "
-        "reference to the thunk went. Usually a temporary whose address was "
-        "kept (solver(nt.bind(...).address, ...)), or a container that does "
-        "not hold the thunk: keep the thunk itself for as long as C code may "
-        "call its address (in a variable, or `with nt.bind(...) as t:`). "
-        "See docs/lifetime.md.\n";
-    say(head, sizeof(head) - 1);
-    if (what != NULL && what[0] != '\0') {
-        say(": ", 2);
-        say(what, strnlen(what, NT_WHAT_MAX));
-    }
-    if (target != NULL) {
-        char hex[2 + 2 * sizeof(uintptr_t)];
-        uintptr_t v = (uintptr_t)target;
-        size_t n = sizeof(hex);
-        do {
-            hex[--n] = "0123456789abcdef"[v & 15];
-            v >>= 4;
-        } while (v != 0); /* at most 2 * sizeof v digits: "0x" fits before */
-        hex[--n] = 'x';
-        hex[--n] = '0';
-        say(", target at ", 12);
-        say(hex + n, sizeof(hex) - n);
-    }
-    say("\n", 1);
-    say(advice, sizeof(advice) - 1);
-    abort();
-}
-
-void nt_trap_released(void)
-{
-    nt_trap_released_at(NULL, NULL);
-}
-
 /* ------------------------------------------------------------------------ */
 /* Engine names                                                              */
 

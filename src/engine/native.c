@@ -35,6 +35,7 @@
 
 #include "engine/native.h"
 #include "life/quarantine.h"
+#include "life/fork.h"
 
 /* One page of 8-byte slots per block, one stub per slot. */
 #define BLOCK_STUBS (NT_PAGE_SIZE / sizeof(xslot))

@@ -1,71 +1,25 @@
 /*
- * numthunk quarantine and fork hooks: belong to no engine and no
- * architecture (life/quarantine.h).
+ * numthunk quarantine: belongs to no engine and no architecture
+ * (life/quarantine.h).
  *
  * Place in the pipeline: beside the engines. engine/native.c pushes released
  * slots, engine/ffi.c released closures; each item leaves, in release
  * order, once config->quarantine later releases have happened. engine/native.c
- * also pushes handler code no plan uses, which waits on the same clock. The fork
- * hooks take the quarantine's lock and the native engine's, so a child
- * process never inherits either held by a thread that did not survive.
+ * also pushes handler code no plan uses, which waits on the same clock. The
+ * fork hooks (life/fork.c) take the quarantine's lock first.
  */
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "life/quarantine.h"
+#include "life/fork.h"
 #include "engine/native.h"
 
-/* ------------------------------------------------------------------------ */
-/* Fork hooks, registered once for both the engine and the quarantine        */
-
 static nt_spin q_lock;
-static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
-/* The native engine's lock and its work in a child (nt_fork_hooks); read
-   once per fork into held, so that a registration during a fork does not
-   unlock a lock that fork_prepare did not take. */
-static nt_spin *engine_lock;
-static void (*engine_in_child)(void);
-static nt_spin *held;
-
-static void fork_prepare(void)
+nt_spin *nt_quarantine_lock(void)
 {
-    nt_spin_lock(&q_lock);
-    held = __atomic_load_n(&engine_lock, __ATOMIC_ACQUIRE);
-    if (held != NULL)
-        nt_spin_lock(held);
-}
-
-static void fork_parent(void)
-{
-    if (held != NULL)
-        nt_spin_unlock(held);
-    nt_spin_unlock(&q_lock);
-}
-
-static void fork_child(void)
-{
-    /* Only the forking thread exists here, and it holds both locks (taken
-       in fork_prepare): nobody is half way through an allocation. */
-    if (held != NULL) {
-        engine_in_child();
-        nt_spin_unlock(held);
-    }
-    nt_spin_unlock(&q_lock);
-}
-
-static void register_fork_hooks(void)
-{
-    pthread_atfork(fork_prepare, fork_parent, fork_child);
-}
-
-void nt_fork_hooks(nt_spin *lock, void (*in_child)(void))
-{
-    if (lock != NULL) {
-        engine_in_child = in_child;
-        __atomic_store_n(&engine_lock, lock, __ATOMIC_RELEASE);
-    }
-    pthread_once(&fork_once, register_fork_hooks);
+    return &q_lock;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -124,7 +78,7 @@ void nt_code_quarantine_push(void *item, void (*leave)(void *item))
 {
     if (nt_config_get()->no_reuse)
         return; /* kept for ever, with every address */
-    pthread_once(&fork_once, register_fork_hooks);
+    nt_fork_watch();
     nt_spin_lock(&q_lock);
     (void)ring_push(&q_code, (q_entry){ item, leave, q_released }); /* or kept */
     nt_spin_unlock(&q_lock);
@@ -135,7 +89,7 @@ void nt_quarantine_push(void *item, void (*leave)(void *item))
     const nt_config *cfg = nt_config_get();
     if (cfg->no_reuse)
         return; /* kept for ever: its address never recurs */
-    pthread_once(&fork_once, register_fork_hooks);
+    nt_fork_watch();
     q_entry out[3];
     int nout = 0;
     nt_spin_lock(&q_lock);

@@ -1,11 +1,10 @@
 /*
- * numthunk quarantine and fork hooks, shared by both engines (life/quarantine.c).
+ * numthunk quarantine, shared by both engines (life/quarantine.c).
  *
  * A released entry's address lives on in places we cannot see (a SciPy
  * LowLevelCallable, a Numba constant, a C struct), so neither engine reuses
  * it at once: both hand released entries to nt_quarantine_push, under one
- * policy (NUMTHUNK_NO_REUSE, the length configured in engine/choose.c). The fork
- * hooks live here because the quarantine's lock is the first one they take.
+ * policy (NUMTHUNK_NO_REUSE, the length configured in engine/choose.c).
  */
 #ifndef NUMTHUNK_QUARANTINE_H
 #define NUMTHUNK_QUARANTINE_H
@@ -70,13 +69,7 @@ int nt_quarantine_holds(uint64_t stamp);
  */
 void nt_code_quarantine_push(void *item, void (*leave)(void *item));
 
-/*
- * Registers the process's fork hooks (once; later calls only add the
- * engine). Around fork() they hold the quarantine's lock, then engine_lock
- * (lock order: quarantine, then engine), so that the child finds neither
- * half way through an update; in the child, in_child runs while both are
- * still held. The native engine calls this from its initialisation.
- */
-void nt_fork_hooks(nt_spin *engine_lock, void (*in_child)(void));
+/* The quarantine's lock, which the fork hooks take first (life/fork.c). */
+nt_spin *nt_quarantine_lock(void);
 
 #endif /* NUMTHUNK_QUARANTINE_H */

@@ -21,6 +21,7 @@
  * for targets that declare nogil.
  */
 #include "life/thunk.h"
+#include "life/fork.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -58,15 +59,6 @@ static int in_own_call(ThunkObject *self)
     return 0;
 }
 
-/* Bumped in the child of every fork(): calls that other threads had in
-   flight in the parent do not exist there. */
-static uint16_t fork_gen;
-
-static void after_fork_child(void)
-{
-    fork_gen++;
-}
-
 /* In a child of fork(), calls from Python in flight are counted again:
    only this thread's own calls that pin the thunk (on its frame list) go
    on. Out of line: the call path reads this thread's frame list only here. */
@@ -81,12 +73,12 @@ recount(ThunkObject *self)
         for (int k = 0; k < f->npins; k++)
             n += f->pins[k] == self;
     self->inflight = n;
-    self->fork_gen = fork_gen;
+    self->fork_gen = nt_fork_generation;
 }
 
 /* Calls from Python in flight. */
 #define inflight(self) \
-    ((self)->fork_gen == fork_gen ? (self)->inflight : (recount(self), (self)->inflight))
+    ((self)->fork_gen == nt_fork_generation ? (self)->inflight : (recount(self), (self)->inflight))
 
 /* A call from Python ends for one thunk it pinned: the last one out does
    what release() or reclaim() left to it. */
@@ -1222,11 +1214,7 @@ static PyType_Spec thunk_spec = {
 
 int nt_thunk_add(PyObject *module, nt_state *st)
 {
-    static int once;
-    if (!once) {
-        once = 1;
-        pthread_atfork(NULL, NULL, after_fork_child);
-    }
+    nt_fork_watch(); /* calls in flight are counted again in a child */
     PyObject *type = PyType_FromModuleAndSpec(module, &thunk_spec, NULL);
     if (type == NULL)
         return -1;

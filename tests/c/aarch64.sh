@@ -94,7 +94,7 @@ step "cross-compiling with $($CC -dumpfullversion) for aarch64"
 "$CC" "${FLAGS[@]}" -DNT_FUZZ_STANDALONE src/kinds.c src/parse/spellings.c src/parse/declarator.c \
     tests/c/fuzz_sig.c -o "$build/fuzz_sig" -lffi
 # engine/choose.c includes engine/arch/aarch64.c and the the engine/memory/ files policies on aarch64
-"$CC" "${FLAGS[@]}" src/engine/choose.c src/engine/native.c src/engine/route.c src/life/quarantine.c \
+"$CC" "${FLAGS[@]}" src/engine/choose.c src/engine/native.c src/engine/route.c src/life/quarantine.c src/life/fork.c src/life/released.c \
     src/engine/ffi.c src/kinds.c src/parse/spellings.c src/parse/declarator.c src/plan/plan.c tests/c/test_native.c \
     -o "$build/test_native" -lffi -ldl -lpthread
 

@@ -5,7 +5,7 @@
  *
  * Build (with the real signature/plan code):
  *   gcc -O2 -Wall -Wextra -Werror -std=c11 -D_GNU_SOURCE -Isrc \
- *       src/engine/choose.c src/engine/native.c src/engine/route.c src/life/quarantine.c \
+ *       src/engine/choose.c src/engine/native.c src/engine/route.c src/life/quarantine.c src/life/fork.c src/life/released.c \
  *       src/engine/ffi.c src/kinds.c src/parse/spellings.c src/parse/declarator.c src/plan/plan.c \
  *       tests/c/test_native.c -o test_native -lffi -ldl -lpthread
  * (engine/choose.c includes the arch file and the engine/memory/ files in its platform branch;

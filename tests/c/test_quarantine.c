@@ -14,7 +14,7 @@
  * Built with ASan and UBSan (tests/test_c_harness.py):
  *
  *   gcc -Wall -Wextra -Werror -std=c11 -D_GNU_SOURCE -Isrc \
- *       src/life/quarantine.c tests/c/test_quarantine.c -lpthread
+ *       src/life/quarantine.c src/life/fork.c tests/c/test_quarantine.c -lpthread
  *   ./a.out && ./a.out noreuse
  */
 #include <stdint.h>
