@@ -37,26 +37,6 @@
 _Static_assert(sizeof(void *) != 8 || sizeof(DLTensor) == NT_DLTENSOR_SIZE,
                "NT_DLTENSOR_SIZE matches the public header");
 
-/* The parameter's label for messages ("argument 1 (t: const DLTensor *)"),
-   formatted only when a message needs it; fixed text for the C API. */
-typedef struct {
-    const nt_sig *sig;
-    int i;
-    const char *fixed;
-    int done;
-    char text[256];
-} dl_label;
-
-static const char *L(dl_label *l)
-{
-    if (l->fixed != NULL)
-        return l->fixed;
-    if (!l->done) {
-        nt_param_label(l->sig, l->i, l->text, sizeof(l->text));
-        l->done = 1;
-    }
-    return l->text;
-}
 
 #define BLOCK_CAPSULE "numthunk.dltensor"
 
@@ -205,23 +185,23 @@ static const char *device_name(int32_t type)
     }
 }
 
-static int refuse_device(int32_t type, int32_t id, dl_label *what)
+static int refuse_device(int32_t type, int32_t id, nt_label *what)
 {
     PyErr_Format(PyExc_ValueError,
                  "%s: the array is on device %s:%d (DLPack device type %d); "
                  "a DLTensor bound here must be in CPU memory (kDLCPU = 1): copy "
                  "it to the host first",
-                 L(what), device_name(type), (int)id, (int)type);
+                 nt_label_text(what), device_name(type), (int)id, (int)type);
     return -1;
 }
 
-static int refuse_read_only(dl_label *what)
+static int refuse_read_only(nt_label *what)
 {
     PyErr_Format(PyExc_ValueError,
                  "%s: the array is read-only but the parameter is a non-const "
                  "DLTensor * (the kernel may write through it); pass a writable "
                  "array, or declare the parameter const DLTensor *",
-                 L(what));
+                 nt_label_text(what));
     return -1;
 }
 
@@ -229,7 +209,7 @@ static int refuse_read_only(dl_label *what)
 
 /* obj's strided buffer into view: 0, or -1 with an exception that names
    the parameter where the exporter refused. */
-static int get_view(PyObject *obj, Py_buffer *view, dl_label *what)
+static int get_view(PyObject *obj, Py_buffer *view, nt_label *what)
 {
     if (PyObject_GetBuffer(obj, view, PyBUF_FULL_RO) == 0)
         return 0;
@@ -242,7 +222,7 @@ static int get_view(PyObject *obj, Py_buffer *view, dl_label *what)
     PyErr_Fetch(&type, &cause, &tb);
     PyErr_NormalizeException(&type, &cause, &tb);
     PyErr_Format(PyExc_TypeError, "%s: %.200s object does not export a strided buffer (%S)",
-                 L(what), Py_TYPE(obj)->tp_name, cause != NULL ? cause : Py_None);
+                 nt_label_text(what), Py_TYPE(obj)->tp_name, cause != NULL ? cause : Py_None);
     PyObject *t2, *v2, *tb2;
     PyErr_Fetch(&t2, &v2, &tb2);
     PyErr_NormalizeException(&t2, &v2, &tb2);
@@ -257,10 +237,10 @@ static int get_view(PyObject *obj, Py_buffer *view, dl_label *what)
 
 /* The DLPack dtype of the buffer's elements: its kind's (the kind table's
    DLPack columns), or half precision. */
-static int view_dtype(const Py_buffer *view, DLDataType *dtype, dl_label *what)
+static int view_dtype(const Py_buffer *view, DLDataType *dtype, nt_label *what)
 {
     nt_elem e;
-    if (nt_elem_decode(view, &e, L(what)) < 0)
+    if (nt_elem_decode(view, &e, nt_label_text(what)) < 0)
         return -1;
     if (e.kind != NT_VOID && dtype_of_kind(e.kind, dtype))
         return 0;
@@ -271,13 +251,13 @@ static int view_dtype(const Py_buffer *view, DLDataType *dtype, dl_label *what)
     PyErr_Format(PyExc_TypeError,
                  "%s: the array's element format '%s' cannot be described by a "
                  "DLTensor (integers, floats, complex and bool only)",
-                 L(what), e.format);
+                 nt_label_text(what), e.format);
     return -1;
 }
 
 /* What a buffer must be besides its elements and its layout (direct:
    nt_view_check): writable if the kernel may write. */
-static int check_view(const Py_buffer *view, int writable, dl_label *what)
+static int check_view(const Py_buffer *view, int writable, nt_label *what)
 {
     if (writable && view->readonly)
         return refuse_read_only(what);
@@ -286,7 +266,7 @@ static int check_view(const Py_buffer *view, int writable, dl_label *what)
 
 /* The buffer's data, shape and strides (in elements) into the block, its
    data aligned for the elements. */
-static int fill_from_view(dl_block *b, const Py_buffer *view, dl_label *what)
+static int fill_from_view(dl_block *b, const Py_buffer *view, nt_label *what)
 {
     b->tensor.data = view->buf;
     Py_ssize_t compact = view->itemsize;
@@ -297,19 +277,19 @@ static int fill_from_view(dl_block *b, const Py_buffer *view, dl_label *what)
                          "%s: axis %d has a stride of %zd bytes, not a whole number of "
                          "%zd-byte elements; DLTensor strides count elements (copy the "
                          "array, e.g. np.ascontiguousarray(arr))",
-                         L(what), d, stride, view->itemsize);
+                         nt_label_text(what), d, stride, view->itemsize);
             return -1;
         }
         b->tensor.shape[d] = view->shape[d];
         b->tensor.strides[d] = stride / view->itemsize;
         compact *= view->shape[d];
     }
-    return nt_check_aligned(view, dtype_align(b->tensor.dtype), 0, L(what));
+    return nt_check_aligned(view, dtype_align(b->tensor.dtype), 0, nt_label_text(what));
 }
 
 /* NULL with an exception, or NULL with *not_array set for a pointer
    object (the caller binds it as a pointer). */
-static dl_block *from_buffer(PyObject *obj, int writable, dl_label *what, int *not_array)
+static dl_block *from_buffer(PyObject *obj, int writable, nt_label *what, int *not_array)
 {
     Py_buffer view;
     if (get_view(obj, &view, what) < 0)
@@ -320,7 +300,7 @@ static dl_block *from_buffer(PyObject *obj, int writable, dl_label *what, int *n
         *not_array = 1;
         goto error;
     }
-    if (nt_view_check(obj, &view, L(what)) < 0 || view_dtype(&view, &dtype, what) < 0
+    if (nt_view_check(obj, &view, nt_label_text(what)) < 0 || view_dtype(&view, &dtype, what) < 0
         || check_view(&view, writable, what) < 0)
         goto error;
     b = block_new(view.ndim);
@@ -378,7 +358,7 @@ static dl_block *from_ndarray(PyObject *obj, int kind, int writable)
 
 /* __dlpack_device__() -> (type, id); 0 with *known = 0 if the object has
    no such method. */
-static int query_device(PyObject *obj, int32_t *type, int32_t *id, int *known, dl_label *what)
+static int query_device(PyObject *obj, int32_t *type, int32_t *id, int *known, nt_label *what)
 {
     *known = 0;
     PyObject *meth = PyObject_GetAttrString(obj, "__dlpack_device__");
@@ -391,8 +371,8 @@ static int query_device(PyObject *obj, int32_t *type, int32_t *id, int *known, d
     PyObject *r = PyObject_CallNoArgs(meth);
     Py_DECREF(meth);
     if (r == NULL) {
-        nt_raise_chained(PyExc_TypeError, "%s: %.200s.__dlpack_device__() raised", L(what),
-                         Py_TYPE(obj)->tp_name);
+        nt_raise_chained(PyExc_TypeError, "%s: %.200s.__dlpack_device__() raised",
+                         nt_label_text(what), Py_TYPE(obj)->tp_name);
         return -1;
     }
     long t = -1, i = -1;
@@ -410,7 +390,7 @@ static int query_device(PyObject *obj, int32_t *type, int32_t *id, int *known, d
         PyErr_Format(PyExc_TypeError,
                      "%s: __dlpack_device__() of %.200s must return (device_type, "
                      "device_id) as two ints",
-                     L(what), Py_TYPE(obj)->tp_name);
+                     nt_label_text(what), Py_TYPE(obj)->tp_name);
         return -1;
     }
     *type = (int32_t)t;
@@ -422,7 +402,7 @@ static int query_device(PyObject *obj, int32_t *type, int32_t *id, int *known, d
 /* obj.__dlpack__(max_version=(1, 1), copy=False), or obj.__dlpack__() for
    exporters that predate the versioned protocol (they raise TypeError for
    the keywords). What goes wrong names the parameter. */
-static PyObject *export_capsule(PyObject *obj, dl_label *what)
+static PyObject *export_capsule(PyObject *obj, nt_label *what)
 {
     PyObject *meth = PyObject_GetAttrString(obj, "__dlpack__");
     if (meth == NULL) {
@@ -431,16 +411,16 @@ static PyObject *export_capsule(PyObject *obj, dl_label *what)
             PyErr_Format(PyExc_TypeError,
                          "%s: %.200s is neither a buffer nor a DLPack exporter (it has no "
                          "__dlpack__)",
-                         L(what), Py_TYPE(obj)->tp_name);
+                         nt_label_text(what), Py_TYPE(obj)->tp_name);
         } else {
-            nt_raise_chained(PyExc_TypeError, "%s: reading %.200s.__dlpack__ raised", L(what),
-                             Py_TYPE(obj)->tp_name);
+            nt_raise_chained(PyExc_TypeError, "%s: reading %.200s.__dlpack__ raised",
+                             nt_label_text(what), Py_TYPE(obj)->tp_name);
         }
         return NULL;
     }
     if (!PyCallable_Check(meth)) {
         PyErr_Format(PyExc_TypeError, "%s: %.200s.__dlpack__ is of type %.100s, not a method",
-                     L(what), Py_TYPE(obj)->tp_name, Py_TYPE(meth)->tp_name);
+                     nt_label_text(what), Py_TYPE(obj)->tp_name, Py_TYPE(meth)->tp_name);
         Py_DECREF(meth);
         return NULL;
     }
@@ -459,13 +439,13 @@ static PyObject *export_capsule(PyObject *obj, dl_label *what)
     Py_XDECREF(noargs);
     Py_DECREF(meth);
     if (capsule == NULL)
-        nt_raise_chained(PyExc_TypeError, "%s: %.200s.__dlpack__() raised", L(what),
+        nt_raise_chained(PyExc_TypeError, "%s: %.200s.__dlpack__() raised", nt_label_text(what),
                          Py_TYPE(obj)->tp_name);
     return capsule;
 }
 
 /* The consumed tensor's DLTensor into the block: checks and normalises. */
-static int fill_from_dltensor(dl_block *b, const DLTensor *src, dl_label *what)
+static int fill_from_dltensor(dl_block *b, const DLTensor *src, nt_label *what)
 {
     if (src->device.device_type != kDLCPU)
         return refuse_device(src->device.device_type, src->device.device_id, what);
@@ -473,7 +453,8 @@ static int fill_from_dltensor(dl_block *b, const DLTensor *src, dl_label *what)
         PyErr_Format(PyExc_TypeError,
                      "%s: DLPack dtype (code %d, bits %d, lanes %d) is not passed on: "
                      "integers, floats, complex and bool of whole bytes, one lane",
-                     L(what), (int)src->dtype.code, (int)src->dtype.bits, (int)src->dtype.lanes);
+                     nt_label_text(what), (int)src->dtype.code, (int)src->dtype.bits,
+                     (int)src->dtype.lanes);
         return -1;
     }
     b->tensor.dtype = src->dtype;
@@ -484,8 +465,8 @@ static int fill_from_dltensor(dl_block *b, const DLTensor *src, dl_label *what)
     int empty = 0, over = 0;
     for (int32_t d = 0; d < src->ndim; d++) {
         if (src->shape[d] < 0) {
-            PyErr_Format(PyExc_ValueError, "%s: DLPack shape[%d] is negative (%lld)", L(what),
-                         (int)d, (long long)src->shape[d]);
+            PyErr_Format(PyExc_ValueError, "%s: DLPack shape[%d] is negative (%lld)",
+                         nt_label_text(what), (int)d, (long long)src->shape[d]);
             return -1;
         }
         empty |= src->shape[d] == 0;
@@ -501,7 +482,7 @@ static int fill_from_dltensor(dl_block *b, const DLTensor *src, dl_label *what)
         PyErr_Format(PyExc_ValueError,
                      "%s: DLPack shape and dtype make more than %lld bytes (no memory holds "
                      "them)",
-                     L(what), (long long)INT64_MAX);
+                     nt_label_text(what), (long long)INT64_MAX);
         return -1;
     }
     uint64_t compact = 1; /* wraps only for an empty tensor, whose strides no read uses */
@@ -513,8 +494,8 @@ static int fill_from_dltensor(dl_block *b, const DLTensor *src, dl_label *what)
     size_t align = dtype_align(src->dtype);
     if (align > 1 && !empty && (uintptr_t)b->tensor.data % align != 0) {
         PyErr_Format(PyExc_ValueError,
-                     "%s: the array's data is not aligned to %zu bytes (address %p)", L(what),
-                     align, b->tensor.data);
+                     "%s: the array's data is not aligned to %zu bytes (address %p)",
+                     nt_label_text(what), align, b->tensor.data);
         return -1;
     }
     return 0;
@@ -523,10 +504,10 @@ static int fill_from_dltensor(dl_block *b, const DLTensor *src, dl_label *what)
 /* A consumed tensor's block: ndim checked, the capsule renamed `used`
    (the exporter's destructor then leaves the tensor to us). The caller
    hands the block the deleter, then finish() fills it. */
-static dl_block *take(PyObject *capsule, const char *used, const DLTensor *t, dl_label *what)
+static dl_block *take(PyObject *capsule, const char *used, const DLTensor *t, nt_label *what)
 {
     if (t->ndim < 0) {
-        PyErr_Format(PyExc_ValueError, "%s: DLPack ndim is negative", L(what));
+        PyErr_Format(PyExc_ValueError, "%s: DLPack ndim is negative", nt_label_text(what));
         return NULL;
     }
     dl_block *b = block_new(t->ndim);
@@ -539,7 +520,7 @@ static dl_block *take(PyObject *capsule, const char *used, const DLTensor *t, dl
 
 /* The block filled from the tensor it owns, or NULL (the block freed, and
    with it the tensor). */
-static dl_block *finish(dl_block *b, const DLTensor *t, dl_label *what)
+static dl_block *finish(dl_block *b, const DLTensor *t, nt_label *what)
 {
     if (fill_from_dltensor(b, t, what) < 0) {
         block_free(b);
@@ -548,7 +529,7 @@ static dl_block *finish(dl_block *b, const DLTensor *t, dl_label *what)
     return b;
 }
 
-static dl_block *from_versioned(PyObject *obj, PyObject *capsule, int writable, dl_label *what)
+static dl_block *from_versioned(PyObject *obj, PyObject *capsule, int writable, nt_label *what)
 {
     DLManagedTensorVersioned *m = PyCapsule_GetPointer(capsule, "dltensor_versioned");
     if (m->version.major != MAX_MAJOR) {
@@ -556,7 +537,7 @@ static dl_block *from_versioned(PyObject *obj, PyObject *capsule, int writable, 
         PyErr_Format(PyExc_TypeError,
                      "%s: %.200s exported a DLPack %u.%u tensor; numthunk reads "
                      "version %d.x",
-                     L(what), Py_TYPE(obj)->tp_name, (unsigned)m->version.major,
+                     nt_label_text(what), Py_TYPE(obj)->tp_name, (unsigned)m->version.major,
                      (unsigned)m->version.minor, MAX_MAJOR);
         return NULL;
     }
@@ -568,7 +549,7 @@ static dl_block *from_versioned(PyObject *obj, PyObject *capsule, int writable, 
         PyErr_Format(PyExc_ValueError,
                      "%s: %.200s exported a copy of its data; a bound DLTensor must "
                      "be the live array",
-                     L(what), Py_TYPE(obj)->tp_name);
+                     nt_label_text(what), Py_TYPE(obj)->tp_name);
         block_free(b);
         return NULL;
     }
@@ -582,7 +563,7 @@ static dl_block *from_versioned(PyObject *obj, PyObject *capsule, int writable, 
 
 /* The legacy protocol cannot say "read-only": exporters that follow it
    (NumPy among them) refuse to export read-only arrays. */
-static dl_block *from_legacy(PyObject *capsule, dl_label *what)
+static dl_block *from_legacy(PyObject *capsule, nt_label *what)
 {
     DLManagedTensor *m = PyCapsule_GetPointer(capsule, "dltensor");
     dl_block *b = take(capsule, "used_dltensor", &m->dl_tensor, what);
@@ -593,13 +574,13 @@ static dl_block *from_legacy(PyObject *capsule, dl_label *what)
 }
 
 /* What __dlpack__() returned when it is no DLPack tensor. */
-static void refuse_capsule(PyObject *obj, PyObject *capsule, dl_label *what)
+static void refuse_capsule(PyObject *obj, PyObject *capsule, nt_label *what)
 {
     if (!PyCapsule_CheckExact(capsule)) {
         PyErr_Format(PyExc_TypeError,
                      "%s: %.200s.__dlpack__() returned %.100s, not a DLPack capsule "
                      "('dltensor' or 'dltensor_versioned')",
-                     L(what), Py_TYPE(obj)->tp_name, Py_TYPE(capsule)->tp_name);
+                     nt_label_text(what), Py_TYPE(obj)->tp_name, Py_TYPE(capsule)->tp_name);
         return;
     }
     const char *name = PyCapsule_GetName(capsule);
@@ -607,7 +588,7 @@ static void refuse_capsule(PyObject *obj, PyObject *capsule, dl_label *what)
     PyErr_Format(PyExc_TypeError,
                  "%s: %.200s.__dlpack__() returned a capsule named %s%.100s%s, not "
                  "'dltensor' or 'dltensor_versioned'%s",
-                 L(what), Py_TYPE(obj)->tp_name, name != NULL ? "'" : "",
+                 nt_label_text(what), Py_TYPE(obj)->tp_name, name != NULL ? "'" : "",
                  name != NULL ? name : "NULL", name != NULL ? "'" : "",
                  name != NULL && strncmp(name, "used_", 5) == 0
                      ? " (a tensor already consumed: __dlpack__ must export a new "
@@ -615,7 +596,7 @@ static void refuse_capsule(PyObject *obj, PyObject *capsule, dl_label *what)
                      : "");
 }
 
-static dl_block *from_dlpack(PyObject *obj, int writable, dl_label *what)
+static dl_block *from_dlpack(PyObject *obj, int writable, nt_label *what)
 {
     int32_t dev_type, dev_id;
     int known;
@@ -643,7 +624,7 @@ static dl_block *from_dlpack(PyObject *obj, int writable, dl_label *what)
 
 /* The descriptor's owner, or NULL: with an exception, or without one and
    *not_array set when obj is a pointer object rather than an array. */
-static PyObject *acquire(PyObject *obj, int writable, dl_label *what, DLTensor **tensor,
+static PyObject *acquire(PyObject *obj, int writable, nt_label *what, DLTensor **tensor,
                          int *not_array)
 {
     dl_block *b = NULL;
@@ -671,10 +652,10 @@ static PyObject *acquire(PyObject *obj, int writable, dl_label *what, DLTensor *
 PyObject *nt_dlpack_acquire(PyObject *obj, int writable, const char *label, DLTensor **tensor)
 {
     int not_array;
-    dl_label l = { NULL, 0, label, 0, "" }, *what = &l;
+    nt_label l = { NULL, 0, label, 0, 0, "" }, *what = &l;
     PyObject *capsule = acquire(obj, writable, what, tensor, &not_array);
     if (capsule == NULL && not_array)
-        PyErr_Format(PyExc_TypeError, "%s: %.200s is a pointer, not an array", L(what),
+        PyErr_Format(PyExc_TypeError, "%s: %.200s is a pointer, not an array", nt_label_text(what),
                      Py_TYPE(obj)->tp_name);
     return capsule;
 }
@@ -697,11 +678,11 @@ int nt_dlpack_is_array(PyObject *obj)
 int nt_dlpack_convert(const nt_sig *sig, int i, PyObject *value, void *cell, nt_held **held)
 {
     const nt_type *t = &sig->args[i];
-    dl_label l = { sig, i, NULL, 0, "" }, *what = &l;
+    nt_label l = { sig, i, NULL, 0, 0, "" }, *what = &l;
     int is_array = nt_dlpack_is_array(value);
     if (is_array < 0) {
-        nt_raise_chained(PyExc_TypeError, "%s: reading %.200s.__dlpack__ raised", L(what),
-                         Py_TYPE(value)->tp_name);
+        nt_raise_chained(PyExc_TypeError, "%s: reading %.200s.__dlpack__ raised",
+                         nt_label_text(what), Py_TYPE(value)->tp_name);
         return -1;
     }
     if (is_array == 0)

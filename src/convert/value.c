@@ -42,24 +42,17 @@ void nt_param_label(const nt_sig *sig, int i, char *buf, size_t n)
     }
 }
 
-/* The parameter's label ("argument 2 (n: int)"), formatted only when a
-   message needs it: the checks that pass never pay for it. */
-typedef struct {
-    const nt_sig *sig;
-    int i;
-    int done;
-    int call; /* a forwarded value of a call from Python (nt_convert_arg) */
-    char text[256];
-} nt_label;
-
-static const char *W(nt_label *l)
+const char *nt_label_text(nt_label *l)
 {
+    if (l->fixed != NULL)
+        return l->fixed;
     if (!l->done) {
         nt_param_label(l->sig, l->i, l->text, sizeof(l->text));
         l->done = 1;
     }
     return l->text;
 }
+
 
 /* A value as a range message shows it: its repr, whole up to SHOWN_WHOLE
    characters (np.clongdouble's longest fits); a longer one (10**400,
@@ -201,8 +194,8 @@ static int refuse_many(PyObject *value, const char *expected, nt_label *what)
             nt_format_cut(got, sizeof(got), "%s %.100s of %zd item%s", a, type, n,
                           n == 1 ? "" : "s");
     }
-    PyErr_Format(PyExc_TypeError, "%s: expected %s, got %s, which is not a scalar%s", W(what),
-                 expected, got, what->call ? SCIPY_HINT : "");
+    PyErr_Format(PyExc_TypeError, "%s: expected %s, got %s, which is not a scalar%s",
+                 nt_label_text(what), expected, got, what->call ? SCIPY_HINT : "");
     return -1;
 }
 
@@ -213,12 +206,12 @@ static int refuse_number(PyObject *value, const char *expected, const char *hook
     if (is_many(value))
         return refuse_many(value, expected, what);
     if (hook != NULL) {
-        nt_raise_chained(PyExc_TypeError, "%s: expected %s; %.100s.%s() raised", W(what), expected,
-                         Py_TYPE(value)->tp_name, hook);
+        nt_raise_chained(PyExc_TypeError, "%s: expected %s; %.100s.%s() raised",
+                         nt_label_text(what), expected, Py_TYPE(value)->tp_name, hook);
         return -1;
     }
     PyErr_Clear();
-    PyErr_Format(PyExc_TypeError, "%s: expected %s, got %.100s", W(what), expected,
+    PyErr_Format(PyExc_TypeError, "%s: expected %s, got %.100s", nt_label_text(what), expected,
                  Py_TYPE(value)->tp_name);
     return -1;
 }
@@ -249,14 +242,16 @@ static int overflow(nt_label *what, const nt_type *t, PyObject *num)
         return -1;
     if (t->kind == NT_BOOL)
         PyErr_Format(PyExc_OverflowError,
-                     "%s: %s is not a valid C bool (expected True, False, 0 or 1)", W(what), v);
+                     "%s: %s is not a valid C bool (expected True, False, 0 or 1)",
+                     nt_label_text(what), v);
     else if (r->is_signed)
         PyErr_Format(PyExc_OverflowError, "%s: %s does not fit in a %d-bit C %s (range %lld..%llu)",
-                     W(what), v, bits, type, (long long)r->min, (unsigned long long)r->max);
+                     nt_label_text(what), v, bits, type, (long long)r->min,
+                     (unsigned long long)r->max);
     else
         PyErr_Format(PyExc_OverflowError,
-                     "%s: %s does not fit in a %d-bit unsigned C %s (range 0..%llu)", W(what), v,
-                     bits, type, (unsigned long long)r->max);
+                     "%s: %s does not fit in a %d-bit unsigned C %s (range 0..%llu)",
+                     nt_label_text(what), v, bits, type, (unsigned long long)r->max);
     return -1;
 }
 
@@ -268,7 +263,8 @@ static int refuse_negative(nt_label *what, const nt_type *t, PyObject *num)
     const char *v = show(num, &s);
     if (v == NULL)
         return -1;
-    PyErr_Format(PyExc_OverflowError, "%s: %s is negative but C %s is unsigned", W(what), v, type);
+    PyErr_Format(PyExc_OverflowError, "%s: %s is negative but C %s is unsigned",
+                 nt_label_text(what), v, type);
     return -1;
 }
 
@@ -342,11 +338,11 @@ static PyObject *index_of(PyObject *value, nt_label *what)
         PyErr_Format(PyExc_TypeError,
                      "%s: expected an integer, got %.100s %R (no silent truncation: "
                      "convert it explicitly if that is what you mean)",
-                     W(what), Py_TYPE(value)->tp_name, value);
+                     nt_label_text(what), Py_TYPE(value)->tp_name, value);
         return NULL;
     }
     if (PyUnicode_Check(value) || PyBytes_Check(value) || PyByteArray_Check(value)) {
-        PyErr_Format(PyExc_TypeError, "%s: expected an integer, got %.100s", W(what),
+        PyErr_Format(PyExc_TypeError, "%s: expected an integer, got %.100s", nt_label_text(what),
                      Py_TYPE(value)->tp_name);
         return NULL;
     }
@@ -390,7 +386,7 @@ static int reject_nonnumber(PyObject *value, nt_label *what, const char *expecte
     if (PyArray_Check(value) && PyArray_NDIM((PyArrayObject *)value) > 0)
         return refuse_many(value, expected, what);
     if (PyUnicode_Check(value) || PyBytes_Check(value) || PyByteArray_Check(value)) {
-        PyErr_Format(PyExc_TypeError, "%s: expected %s, got %.100s", W(what), expected,
+        PyErr_Format(PyExc_TypeError, "%s: expected %s, got %.100s", nt_label_text(what), expected,
                      Py_TYPE(value)->tp_name);
         return -1;
     }
@@ -420,8 +416,8 @@ static int refuse_overflow_to_inf(PyObject *value, double d, nt_label *what, con
     const char *v = show(value, &s);
     if (v == NULL)
         return -1;
-    PyErr_Format(PyExc_OverflowError, "%s: %s is too large for a C %s (it converts to %s)", W(what),
-                 v, ctype, d > 0 ? "inf" : "-inf");
+    PyErr_Format(PyExc_OverflowError, "%s: %s is too large for a C %s (it converts to %s)",
+                 nt_label_text(what), v, ctype, d > 0 ? "inf" : "-inf");
     return -1;
 }
 
@@ -430,7 +426,8 @@ static int too_large(PyObject *value, nt_label *what, const char *ctype)
     shown s;
     const char *v = show(value, &s);
     if (v != NULL)
-        PyErr_Format(PyExc_OverflowError, "%s: %s is too large for a C %s", W(what), v, ctype);
+        PyErr_Format(PyExc_OverflowError, "%s: %s is too large for a C %s", nt_label_text(what), v,
+                     ctype);
     return -1;
 }
 
@@ -441,8 +438,8 @@ static int as_double(PyObject *value, double *out, nt_label *what, const char *c
     if (reject_nonnumber(value, what, "a real number") < 0)
         return -1;
     if (PyComplex_Check(value) || PyArray_IsScalar(value, ComplexFloating)) {
-        PyErr_Format(PyExc_TypeError, "%s: expected a real number, got %.100s %R", W(what),
-                     Py_TYPE(value)->tp_name, value);
+        PyErr_Format(PyExc_TypeError, "%s: expected a real number, got %.100s %R",
+                     nt_label_text(what), Py_TYPE(value)->tp_name, value);
         return -1;
     }
     if (PyArray_IsScalar(value, LongDouble)) {
@@ -478,8 +475,8 @@ static int to_float(double d, float *out, PyObject *value, nt_label *what)
         PyObject *max = v != NULL ? PyFloat_FromDouble(r->fmax) : NULL;
         if (max == NULL)
             return -1;
-        PyErr_Format(PyExc_OverflowError, "%s: %s is beyond the range of a C %s (max %R)", W(what),
-                     v, r->c_text, max);
+        PyErr_Format(PyExc_OverflowError, "%s: %s is beyond the range of a C %s (max %R)",
+                     nt_label_text(what), v, r->c_text, max);
         Py_DECREF(max);
         return -1;
     }
@@ -528,8 +525,8 @@ static int complex_failed(const nt_kind_info *c, PyObject *value, nt_label *what
     }
     nt_error_restore(&cause);
     nt_raise_chained(PyExc_OverflowError,
-                     "%s: %s does not fit in a C %s (its parts are C %ss, max %R)", W(what), v,
-                     c->c_text, nt_kinds[c->part].c_text, max);
+                     "%s: %s does not fit in a C %s (its parts are C %ss, max %R)",
+                     nt_label_text(what), v, c->c_text, nt_kinds[c->part].c_text, max);
     Py_DECREF(max);
     return -1;
 }
@@ -634,7 +631,7 @@ static int derived_value(const nt_DerivedObject *d, const layout *l, Py_ssize_t 
                 PyErr_Format(PyExc_OverflowError,
                              "%s: size(arr) of an array of more than %zd elements (its "
                              "elements are %zd bytes long)",
-                             W(what), PY_SSIZE_T_MAX, l->itemsize);
+                             nt_label_text(what), PY_SSIZE_T_MAX, l->itemsize);
                 return -1;
             }
             n *= l->shape[k];
@@ -645,8 +642,9 @@ static int derived_value(const nt_DerivedObject *d, const layout *l, Py_ssize_t 
     Py_ssize_t ax = d->axis < 0 ? d->axis + l->ndim : d->axis;
     if (ax < 0 || ax >= l->ndim) {
         PyErr_Format(PyExc_ValueError,
-                     "%s: %s(arr, %zd) asks for axis %zd but the array has %d dimension%s", W(what),
-                     derived_names[d->kind], d->axis, d->axis, l->ndim, l->ndim == 1 ? "" : "s");
+                     "%s: %s(arr, %zd) asks for axis %zd but the array has %d dimension%s",
+                     nt_label_text(what), derived_names[d->kind], d->axis, d->axis, l->ndim,
+                     l->ndim == 1 ? "" : "s");
         return -1;
     }
     if (d->kind == NT_DERIVED_SHAPE) {
@@ -659,14 +657,14 @@ static int derived_value(const nt_DerivedObject *d, const layout *l, Py_ssize_t 
             PyErr_Format(PyExc_ValueError,
                          "%s: stride(arr, %zd, elements=True) of an array whose elements "
                          "are 0 bytes long: there is no stride in elements",
-                         W(what), ax);
+                         nt_label_text(what), ax);
             return -1;
         }
         if (stride % l->itemsize != 0) {
             PyErr_Format(PyExc_ValueError,
                          "%s: stride %zd bytes of axis %zd is not a whole number "
                          "of %zd-byte elements",
-                         W(what), stride, ax, l->itemsize);
+                         nt_label_text(what), stride, ax, l->itemsize);
             return -1;
         }
         stride /= l->itemsize;
@@ -689,7 +687,8 @@ static int derived_from(const nt_type *t, const nt_DerivedObject *d, PyObject *s
 {
     if (!NT_IS_INT(t->kind) || t->kind == NT_BOOL) {
         PyErr_Format(PyExc_TypeError,
-                     "%s: size(), shape() and stride() bind integer parameters only", W(what));
+                     "%s: size(), shape() and stride() bind integer parameters only",
+                     nt_label_text(what));
         return -1;
     }
     src = source_object(src);
@@ -701,7 +700,7 @@ static int derived_from(const nt_type *t, const nt_DerivedObject *d, PyObject *s
     if (is_plain_ndarray(src)) {
         l = layout_of_array((PyArrayObject *)src);
     } else {
-        h = nt_held_get(src, W(what));
+        h = nt_held_get(src, nt_label_text(what));
         if (h == NULL)
             return -1;
         l = layout_of_view(&h->view);
@@ -721,7 +720,9 @@ int nt_convert_derived_from(const nt_sig *sig, int j, nt_DerivedObject *d, PyObj
     nt_label what;
     what.sig = sig;
     what.i = j;
+    what.fixed = NULL;
     what.done = 0;
+    what.call = 0;
     return derived_from(&sig->args[j], d, new_source, cell, key, &what);
 }
 
@@ -848,7 +849,7 @@ static int refuse_datetime(PyObject *obj, nt_label *what)
     PyErr_Format(PyExc_TypeError,
                  "%s: a %s array has no C element type (NumPy exports no buffer "
                  "for it); pass arr.view(np.int64) to bind its raw integers",
-                 W(what), kind == 'M' ? "datetime64" : "timedelta64");
+                 nt_label_text(what), kind == 'M' ? "datetime64" : "timedelta64");
     return -1;
 }
 
@@ -867,7 +868,7 @@ static int refuse_undeclared_struct(const nt_type *t, const Py_buffer *v, nt_lab
                  "(numthunk.Function(..., structs={'%s': dtype})), a ctypes %s "
                  "named %s (an instance or an array), a cffi '%s *', or "
                  "numthunk.address(p)",
-                 W(what), v->format != NULL ? v->format : "B", tag, core,
+                 nt_label_text(what), v->format != NULL ? v->format : "B", tag, core,
                  is_union ? "Union" : "Structure", core, tag);
     return -1;
 }
@@ -881,8 +882,8 @@ static nt_held *hold(PyObject *obj, nt_label *what)
 {
     if (refuse_datetime(obj, what) < 0)
         return NULL;
-    nt_held *h = nt_held_get(obj, W(what));
-    if (h != NULL && nt_check_plain(&h->view, W(what)) < 0) {
+    nt_held *h = nt_held_get(obj, nt_label_text(what));
+    if (h != NULL && nt_check_plain(&h->view, nt_label_text(what)) < 0) {
         nt_held_release(h);
         return NULL;
     }
@@ -900,10 +901,10 @@ static int check_access(const Py_buffer *v, int is_const, const char *decl, size
                      "%s: the buffer is read-only but %s is not declared const (the "
                      "target may write through it); pass a writable array, or declare "
                      "%s const",
-                     W(what), decl, decl);
+                     nt_label_text(what), decl, decl);
         return -1;
     }
-    return nt_check_aligned(v, align, of_struct, W(what));
+    return nt_check_aligned(v, align, of_struct, nt_label_text(what));
 }
 
 /* The end of a binding that holds h: the key of the memory it reads, and
@@ -935,12 +936,12 @@ static int refuse_target(const nt_type *t, const Py_buffer *v, int strided, nt_l
                          ? "%s: a ctypes data pointer cannot be bound to a function pointer"
                          : "%s: a ctypes pointer object is bound through its value "
                            "(numthunk.address(ctypes.cast(p, ctypes.c_void_p).value))",
-                     W(what));
+                     nt_label_text(what));
         return -1;
     }
     if (t->kind == NT_FNPTR) {
         PyErr_Format(PyExc_TypeError, "%s: a buffer cannot be bound to a function pointer",
-                     W(what));
+                     nt_label_text(what));
         return -1;
     }
     if (t->depth != 1) {
@@ -949,13 +950,13 @@ static int refuse_target(const nt_type *t, const Py_buffer *v, int strided, nt_l
         PyErr_Format(PyExc_TypeError,
                      "%s: a buffer can be bound to a single-level pointer (T *) only, "
                      "not to %s; pass numthunk.address(...) for other pointers",
-                     W(what), type);
+                     nt_label_text(what), type);
         return -1;
     }
     if (is_struct_pointer(t) && *skip_order(v->format != NULL ? v->format : "B") != 'T')
         return refuse_undeclared_struct(t, v, what);
     if (is_struct_pointer(t))
-        return nt_struct_check_order(v, W(what));
+        return nt_struct_check_order(v, nt_label_text(what));
     return 0;
 }
 
@@ -963,7 +964,7 @@ static int refuse_target(const nt_type *t, const Py_buffer *v, int strided, nt_l
 static int check_elements(const nt_type *t, const Py_buffer *v, int strided, nt_label *what)
 {
     nt_elem e;
-    if (nt_elem_decode(v, &e, W(what)) < 0)
+    if (nt_elem_decode(v, &e, nt_label_text(what)) < 0)
         return -1;
     if (!element_matches(t, e.kind)) {
         char type[160];
@@ -972,11 +973,11 @@ static int check_elements(const nt_type *t, const Py_buffer *v, int strided, nt_
             PyErr_Format(PyExc_TypeError,
                          "%s: expected a buffer of %s for %s, got format '%s', "
                          "which is not a supported scalar type",
-                         W(what), nt_kind_name(t->base), type, e.format);
+                         nt_label_text(what), nt_kind_name(t->base), type, e.format);
         else
-            PyErr_Format(PyExc_TypeError,
-                         "%s: expected a buffer of %s for %s, got %s (format '%s')", W(what),
-                         nt_kind_name(t->base), type, nt_kind_name(e.kind), e.format);
+            PyErr_Format(
+                PyExc_TypeError, "%s: expected a buffer of %s for %s, got %s (format '%s')",
+                nt_label_text(what), nt_kind_name(t->base), type, nt_kind_name(e.kind), e.format);
         return -1;
     }
     /* a struct's alignment is its items' (the signature knows only its name) */
@@ -989,7 +990,7 @@ static int check_elements(const nt_type *t, const Py_buffer *v, int strided, nt_
                      "%s: the buffer is not C-contiguous; pass numthunk.strided(arr) "
                      "if the target takes strides too, or np.ascontiguousarray(arr) "
                      "to copy it",
-                     W(what));
+                     nt_label_text(what));
         return -1;
     }
     return 0;
@@ -1020,20 +1021,20 @@ static int convert_buffer(const nt_type *t, PyObject *obj, int strided, void *ce
 static int check_memview(const Py_buffer *v, const nt_mvspec *mv, nt_label *what)
 {
     nt_elem e;
-    if (nt_elem_decode(v, &e, W(what)) < 0)
+    if (nt_elem_decode(v, &e, nt_label_text(what)) < 0)
         return -1;
     if (nt_is_pointer_buffer(v)) {
         PyErr_Format(PyExc_TypeError,
                      "%s: the memoryview is declared %s, got a pointer (format '%s'), not an "
                      "array: a typed memoryview takes the array itself, whose shape and "
                      "strides it carries",
-                     W(what), nt_kind_name(mv->kind), e.format);
+                     nt_label_text(what), nt_kind_name(mv->kind), e.format);
         return -1;
     }
     if (e.kind != mv->kind) {
         PyErr_Format(PyExc_TypeError,
-                     "%s: the memoryview is declared %s, got a buffer of %s (format '%s')", W(what),
-                     nt_kind_name(mv->kind),
+                     "%s: the memoryview is declared %s, got a buffer of %s (format '%s')",
+                     nt_label_text(what), nt_kind_name(mv->kind),
                      e.kind == NT_VOID ? "an unsupported type" : nt_kind_name(e.kind), e.format);
         return -1;
     }
@@ -1041,20 +1042,20 @@ static int check_memview(const Py_buffer *v, const nt_mvspec *mv, nt_label *what
         PyErr_Format(PyExc_ValueError,
                      "%s: the memoryview is declared %d-dimensional, got a buffer with "
                      "%d dimension%s",
-                     W(what), mv->ndim, v->ndim, v->ndim == 1 ? "" : "s");
+                     nt_label_text(what), mv->ndim, v->ndim, v->ndim == 1 ? "" : "s");
         return -1;
     }
     if (v->ndim > NT_MEMVIEW_MAX_DIMS) {
-        PyErr_Format(PyExc_ValueError, "%s: memoryviews have at most %d dimensions", W(what),
-                     NT_MEMVIEW_MAX_DIMS);
+        PyErr_Format(PyExc_ValueError, "%s: memoryviews have at most %d dimensions",
+                     nt_label_text(what), NT_MEMVIEW_MAX_DIMS);
         return -1;
     }
     if (check_access(v, mv->is_const, "the memoryview", nt_kinds[mv->kind].align, 0, what) < 0)
         return -1;
     if (mv->contig && !PyBuffer_IsContiguous(v, mv->contig)) {
         PyErr_Format(PyExc_ValueError,
-                     "%s: the memoryview is declared %s-contiguous but the buffer is not", W(what),
-                     mv->contig == 'C' ? "C" : "Fortran");
+                     "%s: the memoryview is declared %s-contiguous but the buffer is not",
+                     nt_label_text(what), mv->contig == 'C' ? "C" : "Fortran");
         return -1;
     }
     return 0;
@@ -1086,7 +1087,7 @@ static int convert_memview(PyObject *obj, void *cell, nt_held **held, const nt_m
                      "%s: a __Pyx_memviewslice parameter needs a declaration of its "
                      "dtype and ndim (the capsule signature does not carry them), "
                      "e.g. memoryviews={<index>: 'double[:, ::1]'}",
-                     W(what));
+                     nt_label_text(what));
         return -1;
     }
     nt_held *h = hold(obj, what);
@@ -1119,7 +1120,7 @@ static int convert_pointer(const nt_type *t, PyObject *value, void *cell, nt_hel
         PyErr_Format(PyExc_TypeError,
                      "%s: a bare int is not accepted as a pointer; wrap it "
                      "explicitly: numthunk.address(%S)",
-                     W(what), value);
+                     nt_label_text(what), value);
         return -1;
     }
     if (t->kind == NT_PTR && t->base == NT_DLTENSOR) {
@@ -1127,7 +1128,7 @@ static int convert_pointer(const nt_type *t, PyObject *value, void *cell, nt_hel
             PyErr_Format(PyExc_TypeError,
                          "%s: a DLTensor carries its array's strides itself; bind the "
                          "array, not numthunk.strided(arr)",
-                         W(what));
+                         nt_label_text(what));
             return -1;
         }
         int r = nt_dlpack_convert(what->sig, what->i, value, cell, held);
@@ -1138,8 +1139,8 @@ static int convert_pointer(const nt_type *t, PyObject *value, void *cell, nt_hel
         PyObject *inner = ((nt_StridedObject *)value)->obj;
         if (t->kind == NT_PTR && PyObject_CheckBuffer(inner))
             return convert_buffer(t, inner, 1, cell, held, key, what);
-        PyErr_Format(PyExc_TypeError, "%s: strided() takes an array, got %.100s", W(what),
-                     Py_TYPE(inner)->tp_name);
+        PyErr_Format(PyExc_TypeError, "%s: strided() takes an array, got %.100s",
+                     nt_label_text(what), Py_TYPE(inner)->tp_name);
         return -1;
     }
     if (PyObject_CheckBuffer(value))
@@ -1149,7 +1150,7 @@ static int convert_pointer(const nt_type *t, PyObject *value, void *cell, nt_hel
     PyErr_Format(PyExc_TypeError,
                  "%s: cannot bind a %.100s object to %s (expected a buffer such as a "
                  "NumPy array, None, numthunk.address(n), a ctypes or cffi pointer%s)",
-                 W(what), Py_TYPE(value)->tp_name, type,
+                 nt_label_text(what), Py_TYPE(value)->tp_name, type,
                  t->kind == NT_FNPTR ? ", a thunk or a numthunk.Function" : "");
     return -1;
 }
@@ -1253,6 +1254,7 @@ static int convert(const nt_sig *sig, int i, PyObject *value, void *cell, nt_hel
     nt_label label; /* text left unset: filled on first use */
     label.sig = sig;
     label.i = i;
+    label.fixed = NULL;
     label.done = 0;
     label.call = call;
     nt_label *what = &label;
@@ -1271,7 +1273,8 @@ static int convert(const nt_sig *sig, int i, PyObject *value, void *cell, nt_hel
     case NT_VALUE_POINTER: return convert_pointer(t, value, cell, held, key, what);
     case NT_VALUE_MEMVIEW: return convert_memview(source_object(value), cell, held, mv, key, what);
     default:
-        PyErr_Format(PyExc_TypeError, "%s: parameters of this type cannot be bound", W(what));
+        PyErr_Format(PyExc_TypeError, "%s: parameters of this type cannot be bound",
+                     nt_label_text(what));
         return -1;
     }
 }

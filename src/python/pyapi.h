@@ -249,6 +249,19 @@ int nt_is_pointer_buffer(const Py_buffer *v);
 /* "argument 2 (n: int)" for target parameter i (0-based). */
 void nt_param_label(const nt_sig *sig, int i, char *buf, size_t n);
 
+/* A parameter's label for messages ("argument 2 (n: int)"), formatted only
+   when a message needs it, so that the checks that pass never pay for it;
+   or fixed text where there is no signature (the C API). */
+typedef struct {
+    const nt_sig *sig;
+    int i;
+    const char *fixed; /* NULL: the label of parameter i of sig */
+    int done;
+    int call; /* a forwarded value of a call from Python (nt_convert_arg) */
+    char text[256];
+} nt_label;
+const char *nt_label_text(nt_label *l);
+
 /* A memoryview declaration for an NT_MEMVIEW parameter. */
 typedef struct {
     int kind; /* element kind */
