@@ -15,6 +15,9 @@
  * and fuzzed on their own, with libffi); everything below the Python layer
  * reports failures through an nt_error and a status code, and the Python
  * layer turns that into one exception.
+ *
+ * Place in the pipeline: every stage reads it: parse, plan, convert, engine,
+ * life, python.
  */
 #ifndef NUMTHUNK_H
 #define NUMTHUNK_H

@@ -1,4 +1,4 @@
-"""docs/architecture.md and the layout in docs/development.md stay true to
+"""docs/architecture.md, its layout section among it, stays true to
 the tree.
 
 - every path the page names (src/..., numthunk/..., tests/..., docs/...,
@@ -8,7 +8,7 @@ the tree.
   NUMTHUNK_*), anywhere on the page, and every other identifier it writes
   alone in backquotes (`teardown`, `ThunkObject.ctx`), is a word of the
   sources (src/ and the numthunk package);
-- the layout (docs/development.md) lists every file of src/ and numthunk/,
+- the layout (docs/architecture.md) lists every file of src/ and numthunk/,
   once each, and no file that does not exist.
 
 Outside the source tree (.ci/run copies tests/, src/, docs/ and the README
@@ -19,6 +19,8 @@ tools/ and bench/ are not there to check.
 import glob
 import os
 import re
+
+import pytest
 
 import numthunk
 
@@ -130,20 +132,49 @@ def test_named_identifiers_exist():
 
 
 def _layout():
-    """The paths docs/development.md's Layout section lists, in order."""
-    with open(os.path.join(ROOT, "docs", "development.md"), encoding="utf-8") as f:
+    """The paths docs/architecture.md's layout section lists, in order."""
+    with open(PAGE, encoding="utf-8") as f:
         text = f.read()
-    m = re.search(r"^## Layout\n(.*?)(?=^## )", text, re.S | re.M)
-    assert m, "docs/development.md: no '## Layout' section"
+    m = re.search(r"^## The layout\n(.*?)(?=^## )", text, re.S | re.M)
+    assert m, "docs/architecture.md: no '## The layout' section"
     return re.findall(r"^- `((?:src|numthunk)/[^`]+)`", m.group(1), re.M)
 
 
 def test_layout_matches_the_tree():
     listed = _layout()
     dupes = sorted({p for p in listed if listed.count(p) > 1})
-    assert not dupes, f"docs/development.md's layout lists these twice: {dupes}"
+    assert not dupes, f"docs/architecture.md's layout lists these twice: {dupes}"
     tree = _source_files()
     assert sorted(tree - set(listed)) == [], \
-        "files of src/ or numthunk/ missing from docs/development.md's layout"
+        "files of src/ or numthunk/ missing from docs/architecture.md's layout"
     assert sorted(set(listed) - tree) == [], \
-        "docs/development.md's layout lists files that do not exist"
+        "docs/architecture.md's layout lists files that do not exist"
+
+
+STAGES = ("parse", "plan", "convert", "engine", "life", "python")
+
+
+def test_every_file_of_src_opens_with_its_stage():
+    """src/ is the pipeline a folder per stage: each folder is a stage the
+    layout section names, and each file's opening comment says where in the
+    pipeline it sits, starting with its folder's stage."""
+    src = os.path.join(ROOT, "src")
+    if not os.path.isdir(src):
+        pytest.skip("beside an installed wheel: no src/ to read")
+    folders = sorted(d for d in os.listdir(src) if os.path.isdir(os.path.join(src, d)))
+    assert folders == sorted(STAGES)
+    with open(PAGE, encoding="utf-8") as f:
+        page = f.read()
+    for stage in STAGES:
+        assert f"`src/{stage}/`:" in page, f"the layout section does not name src/{stage}/"
+    wrong = []
+    for path in sorted(glob.glob(os.path.join(src, "**", "*.[ch]"), recursive=True)):
+        rel = os.path.relpath(path, src).replace(os.sep, "/")
+        with open(path, encoding="utf-8") as f:
+            head = f.read().split("*/", 1)[0]
+        text = " ".join(line.strip(" *") for line in head.splitlines())
+        m = re.search(r"Place in the pipeline: (\w+)", text)
+        stage = rel.split("/")[0] if "/" in rel else None
+        if m is None or (stage is not None and m.group(1) != stage):
+            wrong.append(rel)
+    assert not wrong, f"files whose opening comment does not give their stage: {wrong}"

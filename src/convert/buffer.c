@@ -7,6 +7,10 @@
  * native, so on LP64 'l' and 'q' are both 8 bytes; under '=', '<', '>' and
  * '!' sizes are standard ('l' is 4 bytes). Byte order other than the host's
  * is refused: a swapped int read as native is a silently wrong value.
+ *
+ * Place in the pipeline: convert, after the plan: a buffer bound to a pointer
+ * or a typed memoryview is held here, and its element kind read from its
+ * format, for convert/value.c to check.
  */
 #include "python/pyapi.h"
 

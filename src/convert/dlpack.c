@@ -22,6 +22,9 @@
  * dtypes, non-native byte order, byte strides that are not whole elements,
  * memory on another device, read-only data for a non-const DLTensor *, and
  * data the exporter copied (a copy would not be the live array).
+ *
+ * Place in the pipeline: convert, after the plan: a const DLTensor *
+ * parameter's value, for convert/value.c; python/capi.c uses it too.
  */
 #include "python/pyapi.h"
 #include "convert/dlpack.h"

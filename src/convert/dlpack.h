@@ -1,6 +1,9 @@
 /*
  * Internal header of the DLPack stage (convert/dlpack.c) and the C API (python/capi.c):
  * the public DLTensor declarations plus what the binding code calls.
+ *
+ * Place in the pipeline: convert: shared by convert/dlpack.c, convert/value.c
+ * and python/capi.c.
  */
 #ifndef NUMTHUNK_NT_DLPACK_H
 #define NUMTHUNK_NT_DLPACK_H

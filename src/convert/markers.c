@@ -10,6 +10,9 @@
  * as C structs: converting a value never calls into the Python package.
  * Heap types made from specs with the module; the module state keeps them
  * and the ARG singleton (nt_get_state; docs/architecture.md).
+ *
+ * Place in the pipeline: convert: the markers are values bind() takes;
+ * convert/value.c reads them as C structs.
  */
 #include "python/pyapi.h"
 

@@ -10,6 +10,9 @@
  *
  * Cells are laid out as plan/plan.c describes: integers extended to 64 bits,
  * float in the low 4 bytes, complex 8/16 bytes, memoryview slices by value.
+ *
+ * Place in the pipeline: convert, between the plan (plan/plan.c) and the
+ * engines: each bound or forwarded value becomes the cell the plan laid out.
  */
 #include "python/pyapi.h"
 #include "convert/dlpack.h"

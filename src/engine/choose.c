@@ -14,6 +14,9 @@
  * nothing else in the tree tests the platform. Adding an architecture on
  * Linux is one branch: its arch file, the two memory policies, and
  * LINUX_NATIVE(its nt_arch, its engine name).
+ *
+ * Place in the pipeline: engine, its entrance: the plan (plan/plan.c) asks
+ * here which engine makes its entries.
  */
 #include <errno.h>
 #include <pthread.h>

@@ -17,6 +17,9 @@
  * and the slot table) is in a reference-counted block held by the plan and
  * by every entry until it leaves the quarantine, so a late call through a
  * released closure reaches the trap even after its plan is gone.
+ *
+ * Place in the pipeline: engine: the portable one; engine/choose.c takes it
+ * for plans the native engine does not run.
  */
 #include "numthunk.h"
 #include "life/quarantine.h"

@@ -2,7 +2,7 @@
  * numthunk native engine, architecture-neutral half: plan -> stub + slot +
  * shared handler, on executable memory that is never writable.
  *
- * Place in the pipeline: between the plan (plan/plan.c) and executable memory
+ * Place in the pipeline: engine, between the plan (plan/plan.c) and executable memory
  * (engine/memory/). The handler planner (engine/route.c) decides which plans run
  * here, their shape keys and their handlers' code, over the architecture
  * file named by engine/choose.c (nt_arch_native: its ABI description, stub and

@@ -15,6 +15,9 @@
  * The quarantine and the fork hooks are shared with the libffi engine
  * (life/quarantine.h): both hand released entries to nt_quarantine_push, under
  * one policy.
+ *
+ * Place in the pipeline: engine: between the neutral half (engine/native.c)
+ * and the arch files (engine/arch/).
  */
 #ifndef NUMTHUNK_NATIVE_H
 #define NUMTHUNK_NATIVE_H

@@ -2,7 +2,7 @@
  * numthunk native engine, the handler planner: plan -> steps, for any
  * architecture described by an nt_abi (engine/route.h).
  *
- * Place in the pipeline: between the plan (plan/plan.c) and the architecture
+ * Place in the pipeline: engine, between the plan (plan/plan.c) and the architecture
  * file's emitters (engine/arch/<arch>.c). engine/native.c asks here whether a plan can
  * run natively, for its shape key, and for its handler's code:
  * nt_handler_gen plans the handler, then hands each step to the arch.

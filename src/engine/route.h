@@ -17,6 +17,9 @@
  * libffi divides the work the same way (ffi_prep_cif_core, then
  * ffi_prep_cif_machdep), as sljit keeps its common code apart from each
  * CPU's.
+ *
+ * Place in the pipeline: engine: between engine/native.c, engine/route.c and
+ * the arch files.
  */
 #ifndef NUMTHUNK_HANDLER_PLAN_H
 #define NUMTHUNK_HANDLER_PLAN_H

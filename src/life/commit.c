@@ -29,6 +29,9 @@
  * below was released, so a call from Python raises instead of reaching the
  * released thunk's trap. A thunk never depends on itself: a bind or rebind
  * that would close a cycle is refused.
+ *
+ * Place in the pipeline: life: above the engines and the conversion, below
+ * the Python type (python/thunk.c) that calls it.
  */
 #include "life/thunk.h"
 #include "life/quarantine.h"

@@ -1,7 +1,7 @@
 /*
  * numthunk fork hooks: what the core does around fork() (life/fork.h).
  *
- * Place in the pipeline: the thunk's life, across processes. Registered
+ * Place in the pipeline: life, across processes. Registered
  * once, by the first quarantine push, the native engine's start or the
  * module's import. Around fork() the hooks hold the quarantine's lock, then
  * the native engine's (lock order: quarantine, then engine), so that a

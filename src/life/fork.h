@@ -1,6 +1,8 @@
 /*
  * numthunk fork hooks (life/fork.c): the locks the core holds across
  * fork(), and the fork generation a child moves on to.
+ *
+ * Place in the pipeline: life (life/fork.c).
  */
 #ifndef NUMTHUNK_FORK_H
 #define NUMTHUNK_FORK_H

@@ -2,7 +2,7 @@
  * numthunk quarantine: belongs to no engine and no architecture
  * (life/quarantine.h).
  *
- * Place in the pipeline: beside the engines. engine/native.c pushes released
+ * Place in the pipeline: life, beside the engines. engine/native.c pushes released
  * slots, engine/ffi.c released closures; each item leaves, in release
  * order, once config->quarantine later releases have happened. engine/native.c
  * also pushes handler code no plan uses, which waits on the same clock. The

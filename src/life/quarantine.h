@@ -5,6 +5,8 @@
  * LowLevelCallable, a Numba constant, a C struct), so neither engine reuses
  * it at once: both hand released entries to nt_quarantine_push, under one
  * policy (NUMTHUNK_NO_REUSE, the length configured in engine/choose.c).
+ *
+ * Place in the pipeline: life, beside the engines (life/quarantine.c).
  */
 #ifndef NUMTHUNK_QUARANTINE_H
 #define NUMTHUNK_QUARANTINE_H

@@ -2,7 +2,7 @@
  * numthunk registry: thunks by entry address, and the addresses of
  * collected thunks that still wait in the quarantine.
  *
- * Place in the pipeline: beside the engines, above them. A thunk's address
+ * Place in the pipeline: life, beside the engines, above them. A thunk's address
  * reaches bind() again as a bare int (signature=, address(n), a ctypes cast
  * of the int); the registry turns it back into its thunk, so that the thunk
  * that uses it can hold it, count it in its chain depth, take its GIL need

@@ -4,7 +4,7 @@
  * over double (const double *, int)" and the target), which an entry's
  * trap reads, and the trap itself, which writes it and aborts.
  *
- * Place in the pipeline: the thunk's life, after release. Both engines
+ * Place in the pipeline: life, after release. Both engines
  * point a released entry here (engine/native.c through its trap code,
  * engine/ffi.c from its closure handler).
  */

@@ -3,6 +3,9 @@
  * runs over, shared by python/thunk.c (the Python type) and life/commit.c (creation,
  * rebind, the dependency graph, teardown). docs/architecture.md describes
  * the states these fields carry and who may change them.
+ *
+ * Place in the pipeline: life: shared by life/commit.c and the Python
+ * boundary (python/).
  */
 #ifndef NUMTHUNK_THUNK_H
 #define NUMTHUNK_THUNK_H

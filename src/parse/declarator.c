@@ -16,6 +16,9 @@
  * are bounded, there are no fixed buffers that input can overflow, and every
  * error path frees what it built. Errors carry the 0-based column of the
  * offending token. No Python here.
+ *
+ * Place in the pipeline: parse, the first stage: text in, nt_sig out, for the
+ * plan (plan/plan.c) and everything after.
  */
 #include "numthunk.h"
 

@@ -7,6 +7,8 @@
  * so the table is right on LP64, LLP64 and ILP32 alike. What each kind is
  * (size, range, C text, names elsewhere) is the kind table's (kinds.c). No
  * Python here: parse/declarator.c, kinds.c and this file build and fuzz on their own.
+ *
+ * Place in the pipeline: parse, the first stage, under parse/declarator.c.
  */
 #include "numthunk.h"
 

@@ -2,9 +2,12 @@
  * Binding plans, their cache, and contexts (ABI-independent).
  *
  * A plan says, for each target parameter, whether the thunk's caller
- * forwards it or a bound value cell in the context supplies it. Backends
- * read plans; they never see Python objects. Cells are 8-byte aligned so a
- * engine can load any scalar cell with one 64-bit move.
+ * forwards it or a bound value cell in the context supplies it. Engines
+ * read plans; they never see Python objects. Cells are 8-byte aligned so
+ * the engine can load any scalar cell with one 64-bit move.
+ *
+ * Place in the pipeline: plan, after parse: a signature and a binding pattern
+ * in, the plan the conversion and the engines read out.
  */
 #include "numthunk.h"
 #include <stddef.h>

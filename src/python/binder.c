@@ -2,6 +2,9 @@
  * numthunk._core._Binder: numthunk.bind with its common case in C, the
  * Python boundary's fast path from a Function to a Thunk (life/commit.c
  * makes it, as it makes every thunk).
+ *
+ * Place in the pipeline: python, the boundary: a call of numthunk.bind in, a
+ * thunk from life/commit.c out.
  */
 #include "life/thunk.h"
 

@@ -12,6 +12,9 @@
  * every check and every lifetime rule is the one Python users get. Arrays,
  * numbers, None, address() and DLPack exporters need no Python code. The table is append-only: version and
  * size let an extension built against an older header run on a newer core.
+ *
+ * Place in the pipeline: python, the boundary for C and Cython callers: the
+ * same stages as the Python types, through a table.
  */
 #include "convert/dlpack.h"
 #include "../../numthunk/include/numthunk/capi.h"

@@ -3,6 +3,9 @@
  * an nt_error (status, message, signature column); this file turns one
  * into the matching Python exception. Messages are built where the
  * failure is detected; only the exception class is chosen here.
+ *
+ * Place in the pipeline: python, the boundary: every stage's nt_error becomes
+ * an exception here.
  */
 #include "python/pyapi.h"
 

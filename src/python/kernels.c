@@ -2,6 +2,9 @@
  * Reference kernels shipped in the extension: the demo (`python -m
  * numthunk`) and the benchmarks need a real C target and a C caller even
  * where Numba is not installed.
+ *
+ * Place in the pipeline: python, the boundary: C functions the module exports
+ * for the demo and benchmarks, beside the pipeline.
  */
 #include "python/pyapi.h"
 

@@ -4,6 +4,9 @@
  * contig, const)} (numthunk.Function and numthunk.cython write them from
  * the text form 'double[:, ::1]'), read into nt_mvspec rows that
  * convert/value.c checks each bound or forwarded buffer against.
+ *
+ * Place in the pipeline: python, the boundary: Python declarations in,
+ * nt_mvspec rows for convert/value.c out.
  */
 #include "python/pyapi.h"
 

@@ -5,6 +5,9 @@
  * from C (the kind table as _core.kinds, checked scalar conversion for
  * ref(), engine_info()). docs/architecture.md, "The C/Python boundary",
  * says what is registered and why there is one core.
+ *
+ * Place in the pipeline: python, the boundary: the module that holds every
+ * type and the state.
  */
 #include "python/pyapi.h"
 #include "engine/native.h"

@@ -3,6 +3,9 @@
  * and the helpers they share. Everything that touches PyObject lives above
  * this line of the pipeline; parse/spellings.c, parse/declarator.c, plan/plan.c and the engines never
  * include it.
+ *
+ * Place in the pipeline: python: shared by the Python boundary and the
+ * convert stage.
  */
 #ifndef NUMTHUNK_PYAPI_H
 #define NUMTHUNK_PYAPI_H

@@ -6,6 +6,9 @@
  * name -> type text, for the mangled names in Cython capsules). A heap
  * type made from its spec with the module (nt_signature_add), kept in the
  * module state.
+ *
+ * Place in the pipeline: python, the boundary over parse and plan: a parsed
+ * signature and its plan cache.
  */
 #include "python/pyapi.h"
 

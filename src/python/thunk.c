@@ -19,6 +19,9 @@
  *
  * The entry never needs the GIL. __call__ (from Python) releases it only
  * for targets that declare nogil.
+ *
+ * Place in the pipeline: python, the boundary over life: what Python calls on
+ * a thunk, handed to life/commit.c and the engines.
  */
 #include "life/thunk.h"
 #include "life/fork.h"

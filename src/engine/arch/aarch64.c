@@ -2,7 +2,7 @@
  * numthunk native engine for AArch64 Linux (AAPCS64): the architecture's
  * half, its ABI description and its encoders.
  *
- * Place in the pipeline: the native engine's architecture file, as
+ * Place in the pipeline: engine, the native engine's architecture file, as
  * engine/arch/x86_64.c is on x86-64. It supplies an nt_arch (engine/native.h): AAPCS64
  * as the handler planner needs it (engine/route.c decides from it which
  * plans run natively, each parameter's location and the order of the

@@ -2,7 +2,7 @@
  * numthunk native engine for x86-64 System V (Linux): the architecture's
  * half, its ABI description and its encoders.
  *
- * Place in the pipeline: the native engine's architecture file. It supplies
+ * Place in the pipeline: engine, the native engine's architecture file. It supplies
  * an nt_arch (engine/native.h): the System V ABI as the handler planner needs it
  * (engine/route.c decides from it which plans run natively, each
  * parameter's location and the order of the moves), the entry stub's

@@ -13,6 +13,9 @@
  * instruction cache to its caller (engine/native.c flushes once per placement).
  * Handlers (code without data) come back to the policy when no plan uses
  * them and the quarantine has passed; stub blocks never do.
+ *
+ * Place in the pipeline: engine, below the native engine: engine/native.c
+ * places code through these policies.
  */
 #ifndef NUMTHUNK_EXECMEM_H
 #define NUMTHUNK_EXECMEM_H

@@ -27,6 +27,9 @@
  * came back, and starts a new file on its next write, so neither process
  * ever grows or writes the other's code (a block of the old file released
  * in the child is in no chunk of its own file: it is left alone).
+ *
+ * Place in the pipeline: engine, below the native engine
+ * (engine/memory/execmem.h).
  */
 #include <errno.h>
 #include <stdlib.h>

@@ -12,6 +12,9 @@
  * Under SELinux deny_execmem the RW->RX mprotect fails; init() finds that
  * out with a probe page and the native engine then stands down in favour
  * of libffi. fork() needs nothing: all pages are private.
+ *
+ * Place in the pipeline: engine, below the native engine
+ * (engine/memory/execmem.h).
  */
 #include <errno.h>
 #include <string.h>
