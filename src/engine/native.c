@@ -150,10 +150,26 @@ static void after_fork_child(void)
 }
 
 static void make_trap_handler(void);
+static void init(void);
+
+/* The arch the engine starts with: this platform's, or the one a test
+   named before the engine started (nt_native_test_arch). */
+static const nt_arch *arch_chosen;
+
+int nt_native_test_arch(const nt_arch *a)
+{
+    /* Tests call it first, from one thread, before anything else asks the
+       engine: afterwards the engine has started and keeps its arch. */
+    if (arch_chosen == NULL)
+        arch_chosen = a;
+    pthread_once(&init_once, init);
+    return arch == a && a != NULL ? 0 : -1;
+}
 
 static void init(void)
 {
-    if (nt_arch_native == NULL)
+    const nt_arch *native = arch_chosen != NULL ? arch_chosen : nt_arch_native;
+    if (native == NULL)
         return;
     /* Otherwise arch stays NULL: this engine takes no plan. A block is
        stubs then a slot page, in NT_PAGE_SIZE units: on a kernel with 16
@@ -162,13 +178,13 @@ static void init(void)
         note_fallback("page size", "not 4 KiB: new thunks use libffi");
         return;
     }
-    if (nt_abi_check(&nt_arch_native->abi) != 0) {
+    if (nt_abi_check(&native->abi) != 0) {
         note_fallback("architecture",
                       "inconsistent ABI description: new "
                       "thunks use libffi");
         return;
     }
-    arch = nt_arch_native;
+    arch = native;
     block_code = nt_round_up(BLOCK_STUBS * arch->stub_size, NT_PAGE_SIZE);
     stub_image = malloc(block_code);
     if (stub_image == NULL) {

@@ -104,6 +104,13 @@ size_t nt_handler_gen(const nt_arch *arch, const nt_plan *plan, uint8_t *code, s
 
 /* The arch of this platform's native engine (engine/choose.c), NULL if none. */
 extern const nt_arch *const nt_arch_native;
+
+/* Tests only: starts the native engine on arch a instead of nt_arch_native
+   (tests/c/test_native.c runs Apple's arm64 description under qemu on
+   Linux, against Apple-compiled code). Must come before anything else asks
+   the engine. 0 if the engine now runs on a, else -1 (it had started, or
+   does not start on a). */
+int nt_native_test_arch(const nt_arch *a);
 /* Executable-memory policies in the order to try them, NULL-terminated
    (engine/choose.c). */
 extern const nt_execmem *const nt_execmem_policies[];

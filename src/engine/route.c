@@ -64,7 +64,8 @@ int nt_abi_check(const nt_abi *abi)
         || abi->n_arg_regs[NT_CLS_FP] > NT_MAX_ARG_REGS || abi->max_args < 0
         || abi->max_args > NT_PLAN_MAX_ARGS || abi->stack_slot == 0
         || abi->stack_align % abi->stack_slot != 0
-        || (abi->stack_align & (abi->stack_align - 1)) != 0 || !ext_table_fits(abi, abi->ext)
+        || (abi->stack_align & (abi->stack_align - 1)) != 0
+        || (abi->stack_packed && abi->stack_align % 8 != 0) || !ext_table_fits(abi, abi->ext)
         || !ext_table_fits(abi, abi->bound_ext))
         return -1;
     if (is_arg_reg(abi, NT_LOC_GPR, abi->ctx_reg) || abi->copy[NT_LOC_GPR] == abi->ctx_reg)
@@ -91,9 +92,16 @@ typedef struct {
     uint8_t ext; /* abi->ext (or the kind's), abi->bound_ext
                     if bound */
     uint8_t bound;
+    uint8_t size;    /* packed stacks: the natural size (1, 2, 4, 8); else 0 */
     uint16_t fwd;    /* forwarded only */
     uint32_t offset; /* bound only */
 } shape_arg;
+
+/* A packed stack argument's size as a key's 2 bits: log2 of 1, 2, 4, 8. */
+static unsigned size_code(unsigned size)
+{
+    return size >= 8 ? 3u : size >= 4 ? 2u : size >= 2 ? 1u : 0u;
+}
 
 /* The shape of a plan: one entry per target parameter. 0 or -1. */
 static int plan_shape(const nt_abi *abi, const nt_plan *plan, shape_arg *out)
@@ -106,7 +114,13 @@ static int plan_shape(const nt_abi *abi, const nt_plan *plan, shape_arg *out)
         const nt_slot *s = &plan->slots[i];
         if (s->kind >= NT_KIND_COUNT || !(abi->arg_kinds & NT_KIND_BIT(s->kind)))
             return -1;
-        shape_arg a = { NT_IS_FLOAT(s->kind) ? NT_CLS_FP : NT_CLS_INT, NT_EXT_NONE, 0, 0, 0 };
+        shape_arg a = { NT_IS_FLOAT(s->kind) ? NT_CLS_FP : NT_CLS_INT, NT_EXT_NONE, 0, 0, 0, 0 };
+        if (abi->stack_packed) {
+            /* scalars only (arg_kinds): their alignment is their size */
+            a.size = (uint8_t)nt_kinds[s->kind].size;
+            if (a.size != 1 && a.size != 2 && a.size != 4 && a.size != 8)
+                return -1;
+        }
         if (s->src == NT_SRC_BOUND) {
             /* one load reaches the cell; cells are 8-byte aligned */
             if (s->offset > abi->max_bound_offset || (s->offset & 7))
@@ -138,6 +152,7 @@ nt_status nt_handler_supports(const nt_abi *abi, const nt_plan *plan)
 _Static_assert(2 + 6 * NT_PLAN_MAX_ARGS <= NT_SHAPE_KEY_MAX, "shape key too long");
 _Static_assert(NT_PLAN_MAX_ARGS <= 255, "a key byte holds a count");
 _Static_assert(NT_EXT_COUNT <= 8, "a key byte holds the extension in 3 bits");
+/* key byte: class (bit 0), extension (1-3), bound (4), packed size (5-6) */
 
 size_t nt_handler_key(const nt_abi *abi, const nt_plan *plan, uint8_t *key)
 {
@@ -149,7 +164,8 @@ size_t nt_handler_key(const nt_abi *abi, const nt_plan *plan, uint8_t *key)
     key[n++] = (uint8_t)plan->nfwd;
     for (int i = 0; i < plan->nargs; i++) {
         const shape_arg *a = &shape[i];
-        key[n++] = (uint8_t)(a->cls | (a->ext << 1) | (a->bound << 4));
+        key[n++] = (uint8_t)(a->cls | (a->ext << 1) | (a->bound << 4)
+                             | (a->size != 0 ? size_code(a->size) << 5 : 0));
         key[n++] = (uint8_t)a->fwd;
         for (int k = 0; k < 4; k++)
             key[n++] = (uint8_t)(a->offset >> (8 * k));
@@ -160,23 +176,32 @@ size_t nt_handler_key(const nt_abi *abi, const nt_plan *plan, uint8_t *key)
 /* ------------------------------------------------------------------------ */
 /* Locations                                                                 */
 
-/* The ABI's locations for a parameter list given by class; stack slot k is
-   at [sp + stack_base + slot * k]. Returns the number of stack slots. */
-static int assign_locations(const nt_abi *abi, const uint8_t *cls, int n, int32_t stack_base,
-                            nt_loc *out)
+/* The ABI's locations for a parameter list given by class (and natural
+   size, for a packed stack); stack slot k is at [sp + stack_base + slot *
+   k], or a packed argument at the next multiple of its size. Returns the
+   bytes of stack arguments. */
+static int assign_locations(const nt_abi *abi, const shape_arg *const *param, int n,
+                            int32_t stack_base, nt_loc *out)
 {
     int used[NT_NCLASS] = { 0, 0 }, nstack = 0;
     for (int i = 0; i < n; i++) {
-        int c = cls[i];
+        int c = param[i]->cls;
         if (c == NT_CLS_FP && used[c] == abi->n_arg_regs[c] && abi->fp_in_gpr)
             c = NT_CLS_INT; /* in the integer convention from here */
         if (used[c] < abi->n_arg_regs[c]) {
-            nt_loc l = { c == NT_CLS_INT ? NT_LOC_GPR : NT_LOC_FPR, abi->arg_regs[c][used[c]++],
+            nt_loc l = { c == NT_CLS_INT ? NT_LOC_GPR : NT_LOC_FPR, abi->arg_regs[c][used[c]++], 0,
                          0 };
             out[i] = l;
-        } else {
-            nt_loc l = { NT_LOC_MEM, abi->sp_reg, stack_base + abi->stack_slot * nstack++ };
+        } else if (abi->stack_packed) {
+            int size = param[i]->size;
+            nstack = (nstack + size - 1) / size * size;
+            nt_loc l = { NT_LOC_MEM, abi->sp_reg, stack_base + nstack, (uint8_t)size };
             out[i] = l;
+            nstack += size;
+        } else {
+            nt_loc l = { NT_LOC_MEM, abi->sp_reg, stack_base + nstack, 0 };
+            out[i] = l;
+            nstack += abi->stack_slot;
         }
     }
     return nstack;
@@ -184,7 +209,19 @@ static int assign_locations(const nt_abi *abi, const uint8_t *cls, int n, int32_
 
 static int loc_eq(nt_loc a, nt_loc b)
 {
-    return a.kind == b.kind && a.reg == b.reg && a.disp == b.disp;
+    return a.kind == b.kind && a.reg == b.reg && a.disp == b.disp
+        && (a.kind != NT_LOC_MEM || NT_LOC_BYTES(a) == NT_LOC_BYTES(b));
+}
+
+/* Whether writing a clobbers any of b: the same register, or memory whose
+   bytes meet (packed stack arguments may meet without being equal). */
+static int loc_overlaps(nt_loc a, nt_loc b)
+{
+    if (a.kind != b.kind || a.reg != b.reg)
+        return 0;
+    if (a.kind != NT_LOC_MEM)
+        return 1;
+    return a.disp < b.disp + NT_LOC_BYTES(b) && b.disp < a.disp + NT_LOC_BYTES(a);
 }
 
 static void add_step(nt_route *hp, int op, int cls, int ext, nt_loc dst, nt_loc src)
@@ -204,8 +241,11 @@ typedef struct {
 /*
  * Schedules a set of moves as if all happened at once. Destinations are
  * distinct and so are sources (each thunk parameter feeds exactly one
- * target parameter), so the moves form simple chains and cycles: a move
- * runs once no pending move still reads its destination; when only cycles
+ * target parameter), and a destination meets another move's source only
+ * by being it (nt_route_make takes the frame form where packed stack
+ * arguments would meet otherwise), so the moves form simple chains and
+ * cycles: a move runs once no pending move still reads its destination;
+ * when only cycles
  * are left, one value is parked in its class's cycle register (already
  * extended), which turns its cycle into a chain. A chain runs to its end
  * before another cycle is broken, so one cycle register per class is
@@ -219,11 +259,11 @@ static void schedule_moves(const nt_abi *abi, move *m, int n, nt_route *hp)
         for (int i = 0; i < n; i++) {
             if (m[i].done)
                 continue;
-            /* no move reads its own destination (a value already in
-               place is no move: nt_route_make) */
+            /* a move may read its own destination (in place is no move,
+               nt_route_make; a packed one may overlap its source) */
             int blocked = 0;
             for (int j = 0; j < n && !blocked; j++)
-                blocked = !m[j].done && loc_eq(m[j].src, m[i].dst);
+                blocked = j != i && !m[j].done && loc_overlaps(m[i].dst, m[j].src);
             if (blocked)
                 continue;
             add_step(hp, NT_STEP_MOVE, m[i].cls, m[i].ext, m[i].dst, m[i].src);
@@ -256,14 +296,42 @@ static void schedule_moves(const nt_abi *abi, move *m, int n, nt_route *hp)
 static int32_t frame_size(const nt_abi *abi, int target_stack)
 {
     int32_t above = abi->entry_pushed + abi->frame_record;
-    int32_t need = abi->stack_slot * target_stack + above;
+    int32_t need = target_stack + above;
     return (int32_t)nt_round_up((size_t)need, abi->stack_align) - above;
+}
+
+/* Packed stacks, tail form: whether some forwarded argument's destination
+   meets another's source without being it (a byte of an int where a char
+   was). The moves would then not be chains and cycles; the frame form
+   writes the target's arguments apart from the caller's. */
+static int packed_moves_meet(const shape_arg *shape, int nargs, const nt_loc *tloc,
+                             const nt_loc *floc)
+{
+    for (int i = 0; i < nargs; i++) {
+        if (shape[i].bound || tloc[i].kind != NT_LOC_MEM)
+            continue;
+        for (int j = 0; j < nargs; j++) {
+            if (j == i || shape[j].bound)
+                continue;
+            nt_loc src = floc[shape[j].fwd];
+            if (loc_overlaps(tloc[i], src) && !loc_eq(tloc[i], src))
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* The extension of a value written to loc: none into a packed stack
+   argument, which holds the value's own bytes only. */
+static int ext_into(const nt_abi *abi, int ext, nt_loc loc)
+{
+    return abi->stack_packed && loc.kind == NT_LOC_MEM ? NT_EXT_NONE : ext;
 }
 
 int nt_route_make(const nt_abi *abi, const nt_plan *plan, nt_route *hp)
 {
     shape_arg shape[NT_PLAN_MAX_ARGS];
-    uint8_t tcls[NT_PLAN_MAX_ARGS], fcls[NT_PLAN_MAX_ARGS];
+    const shape_arg *tparam[NT_PLAN_MAX_ARGS], *fparam[NT_PLAN_MAX_ARGS];
     nt_loc tloc[NT_PLAN_MAX_ARGS], floc[NT_PLAN_MAX_ARGS];
     move mv[NT_PLAN_MAX_ARGS];
     int nargs = plan->nargs, nfwd = plan->nfwd;
@@ -271,22 +339,27 @@ int nt_route_make(const nt_abi *abi, const nt_plan *plan, nt_route *hp)
     if (plan_shape(abi, plan, shape) != 0)
         return -1;
     for (int i = 0; i < nargs; i++) {
-        tcls[i] = shape[i].cls;
+        tparam[i] = &shape[i];
         if (!shape[i].bound)
-            fcls[shape[i].fwd] = shape[i].cls;
+            fparam[shape[i].fwd] = &shape[i];
     }
     hp->nsteps = 0;
-    hp->target_stack = assign_locations(abi, tcls, nargs, 0, tloc);
-    hp->thunk_stack = assign_locations(abi, fcls, nfwd, 0, floc);
+    hp->target_stack = assign_locations(abi, tparam, nargs, 0, tloc);
+    hp->thunk_stack = assign_locations(abi, fparam, nfwd, 0, floc);
     hp->tail = hp->target_stack <= hp->thunk_stack;
+    if (hp->tail && abi->stack_packed) {
+        assign_locations(abi, fparam, nfwd, abi->entry_pushed, floc);
+        assign_locations(abi, tparam, nargs, abi->entry_pushed, tloc);
+        hp->tail = !packed_moves_meet(shape, nargs, tloc, floc);
+    }
     hp->frame = hp->tail ? 0 : frame_size(abi, hp->target_stack);
 
     /* Incoming stack arguments sit above what the caller pushed (and our
        frame); outgoing ones at the bottom of our frame, or (tail form) in
        the same incoming area. */
     int32_t in_base = abi->entry_pushed + (hp->tail ? 0 : abi->frame_record + hp->frame);
-    assign_locations(abi, fcls, nfwd, in_base, floc);
-    assign_locations(abi, tcls, nargs, hp->tail ? abi->entry_pushed : 0, tloc);
+    assign_locations(abi, fparam, nfwd, in_base, floc);
+    assign_locations(abi, tparam, nargs, hp->tail ? abi->entry_pushed : 0, tloc);
 
     /* 1. Forwarded values, all at once. */
     int n = 0;
@@ -294,13 +367,14 @@ int nt_route_make(const nt_abi *abi, const nt_plan *plan, nt_route *hp)
         if (shape[i].bound)
             continue;
         nt_loc src = floc[shape[i].fwd];
+        int ext = ext_into(abi, shape[i].ext, tloc[i]);
         if (loc_eq(src, tloc[i])) {
             /* Already in place: only the extension is left. */
-            if (shape[i].ext != NT_EXT_NONE)
-                add_step(hp, NT_STEP_MOVE, shape[i].cls, shape[i].ext, tloc[i], tloc[i]);
+            if (ext != NT_EXT_NONE)
+                add_step(hp, NT_STEP_MOVE, shape[i].cls, ext, tloc[i], tloc[i]);
             continue;
         }
-        move m = { tloc[i], src, shape[i].cls, shape[i].ext, 0 };
+        move m = { tloc[i], src, shape[i].cls, (uint8_t)ext, 0 };
         mv[n++] = m;
     }
     schedule_moves(abi, mv, n, hp);
@@ -309,8 +383,10 @@ int nt_route_make(const nt_abi *abi, const nt_plan *plan, nt_route *hp)
     for (int i = 0; i < nargs; i++) {
         if (!shape[i].bound)
             continue;
-        nt_loc src = { NT_LOC_MEM, abi->ctx_reg, NT_CTX_VALUES_OFFSET + (int32_t)shape[i].offset };
-        add_step(hp, NT_STEP_LOAD, shape[i].cls, shape[i].ext, tloc[i], src);
+        nt_loc src = { NT_LOC_MEM, abi->ctx_reg, NT_CTX_VALUES_OFFSET + (int32_t)shape[i].offset,
+                       0 };
+        add_step(hp, NT_STEP_LOAD, shape[i].cls, ext_into(abi, shape[i].ext, tloc[i]), tloc[i],
+                 src);
     }
     return 0;
 }

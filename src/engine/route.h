@@ -40,7 +40,14 @@ typedef struct {
     uint8_t kind; /* NT_LOC_* */
     uint8_t reg;  /* register, or the base register of memory */
     int32_t disp;
+    /* Memory: the bytes read or written there, 0 for 8 (a stack slot, a
+       value cell). Only an ABI that packs stack arguments (nt_abi's
+       stack_packed) has others: a parameter's natural size, 1, 2 or 4. */
+    uint8_t size;
 } nt_loc;
+
+/* The bytes of memory a location covers. */
+#define NT_LOC_BYTES(l) ((l).size != 0 ? (int32_t)(l).size : 8)
 
 /* Kind sets (bit 1 << kind). */
 #define NT_KIND_BIT(k) (1u << (k))
@@ -59,7 +66,8 @@ typedef struct {
  * An architecture's calling convention, as much of it as the planner needs.
  * Each architecture file provides one (in its nt_arch). Stack arguments are
  * stack_slot bytes each, in parameter order, the first at the caller's sp
- * at its call instruction.
+ * at its call instruction; or, where stack_packed says so, each takes its
+ * natural size at its natural alignment (Apple's arm64 ABI).
  */
 typedef struct nt_abi {
     /* Argument registers of each class, in the order they are taken, and
@@ -68,6 +76,12 @@ typedef struct nt_abi {
     uint8_t n_arg_regs[NT_NCLASS];
     uint8_t stack_slot;  /* bytes per stack argument */
     uint8_t stack_align; /* sp alignment at a call, a multiple of the slot */
+    /* Stack arguments packed: each at the next offset aligned to its
+       natural alignment, taking its natural size (a char one byte, an int
+       four), instead of one slot each. The handler then reads and writes
+       each with an access of that size, and a narrow int written to the
+       stack is not widened (its callee reads only its own bytes). */
+    uint8_t stack_packed;
     /* Bytes the caller's call pushed (a return address), so that the
        incoming stack arguments start this far above sp at the handler's
        entry: where the tail form finds them and writes the target's. */
@@ -128,15 +142,17 @@ typedef struct {
 
 /*
  * A handler, planned. Tail form (the target's stack arguments fit in the
- * caller's area): entry, steps, jump to the target. Frame form: entry,
+ * caller's area, and, where they are packed, each of the target's lies
+ * either apart from every forwarded one or exactly on one): entry, steps,
+ * jump to the target. Frame form: entry,
  * frame_record bytes pushed, sp lowered by frame, steps, call, sp raised,
  * frame record popped, return; frame keeps sp aligned at the call.
  */
 typedef struct {
     int tail;
     int32_t frame;    /* frame form only; 0 in the tail form */
-    int thunk_stack;  /* stack slots the caller passes */
-    int target_stack; /* stack slots the target takes */
+    int thunk_stack;  /* bytes of stack arguments the caller passes */
+    int target_stack; /* bytes of stack arguments the target takes */
     int nsteps;
     nt_step steps[2 * NT_PLAN_MAX_ARGS]; /* a move per argument, a park per cycle */
 } nt_route;

@@ -29,7 +29,7 @@
 #include "engine/native.h"
 #include "check.h"
 
-extern const nt_arch nt_arch_x86_64_sysv, nt_arch_aarch64_linux;
+extern const nt_arch nt_arch_x86_64_sysv, nt_arch_aarch64_linux, nt_arch_aarch64_apple;
 
 /* ------------------------------------------------------------------------ */
 /* ABI descriptions besides the arch files'                                  */
@@ -110,6 +110,24 @@ static const nt_abi tiny_shared = {
     .max_args = 24, .max_bound_offset = 4096,
 };
 
+/* Stack arguments packed to their natural size and alignment (as Apple's
+   arm64 ABI has them), with few registers and a return address pushed:
+   chars, shorts and ints share 8 bytes, and the forwarded and the target's
+   stack arguments meet at odd offsets. */
+static const nt_abi tiny_packed = {
+    .arg_regs = { { 3, 0 }, { 5 } },
+    .n_arg_regs = { 2, 1 },
+    .stack_slot = 8, .stack_align = 16, .stack_packed = 1,
+    .entry_pushed = 8, .frame_record = 0,
+    .sp_reg = 15, .ctx_reg = 14,
+    .cycle = { { NT_LOC_GPR, 13, 0, 0 }, { NT_LOC_FPR, 7, 0, 0 } },
+    .copy = { 12, 6 },
+    .arg_kinds = NT_KINDS_SCALAR,
+    .ret_kinds = NT_KIND_BIT(NT_VOID) | NT_KINDS_SCALAR,
+    .ext = NULL,
+    .max_args = 40, .max_bound_offset = 1u << 20,
+};
+
 /* ------------------------------------------------------------------------ */
 /* The machine model                                                         */
 
@@ -119,45 +137,52 @@ static const nt_abi tiny_shared = {
 
 typedef struct {
     uint64_t reg[2][NREG];           /* [NT_LOC_GPR or NT_LOC_FPR][reg] */
-    uint64_t stack[STACK];           /* byte address / 8 */
+    uint8_t stack[STACK * 8];        /* by byte address */
     uint8_t wrote_reg[2][NREG];
-    uint8_t wrote_stack[STACK];
     int64_t sp;
     const uint64_t *cells;           /* the context's value cells */
     int ncells;
     int bad;                         /* a read or write outside the model */
 } machine;
 
-static uint64_t *
-cell(machine *m, const nt_abi *abi, nt_loc l, int write)
+/* The value at l, or (write) v stored there: a register whole, memory as
+   many bytes as the location says (little-endian), aligned to them. */
+static uint64_t
+access(machine *m, const nt_abi *abi, nt_loc l, int write, uint64_t v)
 {
-    static uint64_t sink;
     if (l.kind != NT_LOC_MEM) {
         if (l.reg >= NREG) {
             m->bad = 1;
-            return &sink;
+            return 0;
         }
-        if (write)
+        if (write) {
             m->wrote_reg[l.kind][l.reg] = 1;
-        return &m->reg[l.kind][l.reg];
+            m->reg[l.kind][l.reg] = v;
+        }
+        return m->reg[l.kind][l.reg];
     }
     if (l.reg == abi->ctx_reg && !write) {
         int32_t at = l.disp - NT_CTX_VALUES_OFFSET;
-        if (at < 0 || at % 8 != 0 || at / 8 >= m->ncells) {
+        if (at < 0 || at % 8 != 0 || at / 8 >= m->ncells || NT_LOC_BYTES(l) != 8) {
             m->bad = 1;
-            return &sink;
+            return 0;
         }
-        return (uint64_t *)&m->cells[at / 8];
+        return m->cells[at / 8];
     }
     int64_t addr = m->sp + l.disp;
-    if (l.reg != abi->sp_reg || addr < 0 || addr % 8 != 0
-        || addr / 8 >= STACK) {
+    int n = NT_LOC_BYTES(l);
+    if (l.reg != abi->sp_reg || addr < 0 || addr % n != 0
+        || addr + n > (int64_t)sizeof(m->stack)) {
         m->bad = 1;
-        return &sink;
+        return 0;
     }
-    if (write)
-        m->wrote_stack[addr / 8] = 1;
-    return &m->stack[addr / 8];
+    uint64_t got = 0;
+    for (int b = 0; b < n; b++) {
+        if (write)
+            m->stack[addr + b] = (uint8_t)(v >> (8 * b));
+        got |= (uint64_t)m->stack[addr + b] << (8 * b);
+    }
+    return got;
 }
 
 static uint64_t
@@ -174,35 +199,61 @@ widen(int ext, uint64_t v)
 }
 
 /* Where the ABI puts a list of parameters of these kinds: registers, or
-   stack slot j at byte address base + slot * j. */
+   stack slot j at byte address base + slot * j, or (packed) each at the
+   next multiple of its size. Returns the bytes of stack arguments. */
 typedef struct {
     int kind;                        /* NT_LOC_* */
     int reg;
     int64_t addr;
+    int size;                        /* memory: bytes */
 } place;
 
 static int
 places(const nt_abi *abi, const int *kinds, int n, int64_t base, place *out)
 {
-    int gpr = 0, fpr = 0, stack = 0;
+    int gpr = 0, fpr = 0, bytes = 0;
     for (int i = 0; i < n; i++) {
         int fp = NT_IS_FLOAT(kinds[i]);
         if (fp && fpr < abi->n_arg_regs[NT_CLS_FP]) {
-            out[i] = (place){ NT_LOC_FPR, abi->arg_regs[NT_CLS_FP][fpr++], 0 };
+            out[i] = (place){ NT_LOC_FPR, abi->arg_regs[NT_CLS_FP][fpr++], 0, 0 };
         } else if ((!fp || abi->fp_in_gpr)
                    && gpr < abi->n_arg_regs[NT_CLS_INT]) {
-            out[i] = (place){ NT_LOC_GPR, abi->arg_regs[NT_CLS_INT][gpr++], 0 };
+            out[i] = (place){ NT_LOC_GPR, abi->arg_regs[NT_CLS_INT][gpr++], 0, 0 };
         } else {
-            out[i] = (place){ NT_LOC_MEM, 0, base + abi->stack_slot * stack++ };
+            int size = abi->stack_packed ? (int)nt_kinds[kinds[i]].size
+                                         : abi->stack_slot;
+            bytes = (bytes + size - 1) / size * size;
+            out[i] = (place){ NT_LOC_MEM, 0, base + bytes, size };
+            bytes += size;
         }
     }
-    return stack;
+    return bytes;
 }
 
-static uint64_t *
-at(machine *m, place p)
+static uint64_t
+at(machine *m, place p, int write, uint64_t v)
 {
-    return p.kind == NT_LOC_MEM ? &m->stack[p.addr / 8] : &m->reg[p.kind][p.reg];
+    if (p.kind != NT_LOC_MEM) {
+        if (write)
+            m->reg[p.kind][p.reg] = v;
+        return m->reg[p.kind][p.reg];
+    }
+    uint64_t got = 0;
+    for (int b = 0; b < p.size; b++) {
+        if (write)
+            m->stack[p.addr + b] = (uint8_t)(v >> (8 * b));
+        got |= (uint64_t)m->stack[p.addr + b] << (8 * b);
+    }
+    return got;
+}
+
+/* Whether two stack places share a byte without being the same. */
+static int
+meet_apart(place a, place b)
+{
+    return a.kind == NT_LOC_MEM && b.kind == NT_LOC_MEM
+        && a.addr < b.addr + b.size && b.addr < a.addr + a.size
+        && (a.addr != b.addr || a.size != b.size);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -292,7 +343,8 @@ same_place(place p, nt_loc l, int64_t sp)
 {
     if (p.kind != l.kind)
         return 0;
-    return p.kind == NT_LOC_MEM ? p.addr == sp + l.disp : p.reg == l.reg;
+    return p.kind == NT_LOC_MEM ? p.addr == sp + l.disp && p.size == NT_LOC_BYTES(l)
+                                : p.reg == l.reg;
 }
 
 /* Runs plan r under abi; 0 when every check held. */
@@ -319,10 +371,22 @@ run_plan(const char *name, const nt_abi *abi, rplan *r, int it)
     int thunk_stack = places(abi, fkinds, plan->nfwd, CALLER_SP, in);
     int target_stack = places(abi, r->kinds, plan->nargs, 0, out);
     CHECK(hp.thunk_stack == thunk_stack && hp.target_stack == target_stack,
-          "%s plan %d: stack slots %d/%d, want %d/%d", name, it,
+          "%s plan %d: stack bytes %d/%d, want %d/%d", name, it,
           hp.thunk_stack, hp.target_stack, thunk_stack, target_stack);
-    CHECK(hp.tail == (target_stack <= thunk_stack), "%s plan %d: form",
-          name, it);
+    /* the tail form where the target's stack arguments fit in the
+       caller's, unless (packed) a forwarded one would be written where it
+       meets another's source without being it */
+    int tail = target_stack <= thunk_stack;
+    for (int i = 0; i < plan->nargs && tail; i++) {
+        if (plan->slots[i].src != NT_SRC_ARG)
+            continue;
+        place dst = out[i];
+        dst.addr += CALLER_SP;
+        for (int k = 0; k < plan->nfwd && tail; k++)
+            if (k != plan->slots[i].fwd && meet_apart(dst, in[k]))
+                tail = 0;
+    }
+    CHECK(hp.tail == tail, "%s plan %d: form", name, it);
     int64_t call_sp = hp.tail ? entry_sp
                       : entry_sp - abi->frame_record - hp.frame;
     int64_t out_base = hp.tail ? CALLER_SP : call_sp;
@@ -330,8 +394,8 @@ run_plan(const char *name, const nt_abi *abi, rplan *r, int it)
         CHECK(call_sp % abi->stack_align == 0, "%s plan %d: sp %% %d = %d at "
               "the call", name, it, abi->stack_align,
               (int)(call_sp % abi->stack_align));
-        CHECK(hp.frame >= abi->stack_slot * target_stack, "%s plan %d: frame "
-              "%d for %d slots", name, it, (int)hp.frame, target_stack);
+        CHECK(hp.frame >= target_stack, "%s plan %d: frame "
+              "%d for %d bytes", name, it, (int)hp.frame, target_stack);
     }
     for (int i = 0; i < plan->nargs; i++)
         if (out[i].kind == NT_LOC_MEM)
@@ -341,14 +405,13 @@ run_plan(const char *name, const nt_abi *abi, rplan *r, int it)
     for (int f = 0; f < 2; f++)
         for (int i = 0; i < NREG; i++)
             m.reg[f][i] = rng();
-    for (int i = 0; i < STACK; i++)
-        m.stack[i] = rng();
+    for (size_t i = 0; i < sizeof(m.stack); i++)
+        m.stack[i] = (uint8_t)rng();
     memset(m.wrote_reg, 0, sizeof(m.wrote_reg));
-    memset(m.wrote_stack, 0, sizeof(m.wrote_stack));
     uint64_t fwd_val[NT_PLAN_MAX_ARGS], cells[NT_PLAN_MAX_ARGS];
     for (int k = 0; k < plan->nfwd; k++) {
         fwd_val[k] = rng();
-        *at(&m, in[k]) = fwd_val[k];
+        at(&m, in[k], 1, fwd_val[k]);
     }
     for (int i = 0; i < plan->nargs; i++)
         cells[i] = rng();
@@ -362,11 +425,11 @@ run_plan(const char *name, const nt_abi *abi, rplan *r, int it)
     m.sp = hp.tail ? entry_sp : call_sp;
     uint64_t kept[4];                /* return address, frame record */
     for (int w = 0; w < 4; w++)
-        kept[w] = m.stack[(entry_sp - 16) / 8 + w];
+        kept[w] = at(&m, (place){ NT_LOC_MEM, 0, entry_sp - 16 + 8 * w, 8 }, 0, 0);
 
     for (int s = 0; s < hp.nsteps; s++) {
         const nt_step *st = &hp.steps[s];
-        uint64_t v = widen(st->ext, *cell(&m, abi, st->src, 0));
+        uint64_t v = widen(st->ext, access(&m, abi, st->src, 0, 0));
         int allowed = is_cycle_loc(abi, st->dst);
         for (int i = 0; i < plan->nargs && !allowed; i++)
             allowed = same_place(out[i], st->dst, m.sp);
@@ -375,7 +438,7 @@ run_plan(const char *name, const nt_abi *abi, rplan *r, int it)
               (int)st->dst.disp);
         CHECK(st->op != NT_STEP_LOAD || st->src.reg == abi->ctx_reg,
               "%s plan %d step %d: a load not from the context", name, it, s);
-        *cell(&m, abi, st->dst, 1) = v;
+        access(&m, abi, st->dst, 1, v);
     }
     CHECK(!m.bad, "%s plan %d: a step outside the registers, stack or "
           "context", name, it);
@@ -383,7 +446,8 @@ run_plan(const char *name, const nt_abi *abi, rplan *r, int it)
         int64_t addr = entry_sp - 16 + 8 * w;
         int record = addr >= entry_sp - abi->frame_record
                      && addr < entry_sp + abi->entry_pushed;
-        CHECK(!record || m.stack[addr / 8] == kept[w], "%s plan %d: the "
+        CHECK(!record || at(&m, (place){ NT_LOC_MEM, 0, addr, 8 }, 0, 0) == kept[w],
+              "%s plan %d: the "
               "return address or frame record was overwritten", name, it);
     }
 
@@ -394,8 +458,14 @@ run_plan(const char *name, const nt_abi *abi, rplan *r, int it)
         uint64_t want = sl->src == NT_SRC_BOUND
             ? widen(abi->bound_ext ? abi->bound_ext[k] : NT_EXT_NONE, cells[i])
             : widen(fwd_ext(abi, k), fwd_val[sl->fwd]);
-        uint64_t got = *at(&m, out[i]);
-        uint64_t mask = k == NT_F32 ? 0xFFFFFFFFull : ~0ull;
+        uint64_t got = at(&m, out[i], 0, 0);
+        /* a float's low 4 bytes; where stack arguments are packed, a
+           4-byte value read from one fills only its register's low half,
+           and a stack argument holds only its own bytes */
+        uint64_t mask = k == NT_F32 || (abi->stack_packed && nt_kinds[k].size == 4)
+                            ? 0xFFFFFFFFull : ~0ull;
+        if (out[i].kind == NT_LOC_MEM && out[i].size < 8)
+            mask &= (1ull << (8 * out[i].size)) - 1;
         CHECK((got & mask) == (want & mask), "%s plan %d arg %d (kind %d, "
               "%s): got %#llx want %#llx", name, it, i, k,
               sl->src == NT_SRC_BOUND ? "bound" : "forwarded",
@@ -525,13 +595,21 @@ test_keys(const char *name, const nt_abi *abi)
         size_t n2 = nt_handler_key(abi, &b.plan, k2);
         CHECK(n1 == n2 && n1 > 0 && memcmp(k1, k2, n1) == 0,
               "%s: the return type changed the key", name);
-        /* a forwarded int that needs another extension is another shape */
-        b.slots[1].kind = round ? NT_I16 : NT_U64;
-        n2 = nt_handler_key(abi, &b.plan, k2);
-        int differs = n1 != n2 || memcmp(k1, k2, n1) != 0;
-        int ext_differs = fwd_ext(abi, b.slots[1].kind) != fwd_ext(abi, a.kinds[1]);
-        CHECK(differs == ext_differs, "%s: the key %s the extension", name,
-              differs ? "follows more than" : "misses");
+        /* a forwarded int that needs another extension is another shape,
+           and so (packed stacks) is one of another size: on the stack it
+           is read and written with another access */
+        const int other[2][2] = { { NT_U64, NT_I32 }, { NT_I16, NT_BOOL } };
+        for (int o = 0; o < 2; o++) {
+            int kb = other[round][o], ka = a.kinds[1];
+            b.slots[1].kind = (uint8_t)kb;
+            n2 = nt_handler_key(abi, &b.plan, k2);
+            int differs = n1 != n2 || memcmp(k1, k2, n1) != 0;
+            int want = fwd_ext(abi, kb) != fwd_ext(abi, ka)
+                       || (abi->stack_packed && nt_kinds[kb].size != nt_kinds[ka].size);
+            CHECK(differs == want, "%s: the key of %s for %s %s the "
+                  "extension and packed size", name, nt_kind_name(kb),
+                  nt_kind_name(ka), differs ? "follows more than" : "misses");
+        }
     }
 }
 
@@ -544,10 +622,10 @@ test_abi_check(const char *name, const nt_abi *abi)
     CHECK(nt_abi_check(&bad) != 0, "%s: context in an argument register", name);
     bad = *abi;
     bad.cycle[NT_CLS_INT] = (nt_loc){ NT_LOC_GPR, abi->arg_regs[NT_CLS_INT][0],
-                                      0 };
+                                      0, 0 };
     CHECK(nt_abi_check(&bad) != 0, "%s: cycle register carries arguments", name);
     bad = *abi;
-    bad.cycle[NT_CLS_FP] = (nt_loc){ NT_LOC_MEM, abi->sp_reg, 0 };
+    bad.cycle[NT_CLS_FP] = (nt_loc){ NT_LOC_MEM, abi->sp_reg, 0, 0 };
     CHECK(nt_abi_check(&bad) != 0, "%s: cycle location in memory", name);
     bad = *abi;
     bad.copy[NT_LOC_FPR] = abi->arg_regs[NT_CLS_FP][0];
@@ -584,7 +662,7 @@ test_abi_check(const char *name, const nt_abi *abi)
     bad.copy[NT_LOC_GPR] = abi->ctx_reg;
     CHECK(nt_abi_check(&bad) != 0, "%s: the context register as the copy register", name);
     bad = *abi;
-    bad.cycle[NT_CLS_INT] = (nt_loc){ NT_LOC_GPR, abi->ctx_reg, 0 };
+    bad.cycle[NT_CLS_INT] = (nt_loc){ NT_LOC_GPR, abi->ctx_reg, 0, 0 };
     CHECK(nt_abi_check(&bad) != 0, "%s: the context register as a cycle register", name);
     uint8_t ext[NT_KIND_COUNT];
     for (int k = 0; k < NT_KIND_COUNT; k++)
@@ -615,9 +693,11 @@ main(int argc, char **argv)
     } abis[] = {
         { "x86_64-sysv", &nt_arch_x86_64_sysv.abi, &nt_arch_x86_64_sysv },
         { "aarch64-linux", &nt_arch_aarch64_linux.abi, &nt_arch_aarch64_linux },
+        { "aarch64-apple", &nt_arch_aarch64_apple.abi, &nt_arch_aarch64_apple },
         { "riscv64-lp64d", &riscv64, NULL },
         { "tiny", &tiny, NULL },
         { "tiny-shared", &tiny_shared, NULL },
+        { "tiny-packed", &tiny_packed, NULL },
     };
     for (size_t a = 0; a < sizeof(abis) / sizeof(abis[0]); a++) {
         rng_state = seed + a;

@@ -105,6 +105,28 @@ static void emit(nt_code *b, uint32_t ins)
 #define OP_LDRSB_W 0x39C00000u /* ldrsb wT, [xN, #off] (sign-extends) */
 #define OP_LDRH_W  0x79400000u /* ldrh wT, [xN, #off] */
 #define OP_LDRSH_W 0x79C00000u /* ldrsh wT, [xN, #off] */
+#define OP_LDR_W   0xB9400000u /* ldr wT, [xN, #off] */
+#define OP_STRB_W  0x39000000u /* strb wT, [xN, #off] */
+#define OP_STRH_W  0x79000000u /* strh wT, [xN, #off] */
+#define OP_STR_W   0xB9000000u /* str wT, [xN, #off] */
+#define OP_LDR_B   0x3D400000u /* ldr bT, [xN, #off] */
+#define OP_LDR_H   0x7D400000u /* ldr hT, [xN, #off] */
+#define OP_LDR_S   0xBD400000u /* ldr sT, [xN, #off] */
+#define OP_STR_B   0x3D000000u /* str bT, [xN, #off] */
+#define OP_STR_H   0x7D000000u /* str hT, [xN, #off] */
+#define OP_STR_S   0xBD000000u /* str sT, [xN, #off] */
+
+/* Loads and stores of a location's bytes (1, 2, 4 or 8: an 8-byte slot or
+   cell, or a packed stack argument), by register file (NT_LOC_GPR,
+   NT_LOC_FPR) and log2 of the size. A GPR load zero-extends. */
+static const uint32_t op_load[2][4] = {
+    { OP_LDRB_W, OP_LDRH_W, OP_LDR_W, OP_LDR_X },
+    { OP_LDR_B, OP_LDR_H, OP_LDR_S, OP_LDR_D },
+};
+static const uint32_t op_store[2][4] = {
+    { OP_STRB_W, OP_STRH_W, OP_STR_W, OP_STR_X },
+    { OP_STR_B, OP_STR_H, OP_STR_S, OP_STR_D },
+};
 
 /* Bitfield moves on W registers: base | Rn << 5 | Rd. Writing a W register
    clears bits 32-63 of the X register. */
@@ -181,11 +203,27 @@ static void emit_ext_load(nt_code *b, int ext, int rd, nt_loc src)
     emit_ldst(b, op[ext], size, rd, src.reg, src.disp);
 }
 
+/* rt (of register file `file`) <- the bytes at memory location l. */
+static void emit_load(nt_code *b, int file, int rt, nt_loc l)
+{
+    int n = NT_LOC_BYTES(l), lg = n == 1 ? 0 : n == 2 ? 1 : n == 4 ? 2 : 3;
+    emit_ldst(b, op_load[file][lg], 1 << lg, rt, l.reg, l.disp);
+}
+
+/* The bytes at memory location l <- the low bytes of rt. */
+static void emit_store(nt_code *b, int file, int rt, nt_loc l)
+{
+    int n = NT_LOC_BYTES(l), lg = n == 1 ? 0 : n == 2 ? 1 : n == 4 ? 2 : 3;
+    emit_ldst(b, op_store[file][lg], 1 << lg, rt, l.reg, l.disp);
+}
+
 /*
- * dst <- src for one 64-bit value, extending a narrow int by ext. Floats
- * travel as the low half of a d register or 8-byte slot, so one 64-bit
- * move carries either FP kind, and an integer may wait in v17 while a
- * cycle is broken. x17 and v16 are used only inside one call.
+ * dst <- src for one value, extending a narrow int by ext. Floats travel
+ * as the low half of a d register or 8-byte slot, so one 64-bit move
+ * carries either FP kind, and an integer may wait in v17 while a cycle is
+ * broken. Memory is read and written with the location's size: 8 bytes
+ * for a slot or cell, a packed stack argument's own (Apple). x17 and v16
+ * are used only inside one call.
  */
 static void emit_move(nt_code *b, int ext, nt_loc dst, nt_loc src)
 {
@@ -201,7 +239,7 @@ static void emit_move(nt_code *b, int ext, nt_loc dst, nt_loc src)
             emit_ext_reg(b, ext, r, r);
         }
         if (dst.kind == NT_LOC_MEM)
-            emit_ldst(b, OP_STR_X, 8, r, dst.reg, dst.disp);
+            emit_store(b, NT_LOC_GPR, r, dst);
         else if (dst.kind == NT_LOC_FPR)
             emit_rr(b, OP_FMOV_DX, dst.reg, r);
         return;
@@ -209,15 +247,15 @@ static void emit_move(nt_code *b, int ext, nt_loc dst, nt_loc src)
     switch (dst.kind * 3 + src.kind) {
     case NT_LOC_GPR * 3 + NT_LOC_GPR: emit_mov_x(b, dst.reg, src.reg); break;
     case NT_LOC_GPR * 3 + NT_LOC_FPR: emit_rr(b, OP_FMOV_XD, dst.reg, src.reg); break;
-    case NT_LOC_GPR * 3 + NT_LOC_MEM: emit_ldst(b, OP_LDR_X, 8, dst.reg, src.reg, src.disp); break;
+    case NT_LOC_GPR * 3 + NT_LOC_MEM: emit_load(b, NT_LOC_GPR, dst.reg, src); break;
     case NT_LOC_FPR * 3 + NT_LOC_GPR: emit_rr(b, OP_FMOV_DX, dst.reg, src.reg); break;
     case NT_LOC_FPR * 3 + NT_LOC_FPR: emit_rr(b, OP_FMOV_D, dst.reg, src.reg); break;
-    case NT_LOC_FPR * 3 + NT_LOC_MEM: emit_ldst(b, OP_LDR_D, 8, dst.reg, src.reg, src.disp); break;
-    case NT_LOC_MEM * 3 + NT_LOC_GPR: emit_ldst(b, OP_STR_X, 8, src.reg, dst.reg, dst.disp); break;
-    case NT_LOC_MEM * 3 + NT_LOC_FPR: emit_ldst(b, OP_STR_D, 8, src.reg, dst.reg, dst.disp); break;
+    case NT_LOC_FPR * 3 + NT_LOC_MEM: emit_load(b, NT_LOC_FPR, dst.reg, src); break;
+    case NT_LOC_MEM * 3 + NT_LOC_GPR: emit_store(b, NT_LOC_GPR, src.reg, dst); break;
+    case NT_LOC_MEM * 3 + NT_LOC_FPR: emit_store(b, NT_LOC_FPR, src.reg, dst); break;
     default: /* memory to memory */
-        emit_ldst(b, OP_LDR_D, 8, COPY_FPR, src.reg, src.disp);
-        emit_ldst(b, OP_STR_D, 8, COPY_FPR, dst.reg, dst.disp);
+        emit_load(b, NT_LOC_FPR, COPY_FPR, src);
+        emit_store(b, NT_LOC_FPR, COPY_FPR, dst);
         break;
     }
 }
@@ -227,8 +265,8 @@ static void emit_move(nt_code *b, int ext, nt_loc dst, nt_loc src)
 static void a64_step(nt_code *b, const nt_step *s)
 {
     if (s->op == NT_STEP_LOAD && s->dst.kind == NT_LOC_MEM) {
-        emit_ldst(b, OP_LDR_X, 8, TMP_GPR, s->src.reg, s->src.disp);
-        emit_ldst(b, OP_STR_X, 8, TMP_GPR, s->dst.reg, s->dst.disp);
+        emit_load(b, NT_LOC_GPR, TMP_GPR, s->src);
+        emit_store(b, NT_LOC_GPR, TMP_GPR, s->dst);
         return;
     }
     emit_move(b, s->ext, s->dst, s->src);
@@ -299,28 +337,62 @@ static void a64_build_stub(uint8_t *out, int32_t slot_disp)
 /* ------------------------------------------------------------------------ */
 /* The arch                                                                  */
 
+/*
+ * Two descriptions of one calling convention, one emitter set. Apple's
+ * arm64 ABI ("Writing ARM64 code for Apple platforms") differs from
+ * AAPCS64 where a handler can see it only in its stack arguments: each
+ * takes its natural size at its natural alignment (a char one byte, an int
+ * four) rather than an 8-byte slot. Its other differences need nothing
+ * here: the caller extends narrow ints to 32 bits, which the handler does
+ * on both (the kind table's ext); x18 is reserved, and a handler touches
+ * only argument registers, x16, x17, v16 and v17; char is signed and long
+ * double is double, facts of the kind table and the parser, not of a
+ * handler. engine/choose.c picks the Apple description on macOS; elsewhere
+ * tests/c/test_native.c selects it (nt_native_test_arch) to call
+ * Apple-compiled code under qemu (tests/c/aarch64.sh).
+ */
+// clang-format off
+#define AARCH64_ABI(packed)                                                     \
+    {                                                                           \
+        /* x0-x7 and v0-v7, each class counted on its own */                    \
+        .arg_regs = { { 0, 1, 2, 3, 4, 5, 6, 7 }, { 0, 1, 2, 3, 4, 5, 6, 7 } }, \
+        .n_arg_regs = { 8, 8 },                                                 \
+        .stack_slot = 8, .stack_align = 16, .stack_packed = (packed),           \
+        /* the return address is in x30: stack arguments start at sp */         \
+        .entry_pushed = 0, .frame_record = 16, /* stp x29, x30 */               \
+        .sp_reg = REG_SP, .ctx_reg = CTX_REG,                                   \
+        /* one park register serves both classes: fmov moves integers */        \
+        .cycle = { { NT_LOC_FPR, CYCLE_FPR, 0, 0 },                             \
+                   { NT_LOC_FPR, CYCLE_FPR, 0, 0 } },                           \
+        .copy = { TMP_GPR, COPY_FPR },                                          \
+        /* x0, x1, v0-v3 (float and double complex are HFAs) come back          \
+           untouched; a struct returned in memory would need x8 */              \
+        .ret_kinds = NT_KIND_BIT(NT_VOID) | NT_KINDS_SCALAR | NT_KINDS_COMPLEX, \
+        /* .ext NULL: narrow ints in registers re-extended to 32 bits as a C    \
+           caller does (the kind table's ext), which Apple's ABI requires */    \
+        .arg_kinds = NT_KINDS_SCALAR,                                           \
+        .max_args = 128,                                                        \
+        /* one ldr with a scaled 12-bit offset reaches the cell */              \
+        .max_bound_offset = MAX_LDST_OFFSET - NT_CTX_VALUES_OFFSET,             \
+    }
+// clang-format on
+
+/* AAPCS64 as Linux has it: 8-byte stack slots. */
 const nt_arch nt_arch_aarch64_linux = {
-    .abi = {
-        /* x0-x7 and v0-v7, each class counted on its own */
-        .arg_regs = { { 0, 1, 2, 3, 4, 5, 6, 7 }, { 0, 1, 2, 3, 4, 5, 6, 7 } },
-        .n_arg_regs = { 8, 8 },
-        .stack_slot = 8, .stack_align = 16,
-        /* the return address is in x30: stack arguments start at sp */
-        .entry_pushed = 0, .frame_record = 16,     /* stp x29, x30 */
-        .sp_reg = REG_SP, .ctx_reg = CTX_REG,
-        /* one park register serves both classes: fmov moves integers */
-        .cycle = { { NT_LOC_FPR, CYCLE_FPR, 0 }, { NT_LOC_FPR, CYCLE_FPR, 0 } },
-        .copy = { TMP_GPR, COPY_FPR },
-        /* x0, x1, v0-v3 (float and double complex are HFAs) come back
-           untouched; a struct returned in memory would need x8 */
-        .ret_kinds = NT_KIND_BIT(NT_VOID) | NT_KINDS_SCALAR | NT_KINDS_COMPLEX,
-        /* .ext NULL: narrow ints re-extended to 32 bits as a C caller
-           does (the kind table's ext), which Apple's arm64 ABI requires */
-        .arg_kinds = NT_KINDS_SCALAR,
-        .max_args = 128,
-        /* one ldr with a scaled 12-bit offset reaches the cell */
-        .max_bound_offset = MAX_LDST_OFFSET - NT_CTX_VALUES_OFFSET,
-    },
-    .stub_size = STUB_SIZE, .build_stub = a64_build_stub,
-    .enter = a64_enter, .step = a64_step, .leave = a64_leave,
+    .abi = AARCH64_ABI(0),
+    .stub_size = STUB_SIZE,
+    .build_stub = a64_build_stub,
+    .enter = a64_enter,
+    .step = a64_step,
+    .leave = a64_leave,
+};
+
+/* Apple's arm64 ABI (macOS, iOS): stack arguments packed. */
+const nt_arch nt_arch_aarch64_apple = {
+    .abi = AARCH64_ABI(1),
+    .stub_size = STUB_SIZE,
+    .build_stub = a64_build_stub,
+    .enter = a64_enter,
+    .step = a64_step,
+    .leave = a64_leave,
 };
