@@ -9,6 +9,10 @@
 #     a 32-bit view of narrow ints, rebinding), permuted plans, W^X, the
 #     released-thunk trap, BTI-guarded pages, fork, threads, quarantine;
 #     then 500 of the signatures again on the mprotect memory policy;
+#   - Apple's arm64 ABI: the engine on that description (packed stack
+#     arguments), against random signatures whose callees and callers clang
+#     compiled for aarch64-macos (zig's, from the ziglang test extra), their
+#     assembly carried into ELF by tests/c/macho_to_elf.py;
 #   - the emitted code of a few thunks, disassembled: instruction counts.
 # Installs what it needs when run as root (apt-get; libffi for arm64 comes
 # from Debian's multiarch archive, so arm64 is added as a foreign dpkg
@@ -141,6 +145,47 @@ run_harness() {   # policy, count, log
 }
 run_harness "" "$NSIG" "$build/native.log"
 run_harness mprotect 500 "$build/native-mprotect.log"
+
+# ------------------------------------------------------------------ Apple
+# The same random signatures for Apple's arm64 ABI: the harness writes
+# them, clang for aarch64-macos compiles them (callees and the callers of
+# the thunks: both sides are that compiler's), tests/c/macho_to_elf.py
+# carries the assembly into ELF, the cross toolchain links it, and the
+# engine runs on the Apple description (test_native.c's "apple"). No
+# vectorizing: Apple's vector syntax is not GNU as's, and the calling
+# convention does not depend on it.
+PY=${PYTHON:-python3}
+"$PY" -m ziglang version >/dev/null 2>&1 \
+    || { echo "aarch64.sh: $PY -m ziglang is needed (the ziglang test extra)" >&2; exit 1; }
+export ZIG_GLOBAL_CACHE_DIR=${ZIG_GLOBAL_CACHE_DIR:-$build/zig-cache}
+export ZIG_LOCAL_CACHE_DIR=${ZIG_LOCAL_CACHE_DIR:-$build/zig-cache}
+step "Apple arm64 ABI: $NSIG random signatures compiled for aarch64-macos, $PARTS parts"
+apple_start=$SECONDS
+"$QEMU" "$build/test_native" apple writefix "$build/afx" "$NSIG" "$SEED" "$PARTS"
+pids=()
+for ((p = 0; p < PARTS; p++)); do
+    ( "$PY" -m ziglang cc -target aarch64-macos -S -O2 -g0 -w -fno-vectorize \
+          -fno-slp-vectorize "$build/afx.$p.c" -o "$build/afx.$p.macho.s" \
+      && "$PY" tests/c/macho_to_elf.py "$build/afx.$p.macho.s" "$build/afx.$p.s" \
+      && "$CC" -c "$build/afx.$p.s" -o "$build/afx.$p.o" ) &
+    pids+=($!)
+done
+for pid in "${pids[@]}"; do wait "$pid"; done
+# -Bsymbolic: Apple's code reaches its own globals pc-relative (adrp), which
+# an ELF shared object allows only for symbols that bind locally
+"$CC" -shared -Wl,-Bsymbolic -o "$build/afx.so" "$build"/afx.*.o
+step "native engine on the aarch64-apple description, $NSIG signatures"
+if ! NT_FIXTURE_LIB="$build/afx.so" "$QEMU" "$build/test_native" apple "$NSIG" "$SEED" \
+     >"$build/apple.log" 2>"$build/apple.log.err"; then
+    cat "$build/apple.log.err" "$build/apple.log" >&2
+    echo "aarch64.sh: the Apple ABI harness failed" >&2
+    exit 1
+fi
+cat "$build/apple.log.err"
+grep -q '^all native engine tests passed$' "$build/apple.log" \
+    || { cat "$build/apple.log" >&2; exit 1; }
+cat "$build/apple.log"
+echo "Apple ABI pass: $((SECONDS - apple_start)) s (compiling its fixtures included)"
 
 # ------------------------------------------------------------------ counts
 # Instructions per call, read from the emitted code: the stub, then the

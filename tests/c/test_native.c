@@ -175,9 +175,12 @@ set_values(nt_plan *plan, nt_ctx *ctx, const uint64_t *vals)
     return 0;
 }
 
+/* As make_thunk, the thunk taking the target's forwarded parameters in
+   another order where perm is not NULL: its parameter k is the target's
+   forwarded parameter perm[k]. */
 static int
-make_thunk(thunk *t, nt_sig *sig, const int *bound, const uint64_t *vals,
-           void *target)
+make_thunk_perm(thunk *t, nt_sig *sig, const int *bound, const uint64_t *vals,
+                void *target, const int *perm)
 {
     nt_error err = { NT_OK, -1, "" };
     memset(t, 0, sizeof(*t));
@@ -193,6 +196,14 @@ make_thunk(thunk *t, nt_sig *sig, const int *bound, const uint64_t *vals,
     }
     if (nt_plan_finish(t->plan, &err) != 0)
         goto fail;
+    for (int k = 0; perm != NULL && k < t->plan->nfwd; k++) {
+        int i = -1;
+        for (int j = 0; j <= perm[k]; j++)
+            for (i++; t->plan->slots[i].src != NT_SRC_ARG; i++)
+                ;
+        t->plan->slots[i].fwd = (uint16_t)k;
+        t->plan->fwd_index[k] = i;
+    }
     t->plan->engine = be;
     if (be->supports(t->plan) != NT_OK) {
         nt_fail(&err, NT_ERR_UNSUPPORTED, -1, "unsupported");
@@ -213,6 +224,13 @@ make_thunk(thunk *t, nt_sig *sig, const int *bound, const uint64_t *vals,
 fail:
     fprintf(stderr, "make_thunk: %s\n", err.msg);
     return -1;
+}
+
+static int
+make_thunk(thunk *t, nt_sig *sig, const int *bound, const uint64_t *vals,
+           void *target)
+{
+    return make_thunk_perm(t, sig, bound, vals, target, NULL);
 }
 
 static void
@@ -449,7 +467,21 @@ typedef struct {
     int kinds[MAXP];
     int bound[MAXP];
     int wide;           /* the fixture declares narrow ints as 32-bit */
+    int in_reg[MAXP];   /* the target's parameter i is passed in a register */
+    /* the thunk's parameter k is the target's forwarded parameter perm[k]
+       (counting forwarded ones only): every other signature takes its
+       forwarded parameters in another order, so that moves form cycles */
+    int nfwd;
+    int perm[MAXP];
 } gsig;
+
+/* The Apple arm64 ABI (tests/c/aarch64.sh "apple"): the engine runs on its
+   description, and the fixtures, callees and callers, are compiled for
+   aarch64-macos. Where the ABIs differ, the fixtures follow it: stack
+   arguments take their natural size, so a narrow int is seen as 32 bits
+   only where it is passed in a register, and a caller passes each stack
+   argument as its own type. */
+static int apple;
 
 static const int scalar_kinds[] = {
     NT_BOOL, NT_I8, NT_U8, NT_I16, NT_U16, NT_I32, NT_U32, NT_I64, NT_U64,
@@ -504,6 +536,23 @@ gen_sigs(gsig *g, int count, uint64_t seed)
         int rr = (int)(rng() % (NSCALAR + 1));
         x->ret = rr == NSCALAR ? NT_VOID : scalar_kinds[rr];
         x->wide = s % 3 == 1;
+        /* one in four forwards every parameter: the stack arguments then
+           move within the caller's area (the tail form), in order or
+           (odd s) not */
+        for (int i = 0; i < x->n && s % 8 >= 6; i++)
+            x->bound[i] = 0;
+        int used[2] = { 0, 0 };
+        x->nfwd = 0;
+        for (int i = 0; i < x->n; i++) {
+            x->in_reg[i] = used[NT_IS_FLOAT(x->kinds[i])]++ < 8;
+            x->nfwd += !x->bound[i];
+        }
+        if (s % 2 == 1) {
+            random_permutation(x->perm, x->nfwd);
+        } else {
+            for (int k = 0; k < x->nfwd; k++)
+                x->perm[k] = k;
+        }
     }
 }
 
@@ -513,14 +562,34 @@ is_narrow(int k)
     return k >= NT_BOOL && k <= NT_U16;
 }
 
-/* The C type a fixture declares for a parameter of kind k: narrow ints
+/* Whether the fixture declares the target's parameter i as a 32-bit int:
+   a narrow one in the wide view (on Apple's ABI only in a register, where
+   the view does not move the stack arguments). */
+static int
+is_wide(const gsig *x, int i)
+{
+    return x->wide && is_narrow(x->kinds[i]) && (!apple || x->in_reg[i]);
+}
+
+/* The C type a fixture declares for the target's parameter i: narrow ints
    become 32-bit in the wide view, keeping their signedness. */
 static const char *
-param_ctype(const gsig *x, int k)
+param_ctype(const gsig *x, int i)
 {
-    if (x->wide && is_narrow(k))
+    int k = x->kinds[i];
+    if (is_wide(x, i))
         return k == NT_I8 || k == NT_I16 ? "int" : "unsigned int";
     return ctype(k);
+}
+
+/* The target's parameter index of the thunk's parameter k. */
+static int
+thunk_param(const gsig *x, int k)
+{
+    for (int i = 0, j = 0; i < x->n; i++)
+        if (!x->bound[i] && j++ == x->perm[k])
+            return i;
+    return -1;
 }
 
 static int
@@ -554,8 +623,7 @@ write_fixtures(const char *path, const gsig *g, int count, uint64_t seed,
         /* the fixture */
         fprintf(f, "%s fx_%d(", ctype(x->ret), s);
         for (int i = 0; i < x->n; i++)
-            fprintf(f, "%s%s a%d", i ? ", " : "",
-                    param_ctype(x, x->kinds[i]), i);
+            fprintf(f, "%s%s a%d", i ? ", " : "", param_ctype(x, i), i);
         fprintf(f, "%s) {\n", x->n ? "" : "void");
         for (int i = 0; i < x->n; i++) {
             int k = x->kinds[i];
@@ -565,7 +633,7 @@ write_fixtures(const char *path, const gsig *g, int count, uint64_t seed,
                 fprintf(f, "  nt_rec[%d] = db(a%d);\n", i, i);
             else if (k == NT_PTR)
                 fprintf(f, "  nt_rec[%d] = (uint64_t)(uintptr_t)a%d;\n", i, i);
-            else if (x->wide && is_narrow(k))
+            else if (is_wide(x, i))
                 fprintf(f, "  nt_rec[%d] = (uint32_t)a%d;\n", i, i);
             else
                 fprintf(f, "  nt_rec[%d] = (uint64_t)(int64_t)a%d;\n", i, i);
@@ -581,30 +649,39 @@ write_fixtures(const char *path, const gsig *g, int count, uint64_t seed,
             fprintf(f, "  return (%s)nt_retval;\n", ctype(x->ret));
         fprintf(f, "}\n");
 
-        /* the caller of the thunk: forwarded params only, narrow ints and
-           pointers as full 64-bit values (garbage above the type) */
+        /* the caller of the thunk: the forwarded params in the thunk's
+           order; narrow ints and pointers in registers as full 64-bit
+           values (garbage above the type), and (Apple) each on the stack
+           as its own type, whose size places the next */
         fprintf(f, "typedef %s (*tk_%d)(", ctype(x->ret), s);
-        int nf = 0;
-        for (int i = 0; i < x->n; i++) {
-            if (x->bound[i])
-                continue;
-            int k = x->kinds[i];
-            fprintf(f, "%s%s", nf++ ? ", " : "",
-                    k == NT_F32 ? "float" : k == NT_F64 ? "double"
-                                                        : "uint64_t");
+        int used[2] = { 0, 0 };
+        for (int k = 0; k < x->nfwd; k++) {
+            int kind = x->kinds[thunk_param(x, k)];
+            int in_reg = used[NT_IS_FLOAT(kind)]++ < 8;
+            fprintf(f, "%s%s", k ? ", " : "",
+                    kind == NT_F32 ? "float" : kind == NT_F64 ? "double"
+                    : apple && !in_reg ? ctype(kind) : "uint64_t");
         }
-        fprintf(f, "%s);\n", nf ? "" : "void");
+        fprintf(f, "%s);\n", x->nfwd ? "" : "void");
         fprintf(f, "void call_%d(void *fn) {\n  ", s);
         if (x->ret != NT_VOID)
             fprintf(f, "%s r = ", ctype(x->ret));
         fprintf(f, "((tk_%d)fn)(", s);
-        nf = 0;
-        for (int i = 0; i < x->n; i++) {
-            if (x->bound[i])
-                continue;
-            int k = x->kinds[i];
-            fprintf(f, "%s%s(nt_in[%d])", nf++ ? ", " : "",
-                    k == NT_F32 ? "bf" : k == NT_F64 ? "bd" : "", i);
+        used[0] = used[1] = 0;
+        for (int k = 0; k < x->nfwd; k++) {
+            int i = thunk_param(x, k), kind = x->kinds[i];
+            int in_reg = used[NT_IS_FLOAT(kind)]++ < 8;
+            const char *fmt = kind == NT_F32 ? "bf(nt_in[%d])"
+                              : kind == NT_F64 ? "bd(nt_in[%d])"
+                              : !apple || in_reg ? "nt_in[%d]"
+                              : kind == NT_BOOL ? "(_Bool)(nt_in[%d] & 1)"
+                              : kind == NT_PTR ? "(void *)(uintptr_t)nt_in[%d]"
+                              : NULL;
+            fprintf(f, "%s", k ? ", " : "");
+            if (fmt != NULL)
+                fprintf(f, fmt, i);
+            else
+                fprintf(f, "(%s)nt_in[%d]", ctype(kind), i);
         }
         fprintf(f, ");\n");
         if (x->ret == NT_F32)
@@ -663,13 +740,20 @@ cell_value(int k, uint64_t v)
     return k == NT_F32 ? (uint32_t)v : received(k, v);
 }
 
-/* Argument registers of each class on this platform's ABI, for the
-   statistics only (which signatures used the stack, which needed a frame). */
-static void
-abi_registers(int *ngpr, int *nfpr)
+#if defined(__aarch64__)
+extern const nt_arch nt_arch_aarch64_apple;
+#endif
+
+/* The ABI the engine runs on here, for the statistics only (which
+   signatures used the stack, which needed a frame). */
+static const nt_abi *
+harness_abi(void)
 {
-    *ngpr = nt_arch_native->abi.n_arg_regs[NT_CLS_INT];
-    *nfpr = nt_arch_native->abi.n_arg_regs[NT_CLS_FP];
+#if defined(__aarch64__)
+    if (apple)
+        return &nt_arch_aarch64_apple.abi;
+#endif
+    return &nt_arch_native->abi;
 }
 
 static void
@@ -734,14 +818,12 @@ test_random(int count, uint64_t seed)
     if (prebuilt != NULL && *prebuilt != '\0')
         fprintf(stderr, "  fixtures: %d signatures prebuilt in %s\n", count,
                 lib);
-    int abi_gpr, abi_fpr;
-    abi_registers(&abi_gpr, &abi_fpr);
     uint64_t *in = dlsym(h, "nt_in");
     uint64_t *rec = dlsym(h, "nt_rec");
     uint64_t *retval = dlsym(h, "nt_retval");
     long *calls = dlsym(h, "nt_calls");
 
-    int nstack = 0, nframe = 0, bad = 0;
+    int nstack = 0, nframe = 0, ntail = 0, bad = 0;
     rng_state = seed ^ 0xABCDEF;
     for (int s = 0; s < count && bad < 20; s++) {
         const gsig *x = &g[s];
@@ -757,23 +839,19 @@ test_random(int count, uint64_t seed)
             cells[i] = cell_value(x->kinds[i], vals[i]);
             in[i] = vals[i];
         }
-        int nint = 0, nsse = 0, tstack = 0, fint = 0, fsse = 0, fstack = 0;
-        for (int i = 0; i < x->n; i++) {
-            int sse = NT_IS_FLOAT(x->kinds[i]);
-            tstack += sse ? (nsse++ >= abi_fpr) : (nint++ >= abi_gpr);
-            if (!x->bound[i])
-                fstack += sse ? (fsse++ >= abi_fpr) : (fint++ >= abi_gpr);
-        }
-        nstack += tstack > 0;
-        nframe += tstack > fstack;
-
         nt_sig *sig = make_sig(x->ret, x->kinds, x->n);
         thunk t;
-        if (make_thunk(&t, sig, x->bound, cells, fx) != 0) {
+        if (make_thunk_perm(&t, sig, x->bound, cells, fx, x->perm) != 0) {
             CHECK(0, "sig %d: cannot make thunk", s);
             bad++;
             free_sig(sig);
             continue;
+        }
+        nt_route hp;
+        if (nt_route_make(harness_abi(), t.plan, &hp) == 0) {
+            nstack += hp.target_stack + hp.thunk_stack > 0;
+            nframe += !hp.tail;
+            ntail += hp.tail && hp.target_stack > 0;
         }
         for (int round = 0; round < 2; round++) {
             *retval = random_value(x->ret == NT_VOID ? NT_I64 : x->ret);
@@ -784,13 +862,12 @@ test_random(int count, uint64_t seed)
             for (int i = 0; i < x->n; i++) {
                 uint64_t want = x->bound[i] ? received(x->kinds[i], cells[i])
                                             : received(x->kinds[i], vals[i]);
-                if (x->wide && is_narrow(x->kinds[i]))
+                if (is_wide(x, i))
                     want = (uint32_t)want;   /* all 32 bits extended */
                 if (rec[i] != want) {
                     CHECK(0, "sig %d round %d arg %d (%s%s, %s): got %#llx "
                           "want %#llx", s, round, i, ctype(x->kinds[i]),
-                          x->wide && is_narrow(x->kinds[i])
-                              ? " seen as 32 bits" : "",
+                          is_wide(x, i) ? " seen as 32 bits" : "",
                           x->bound[i] ? "bound" : "forwarded",
                           (unsigned long long)rec[i],
                           (unsigned long long)want);
@@ -826,8 +903,8 @@ test_random(int count, uint64_t seed)
         free_sig(sig);
     }
     fprintf(stderr, "  random: %d signatures (seed %llu), %d with stack "
-            "args, %d needing a frame\n", count, (unsigned long long)seed,
-            nstack, nframe);
+            "args: %d needing a frame, %d moving them in the caller's "
+            "area\n", count, (unsigned long long)seed, nstack, nframe, ntail);
     dlclose(h);
     free(g);
     if (dir[0] != '\0') {
@@ -1975,6 +2052,64 @@ sweep_nomem(const char *wrap, const char *self)
 
 /* ------------------------------------------------------------------------ */
 
+/*
+ * "apple [writefix PREFIX COUNT SEED PARTS | COUNT SEED]": the engine on
+ * Apple's arm64 description, against fixtures compiled for aarch64-macos
+ * and carried into ELF (tests/c/aarch64.sh): the random signatures, with
+ * their permuted forwarding, callers and callees both Apple-compiled. The
+ * rest of the harness (memory, trap, fork, threads) belongs to no ABI and
+ * runs in the AAPCS64 pass.
+ */
+static int
+apple_main(int argc, char **argv)
+{
+    apple = 1;
+    int count = NSIG_DEFAULT;
+    uint64_t seed = 20261129;
+    if (argc >= 3 && strcmp(argv[1], "writefix") == 0) {
+        int parts = argc >= 6 ? atoi(argv[5]) : 1;
+        if (argc >= 4)
+            count = atoi(argv[3]);
+        if (argc >= 5)
+            seed = strtoull(argv[4], NULL, 10);
+        if (count < 1 || parts < 1 || parts > count)
+            return 2;
+        gsig *g = calloc((size_t)count, sizeof(gsig));
+        gen_sigs(g, count, seed);
+        int rc = 0;
+        for (int p = 0; p < parts && rc == 0; p++) {
+            char path[512];
+            snprintf(path, sizeof(path), "%s.%d.c", argv[2], p);
+            rc = write_fixtures(path, g, count, seed, count * p / parts,
+                                count * (p + 1) / parts);
+        }
+        free(g);
+        return rc != 0;
+    }
+#if defined(__aarch64__)
+    if (nt_native_test_arch(&nt_arch_aarch64_apple) != 0) {
+        printf("the native engine did not start on Apple's arm64 "
+               "description\n");
+        return 1;
+    }
+#else
+    printf("Apple's arm64 description is in the AArch64 build only\n");
+    return 1;
+#endif
+    if (argc >= 2)
+        count = atoi(argv[1]);
+    if (argc >= 3)
+        seed = strtoull(argv[2], NULL, 10);
+    fprintf(stderr, "engine %s on the aarch64-apple ABI, memory policy %s\n",
+            be->name, be->memory_policy());
+    test_random(count, seed);
+    if (failures == 0)
+        printf("all native engine tests passed\n");
+    else
+        printf("%d failures\n", failures);
+    return failures != 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1983,6 +2118,8 @@ main(int argc, char **argv)
         printf("no native engine on this platform: skipped\n");
         return 0;
     }
+    if (argc >= 2 && strcmp(argv[1], "apple") == 0)
+        return apple_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "bench") == 0) {
         bench();
         return failures != 0;
