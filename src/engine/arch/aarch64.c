@@ -1,6 +1,7 @@
 /*
- * numthunk native engine for AArch64 Linux (AAPCS64): the architecture's
- * half, its ABI description and its encoders.
+ * numthunk native engine for AArch64: the architecture's half, its ABI
+ * descriptions (AAPCS64 as Linux has it, and Apple's arm64 ABI, below) and
+ * its encoders.
  *
  * Place in the pipeline: engine, the native engine's architecture file, as
  * engine/arch/x86_64.c is on x86-64. It supplies an nt_arch (engine/native.h): AAPCS64
@@ -54,10 +55,10 @@
  *
  * Not handled here (libffi takes them): complex and struct arguments,
  * by-value memoryview slices, struct returns in memory, more than 128
- * parameters; Apple's arm64 ABI (stack arguments packed to their natural
- * size, MAP_JIT and pthread_jit_write_protect_np) and Windows on Arm, which
- * engine/choose.c sends to libffi; kernels with pages larger than 4 KiB, where
- * the stub block layout does not hold (engine/native.c then takes no plan).
+ * parameters; Windows on Arm, which engine/choose.c sends to libffi, and
+ * macOS's executable memory (MAP_JIT), which no memory policy provides yet;
+ * kernels with pages larger than 4 KiB, where the stub block layout does
+ * not hold (engine/native.c then takes no plan).
  *
  * Instruction count per call, read from the emitted code (docs/engines.md
  * lists more shapes): double(void) over double sum(double *, int), both
