@@ -245,11 +245,11 @@ typedef struct {
  * by being it (nt_route_make takes the frame form where packed stack
  * arguments would meet otherwise), so the moves form simple chains and
  * cycles: a move runs once no pending move still reads its destination;
- * when only cycles
- * are left, one value is parked in its class's cycle register (already
- * extended), which turns its cycle into a chain. A chain runs to its end
- * before another cycle is broken, so one cycle register per class is
- * enough, and one for both classes where the ABI names the same.
+ * when only cycles are left, one value is parked in its class's cycle
+ * register (already extended), which turns its cycle into a chain. A
+ * chain runs to its end before another cycle is broken, so one cycle
+ * register per class is enough, and one for both classes where the ABI
+ * names the same.
  */
 static void schedule_moves(const nt_abi *abi, move *m, int n, nt_route *hp)
 {
