@@ -1,6 +1,6 @@
 /*
  * Standalone C harness for the native engines (x86-64 System V, AArch64
- * Linux) and executable memory. Plain C: no Python, cross-compilable
+ * Linux, and Apple's arm64 ABI run on Linux) and executable memory. Plain C: no Python, cross-compilable
  * (tests/c/aarch64.sh builds it for aarch64 and runs it under qemu-user).
  *
  * Build (with the real signature/plan code):
@@ -23,6 +23,10 @@
  *                                 run the tests with NT_FIXTURE_LIB=<the
  *                                 .so built from all parts> and the same
  *                                 COUNT and SEED
+ *   ./test_native apple ...       the same writefix and COUNT SEED forms,
+ *                                 for Apple's arm64 ABI: fixtures for
+ *                                 aarch64-macos, the engine on that
+ *                                 description (tests/c/aarch64.sh)
  *   ./test_native dump [DIR]      writes the code of a few thunks (stub and
  *                                 handler, up to its final branch) to
  *                                 DIR/<name>.{stub,handler}.bin for a
@@ -35,6 +39,9 @@
  * and loads it. Each fixture records what it received; the caller passes
  * narrow forwarded integers as 64-bit values with garbage above the type,
  * as Numba does, so a missing re-extension shows up with clang callees.
+ * Every other signature forwards its parameters in a permuted order (moves
+ * in cycles), and one in four forwards them all (stack arguments rewritten
+ * in the caller's area).
  * Every third fixture declares its narrow parameters as 32-bit ints and
  * records all 32 bits: the engines promise extension to 32 bits whether or
  * not a given compiler's callees rely on it (Linux AArch64 callees extend
