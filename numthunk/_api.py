@@ -319,7 +319,7 @@ def _lowlevelcallable(address, csig, owner, signature, user_data, whose):
 _LowLevelCallable = None
 
 
-class Function:
+class Function(_core.Function):
     """A C function at ``address`` with a known signature: a target for
     :func:`bind`, and callable from Python as it is.
 
@@ -347,9 +347,11 @@ class Function:
     type or a size in bytes): a ``pair_t *`` parameter then takes a NumPy
     structured array of that item size."""
 
-    __slots__ = ("address", "_signature", "nogil", "owner", "name", "memoryviews",
-                 "fixed", "depends", "structs", "_user_params", "_call_thunk",
-                 "_protocol_sig", "_nbtype", "_recipe", "_carried", "__weakref__")
+    # address, _signature, nogil, memoryviews, fixed, depends and _carried
+    # are fields of the core's Function (src/python/function.c), which
+    # bind() reads as a C struct
+    __slots__ = ("owner", "name", "structs", "_user_params", "_call_thunk", "_protocol_sig",
+                 "_nbtype", "_recipe", "__weakref__")
 
     def __init__(self, address, signature, *, nogil=True, owner=None, name=None,
                  memoryviews=None, fixed=None, depends=(), structs=None):

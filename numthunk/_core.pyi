@@ -56,6 +56,18 @@ class Signature:
     def __hash__(self) -> int: ...
 
 @disjoint_base
+class Function:
+    """The base of numthunk.Function: what bind() reads of a function, as C
+    fields (src/python/function.c)."""
+    _signature: Any
+    address: Any
+    nogil: Any
+    memoryviews: Any
+    depends: Any
+    fixed: Any
+    _carried: Any
+
+@disjoint_base
 class Thunk:
     def __new__(
         cls,
@@ -165,6 +177,6 @@ def _new_thunk(type: type[Thunk], signature: Signature, address: int, args: tupl
 
 @final
 class _Binder:
-    def __new__(cls, fallback: Any, function_class: type[Any],
+    def __new__(cls, fallback: Any, function_class: type[Function],
                 thunk_class: type[Thunk]) -> _Binder: ...
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...

@@ -701,39 +701,90 @@ def test_bind_travels_by_name_as_a_function_does():
         pickle.dumps(fresh)
 
 
-def test_bind_fast_path_reads_the_function_as_it_is_now():
+def test_bind_fast_path_reads_the_function_as_it_is_now(cfn):
     fn = nt.Function(nt._core._kernels()["sum"], "double (const double *, int)")
     vec = np.arange(5.0)
     assert nt.bind(fn, vec, 5).nogil is True
-    fn.nogil = False                       # slots are read at each bind
+    fn.nogil = False                       # the fields are read at each bind
     assert nt.bind(fn, vec, 5).nogil is False
     fn.depends = (nt.bind(fn, vec, 2),)    # read at each bind too
     assert nt.bind(fn, vec, 3).dependencies == fn.depends
-    del fn.memoryviews                     # an unset slot: the Python path's error
+    # another function at another address, under another signature
+    other = cfn("f_i_pii", "int (const int *, int)")
+    ivec = np.arange(5, dtype=np.int32) * 3
+    fn.address, fn._signature = other.address, other._signature
+    t = nt.bind(fn, ivec, 3)
+    assert t.target_signature == other._signature and t() == 9
+    fn._signature = "int (const int *, int)"   # not a Signature: the Python path's error
+    with pytest.raises(TypeError, match=r"_new_thunk\(type, signature"):
+        nt.bind(fn, ivec, 3)
+    fn._signature = other._signature
+    del fn.memoryviews                     # an unset field: the Python path's error
     with pytest.raises(AttributeError, match="memoryviews"):
-        nt.bind(fn, vec, 3)
+        nt.bind(fn, ivec, 3)
 
     class Sub(nt.Function):                # not exactly Function: the Python path
         pass
     sub = Sub(fn.address, fn.csig)
-    assert nt.bind(sub, vec, 4)() == 6.0
+    assert nt.bind(sub, ivec, 4)() == 18
 
 
-def test_binder_takes_a_class_with_the_function_slots():
-    # int: a static type, whose tp_dict CPython 3.12 and later leave NULL
-    with pytest.raises(TypeError, match=r"_Binder\(\): int._signature is not a slot"):
-        nt._core._Binder(lambda *a: None, int, nt.Thunk)
+FUNCTION_FIELDS = ("_signature", "address", "nogil", "memoryviews", "depends", "fixed",
+                   "_carried")
 
-    class Borrowed(nt.Function):           # another class's slot under the name
-        pass
 
-    class Other:
-        __slots__ = ("x",)
-    Borrowed._signature = Other.__dict__["x"]
-    with pytest.raises(TypeError, match=r"Borrowed._signature is not a slot"):
-        nt._core._Binder(lambda *a: None, Borrowed, nt.Thunk)
-    with pytest.raises(TypeError, match=r"_Binder\(\): object._signature is not a slot"):
-        nt._core._Binder(lambda *a: None, object, nt.Thunk)
+def test_function_keeps_what_bind_reads_in_the_core_type():
+    """numthunk.Function subclasses numthunk._core.Function, whose C fields
+    are what bind() reads (src/python/function.c): the package's class
+    shadows none of them, and each reads, writes and deletes as the slot it
+    was (any value; unset, an AttributeError naming it)."""
+    base = nt._core.Function
+    assert nt.Function.__bases__ == (base,)
+    fn = nt.Function(nt._core._kernels()["sum"], "double (const double *, int)")
+    for name in FUNCTION_FIELDS:
+        assert name in vars(base) and name not in vars(nt.Function), name
+        value = getattr(fn, name)
+        marker = object()
+        setattr(fn, name, marker)
+        assert getattr(fn, name) is marker
+        delattr(fn, name)
+        with pytest.raises(AttributeError, match=name):
+            getattr(fn, name)
+        with pytest.raises(AttributeError, match=name):
+            delattr(fn, name)
+        setattr(fn, name, value)
+    assert not hasattr(fn, "__dict__")
+    with pytest.raises(AttributeError):
+        fn.other = 1
+    with pytest.raises(TypeError, match="takes no arguments"):
+        base(1)
+    bare = base()                          # every field unset
+    assert all(not hasattr(bare, name) for name in FUNCTION_FIELDS)
+
+
+def test_function_fields_are_visited_by_the_collector():
+    """A cycle through a field of the core's Function (fixed holding the
+    Function) is collected: the fields are traversed and cleared."""
+    import gc
+    import weakref
+    fn = nt.Function(nt._core._kernels()["sum"], "double (const double *, int)")
+    fn.depends = [fn]
+    gone = weakref.ref(fn)
+    assert gc.get_referents(fn).count(fn.depends) == 1
+    del fn
+    gc.collect()
+    assert gone() is None
+
+
+def test_binder_takes_a_subclass_of_the_core_function():
+    """The Function class _Binder reads is one of the core's Function type,
+    whatever its names: a class with slots of the same names is refused."""
+    class Lookalike:
+        __slots__ = FUNCTION_FIELDS
+    for bad in (int, object, Lookalike):
+        with pytest.raises(TypeError, match=r"function_class: a subclass of "
+                                            r"numthunk\._core\.Function"):
+            nt._core._Binder(lambda *a: None, bad, nt.Thunk)
     with pytest.raises(TypeError, match="thunk_class"):
         nt._core._Binder(lambda *a: None, nt.Function, int)
     calls = []
@@ -744,6 +795,9 @@ def test_binder_takes_a_class_with_the_function_slots():
     assert binder(fn, np.arange(3.0), 3, engine="ffi") == "fallback"
     assert binder(1, 2) == "fallback"
     assert calls == [((fn, calls[0][0][1], 3), {"engine": "ffi"}), ((1, 2), {})]
+    # the core's type itself: a Function whose fields are unset goes to the fallback
+    bare = nt._core._Binder(lambda *a: "fallback", nt._core.Function, nt.Thunk)
+    assert bare(nt._core.Function(), 1) == "fallback"
 
 
 def test_new_thunk_checks_its_arguments():

@@ -258,6 +258,14 @@ MUTANTS = [
       "return PyBool_FromLong(op == Py_EQ ? eq : !eq);", "return PyBool_FromLong(eq);",
       [T_SIG, T_BIND]),
 
+    # ---- python/function.c, python/binder.c: the Function's fields, bind's fast path
+    M("function-traverse-depends", "src/python/function.c",
+      "a cycle through Function.depends is never collected",
+      "Py_VISIT(self->depends);", "(void)self->depends;", [T_BIND]),
+    M("binder-fixed-ignored", "src/python/binder.c",
+      "bind's fast path drops a Function's fixed values",
+      "&& PyDict_GET_SIZE(f[F_FIXED]) == 0", "", [T_BIND]),
+
     # ---- convert/markers.c, python/errors.c, convert/dlpack.c, python/capi.c
     M("markers-derived-ref", "src/convert/markers.c",
       "size()/shape() marker does not own its array",
@@ -571,6 +579,8 @@ OP_TESTS = {
     "src/python/capi.c": [T_CAPI],
     "src/python/module.c": [T_MODULE, T_SCIPY],
     "src/python/signature.c": [T_SIG, T_TABLES],
+    "src/python/function.c": [T_BIND],
+    "src/python/binder.c": [T_BIND],
     "src/parse/declarator.c": [T_SIG, T_HARNESS, T_TABLES, T_BAD],
     "src/parse/spellings.c": [T_TABLES, T_SIG],
     "src/engine/route.c": [T_HARNESS, T_ENGINE, T_DIFF],

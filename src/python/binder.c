@@ -8,44 +8,45 @@
  */
 #include "life/thunk.h"
 
-#include <string.h>
-
 /* numthunk.bind is a Binder over the package's bind(): a call with no
    keywords whose target is exactly numthunk.Function, with no fixed
    parameters, is _new_thunk(Thunk, f._signature, f.address, args, f,
-   f.nogil, f.memoryviews, None, f.depends, f._carried) made here, without the Python
-   frame, the argument tuple and dict of the package's function, which
-   would be a third of the cost of a bind; every other call, and any
-   Function whose slots are not what its __init__ leaves, goes to that
-   function unchanged. The slots are read where their member descriptors
-   say, as CPython's own attribute cache does. */
+   f.nogil, f.memoryviews, None, f.depends, f._carried) made here, without
+   the Python frame, the argument tuple and dict of the package's function,
+   which would be a third of the cost of a bind; every other call, and any
+   Function whose fields are not what its __init__ leaves, goes to that
+   function unchanged. numthunk.Function is a subclass of
+   numthunk._core.Function (python/function.c), so these are C fields of
+   its struct: read as such, never looked up by name. */
 
 enum { F_SIGNATURE, F_ADDRESS, F_NOGIL, F_MEMORYVIEWS, F_DEPENDS, F_FIXED, F_CARRIED, NFIELDS };
-static const char *const field_names[NFIELDS] = { "_signature", "address", "nogil",   "memoryviews",
-                                                  "depends",    "fixed",   "_carried" };
 
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *dict;         /* __doc__, __wrapped__, __name__: the package's */
     PyObject *fallback;     /* the package's bind() */
-    PyTypeObject *function; /* numthunk.Function */
+    PyTypeObject *function; /* numthunk.Function, a subclass of _core.Function */
     PyTypeObject *thunk;    /* numthunk.Thunk */
-    Py_ssize_t offset[NFIELDS];
 } BinderObject;
 
-/* Function's slots, new references (0), or 0 with f[0] NULL if one is
-   unset or fixed is not an empty dict: the package's bind() then. */
-static void binder_fields(BinderObject *self, PyObject *target, PyObject **f)
+/* The Function's fields, new references (0), or 0 with f[0] NULL if one
+   is unset or fixed is not an empty dict: the package's bind() then. */
+static void binder_fields(nt_FunctionObject *fn, PyObject **f)
 {
     int ok = 1;
 #ifdef Py_GIL_DISABLED
-    Py_BEGIN_CRITICAL_SECTION(target); /* as the member descriptors read them */
+    Py_BEGIN_CRITICAL_SECTION((PyObject *)fn); /* as the member descriptors read them */
 #endif
-    for (int k = 0; k < NFIELDS; k++) {
-        f[k] = *(PyObject **)((char *)target + self->offset[k]);
+    f[F_SIGNATURE] = fn->signature;
+    f[F_ADDRESS] = fn->address;
+    f[F_NOGIL] = fn->nogil;
+    f[F_MEMORYVIEWS] = fn->memoryviews;
+    f[F_DEPENDS] = fn->depends;
+    f[F_FIXED] = fn->fixed;
+    f[F_CARRIED] = fn->carried;
+    for (int k = 0; k < NFIELDS; k++)
         ok &= f[k] != NULL;
-    }
     ok = ok && PyDict_CheckExact(f[F_FIXED]) && PyDict_GET_SIZE(f[F_FIXED]) == 0
         && PyObject_TypeCheck(f[F_SIGNATURE], nt_get_state()->signature_type);
     for (int k = 0; k < NFIELDS && ok; k++)
@@ -84,34 +85,13 @@ static PyObject *binder_vectorcall(BinderObject *self, PyObject *const *args, si
     Py_ssize_t n = PyVectorcall_NARGS(nargsf);
     PyObject *f[NFIELDS] = { NULL };
     if (kwnames == NULL && n >= 1 && Py_IS_TYPE(args[0], self->function))
-        binder_fields(self, args[0], f);
+        binder_fields((nt_FunctionObject *)args[0], f);
     if (f[0] == NULL)
         return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
     PyObject *r = binder_fast(self, args, n, f);
     for (int k = 0; k < NFIELDS; k++)
         Py_DECREF(f[k]);
     return r;
-}
-
-/* Where Function keeps the slot name: its member descriptor's offset.
-   Looked up as a class attribute (a slot's descriptor is what the class
-   gives back): a static type's tp_dict may be NULL from CPython 3.12 on. */
-static int slot_offset(PyTypeObject *function, const char *name, Py_ssize_t *out)
-{
-    PyObject *d = PyObject_GetAttrString((PyObject *)function, name);
-    if (d == NULL && !PyErr_ExceptionMatches(PyExc_AttributeError))
-        return -1;
-    PyErr_Clear();
-    int ok = d != NULL && Py_IS_TYPE(d, &PyMemberDescr_Type)
-        && ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX
-        && PyType_IsSubtype(function, PyDescr_TYPE(d)); /* a slot of its own layout */
-    if (ok)
-        *out = ((PyMemberDescrObject *)d)->d_member->offset;
-    else
-        PyErr_Format(PyExc_TypeError, "_Binder(): %.100s.%s is not a slot", function->tp_name,
-                     name);
-    Py_XDECREF(d);
-    return ok ? 0 : -1;
 }
 
 /* _Binder(fallback, function_class, thunk_class) */
@@ -124,16 +104,15 @@ static PyObject *binder_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             (char *[]){ "fallback", "function_class", "thunk_class", NULL }, &fallback,
             &PyType_Type, &function, &PyType_Type, &thunk))
         return NULL;
-    if (!PyCallable_Check(fallback) || !PyType_IsSubtype(thunk, nt_get_state()->thunk_type)) {
+    nt_state *st = nt_get_state();
+    if (!PyCallable_Check(fallback) || !PyType_IsSubtype(function, st->function_type)
+        || !PyType_IsSubtype(thunk, st->thunk_type)) {
         PyErr_SetString(PyExc_TypeError,
-                        "_Binder(fallback: callable, function_class, "
+                        "_Binder(fallback: callable, "
+                        "function_class: a subclass of numthunk._core.Function, "
                         "thunk_class: a subclass of numthunk._core.Thunk)");
         return NULL;
     }
-    Py_ssize_t offset[NFIELDS];
-    for (int k = 0; k < NFIELDS; k++)
-        if (slot_offset(function, field_names[k], &offset[k]) < 0)
-            return NULL;
     BinderObject *self = (BinderObject *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
@@ -141,7 +120,6 @@ static PyObject *binder_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->fallback = Py_NewRef(fallback);
     self->function = (PyTypeObject *)Py_NewRef(function);
     self->thunk = (PyTypeObject *)Py_NewRef(thunk);
-    memcpy(self->offset, offset, sizeof(offset));
     return (PyObject *)self;
 }
 

@@ -425,6 +425,7 @@ static int module_traverse(PyObject *module, visitproc visit, void *arg)
     nt_state *st = PyModule_GetState(module);
     Py_VISIT(st->signature_type);
     Py_VISIT(st->thunk_type);
+    Py_VISIT(st->function_type);
     Py_VISIT(st->arg_type);
     Py_VISIT(st->derived_type);
     Py_VISIT(st->strided_type);
@@ -444,6 +445,7 @@ static int module_clear(PyObject *module)
     nt_state *st = PyModule_GetState(module);
     Py_CLEAR(st->signature_type);
     Py_CLEAR(st->thunk_type);
+    Py_CLEAR(st->function_type);
     Py_CLEAR(st->arg_type);
     Py_CLEAR(st->derived_type);
     Py_CLEAR(st->strided_type);
@@ -548,7 +550,8 @@ static int module_exec(PyObject *m)
     nt_kinds_ready();
     nt_state *st = PyModule_GetState(m);
     nt_core_state = st;
-    if (nt_signature_add(m, st) < 0 || nt_thunk_add(m, st) < 0 || nt_binder_add(m) < 0
+    if (nt_signature_add(m, st) < 0 || nt_thunk_add(m, st) < 0 || nt_function_add(m, st) < 0
+        || nt_binder_add(m) < 0
         || PyModule_AddIntConstant(m, "MEMVIEW_SIZE", (long)sizeof(nt_memviewslice)) < 0
         || nt_markers_add(m, st) < 0 || nt_capi_add(m, st) < 0 || add_kinds(m) < 0) {
         nt_core_state = NULL; /* the module is dropped: its state with it */

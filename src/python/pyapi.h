@@ -34,6 +34,7 @@
 typedef struct {
     PyTypeObject *signature_type;                                        /* python/signature.c */
     PyTypeObject *thunk_type;                                            /* python/thunk.c */
+    PyTypeObject *function_type;                                         /* python/function.c */
     PyTypeObject *arg_type, *derived_type, *strided_type, *address_type; /* convert/markers.c */
     PyObject *arg;                                                       /* the ARG singleton */
     PyObject *capi;            /* numthunk._core._C_API (python/capi.c) */
@@ -203,6 +204,23 @@ int nt_signature_add(PyObject *module, nt_state *st);
 
 /* A new Signature object that takes ownership of sig (freed on failure). */
 PyObject *nt_signature_wrap(PyTypeObject *type, nt_sig *sig);
+
+/* ---- Function (python/function.c) ---- */
+
+/* numthunk._core.Function, the base of numthunk.Function: what binding
+   reads of a function, as fields (each NULL while unset, as a slot). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *signature;   /* _signature: a Signature */
+    PyObject *address;     /* an int */
+    PyObject *nogil;       /* a bool */
+    PyObject *memoryviews; /* {index: declaration} */
+    PyObject *depends;     /* a tuple of thunks */
+    PyObject *fixed;       /* {index: value} */
+    PyObject *carried;     /* _carried: the thunk this function is, or None */
+} nt_FunctionObject;
+
+int nt_function_add(PyObject *module, nt_state *st);
 
 /* ---- descriptors (convert/buffer.c) ---- */
 
