@@ -10,6 +10,11 @@ the tree.
   sources (src/ and the numthunk package);
 - the layout (docs/architecture.md) lists every file of src/ and numthunk/,
   once each, and no file that does not exist.
+- what the page claims of the C where a scan can tell: src/ looks up by
+  name no attribute of the package (the names it does look up are
+  protocols', each allowed with its reason), C below python/pyapi.h
+  includes no Python, engine/choose.c alone reads the environment, and
+  every type is a heap type whose objects hold it.
 
 Outside the source tree (.ci/run copies tests/, src/, docs/ and the README
 beside an installed wheel) the package's files are the installed ones, and
@@ -73,6 +78,11 @@ def _words():
 def _page():
     with open(PAGE, encoding="utf-8") as f:
         return f.read()
+
+
+def _prose():
+    """The page with its line breaks and indents as single spaces."""
+    return " ".join(_page().split())
 
 
 _PATH = re.compile(r"(?<![\w/.-])((?:src|numthunk|tests|docs|tools|bench|\.ci)/[\w./<>*-]*[\w>*])")
@@ -178,3 +188,198 @@ def test_every_file_of_src_opens_with_its_stage():
         if m is None or (stage is not None and m.group(1) != stage):
             wrong.append(rel)
     assert not wrong, f"files whose opening comment does not give their stage: {wrong}"
+
+
+# ------------------------------------------------------------ claims, not names
+#
+# "C looks up no attribute of the package by name" (docs/architecture.md, "The
+# C/Python boundary"): every call of src/ that finds an attribute, a method or
+# a module from its name passes the name as a literal, and the literal is one
+# of these: names of CPython's, ctypes' and DLPack's protocols, never one of
+# the package's. What the core reads of the package's objects it reads as C
+# structs of its own types (numthunk.Function's fields: src/python/function.c)
+# or is handed once (_core._register).
+PROTOCOL_NAMES = {
+    "__dlpack__": "DLPack: a tensor exports its capsule (convert/dlpack.c)",
+    "__dlpack_device__": "DLPack: where a tensor lives (convert/dlpack.c)",
+    "__complex__": "CPython's number protocol, looked up on the value's type as "
+                   "complex() does (convert/value.c)",
+    "_type_": "ctypes: a simple type's format code (convert/value.c)",
+    "bit_length": "int's method: the width of a value out of range, for a message "
+                  "(convert/value.c)",
+    "__qualname__": "the name functools.update_wrapper gives numthunk.bind, by which "
+                    "pickle finds a function (python/binder.c)",
+}
+
+# CPython's calls that reach an attribute, a method or a module by its name
+_LOOKUP = re.compile(r"\b(_?Py\w*(?:Attr|Method|Import)\w*|_PyType_Lookup)\s*\(")
+_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+_LITERAL = re.compile(r'^"((?:[^"\\]|\\.)*)"$')
+
+
+def _arguments(text, start):
+    """The top-level arguments of the call whose '(' is at text[start]."""
+    depth, args, cur, i = 0, [], "", start
+    while i < len(text):
+        c = text[i]
+        if c == '"':                       # a string literal, whole
+            j = i + 1
+            while text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            cur += text[i:j + 1]
+            i = j + 1
+            continue
+        if c in "([{":
+            depth += 1
+            if depth == 1:
+                i += 1
+                continue
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                args.append(cur.strip())
+                return args
+        elif c == "," and depth == 1:
+            args.append(cur.strip())
+            cur = ""
+            i += 1
+            continue
+        cur += c
+        i += 1
+    raise ValueError("unclosed call")
+
+
+def name_lookups(text):
+    """(line, function, name or None) for each look-up by name in C text:
+    name is the literal it passes, None where the name is not a literal
+    (a variable, an interned object: a name the scan cannot read)."""
+    code = _COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), text)
+    out = []
+    for m in _LOOKUP.finditer(code):
+        if m.group(1).startswith(("PyErr_", "Py_tp_")):
+            continue                       # PyExc_ImportError's neighbours, slot names
+        args = _arguments(code, m.end() - 1)
+        name = args[0] if "Import" in m.group(1) and len(args) == 1 else (
+            args[1] if len(args) > 1 else "")
+        lit = _LITERAL.match(name)
+        out.append((code.count("\n", 0, m.start()) + 1, m.group(1),
+                    lit.group(1) if lit else None))
+    return out
+
+
+def _need_src():
+    if not os.path.isdir(os.path.join(ROOT, "src")):
+        pytest.skip("beside an installed wheel: no src/ to read")
+
+
+def _c_sources():
+    _need_src()
+    for path in sorted(glob.glob(os.path.join(ROOT, "src", "**", "*.[ch]"), recursive=True)):
+        with open(path, encoding="utf-8") as f:
+            yield os.path.relpath(path, ROOT).replace(os.sep, "/"), f.read()
+
+
+def test_the_scan_finds_look_ups_by_name():
+    """The scan reads what python/binder.c did before numthunk.Function had C
+    fields: its slots looked up by a name held in a variable; a literal
+    name; a method called by name; a module imported by name; not a name in
+    a comment."""
+    text = ('static int f(PyObject *function, const char *name) {\n'
+            '    PyObject *d = PyObject_GetAttrString((PyObject *)function, name);\n'
+            '    PyObject *s = PyObject_GetAttrString(f(a, "b"), "_signature");\n'
+            '    PyObject *r = PyObject_CallMethod(v, "resolve", "(O)", x);\n'
+            '    /* PyObject_GetAttrString(obj, "in_a_comment") */\n'
+            '    PyObject *m = PyImport_ImportModule("numthunk._api");\n'
+            '    PyErr_SetString(PyExc_ImportError, "x");\n'
+            '}\n')
+    assert name_lookups(text) == [(2, "PyObject_GetAttrString", None),
+                                  (3, "PyObject_GetAttrString", "_signature"),
+                                  (4, "PyObject_CallMethod", "resolve"),
+                                  (6, "PyImport_ImportModule", "numthunk._api")]
+
+
+def test_c_looks_up_no_attribute_of_the_package_by_name():
+    found, used = [], set()
+    for path, text in _c_sources():
+        for line, fn, name in name_lookups(text):
+            used.add(name)
+            if name not in PROTOCOL_NAMES:
+                found.append(f"{path}:{line}: {fn}({name or 'a name that is not a literal'})")
+    assert not found, ("C looks up by name what is not a protocol's (read a C struct of "
+                       "the core's own type, or have the package hand it over): "
+                       + "; ".join(found))
+    assert sorted(set(PROTOCOL_NAMES) - used) == [], "allowed names src/ no longer uses"
+    assert "C looks up no attribute of the package by name" in _prose()
+
+
+def _includes(path, seen=None):
+    """The quoted #includes of a file of src/, followed through src/'s own
+    headers and the files they name."""
+    seen = set() if seen is None else seen
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+        text = f.read()
+    for inc in re.findall(r'^#include [<"]([^">]+)[">]', text, re.M):
+        local = os.path.normpath(os.path.join("src", inc)).replace(os.sep, "/")
+        if inc in seen or local in seen:
+            continue
+        if os.path.exists(os.path.join(ROOT, local)):
+            seen.add(local)
+            _includes(local, seen)
+        else:
+            seen.add(inc)
+    return seen
+
+
+def test_c_below_the_python_layer_includes_no_python():
+    """The files the page puts below python/pyapi.h (the kind table, the
+    parser, the plan, the engines and their memory) include neither
+    Python.h nor the Python layer's headers, however indirectly."""
+    _need_src()
+    m = re.search(r"C below `python/pyapi\.h` \(([^)]*)\)", _prose())
+    assert m, "docs/architecture.md no longer says which C is below python/pyapi.h"
+    named = ["src/" + f for f in re.findall(r"`([\w/]+\.c)`", m.group(1))]
+    assert "src/kinds.c" in named and "src/plan/plan.c" in named, m.group(1)
+    assert "the engines" in m.group(1) and "memory" in m.group(1), m.group(1)
+    engines = sorted(os.path.relpath(p, ROOT).replace(os.sep, "/")
+                     for p in glob.glob(os.path.join(ROOT, "src", "engine", "**", "*.[ch]"),
+                                        recursive=True))
+    bad = {}
+    for path in named + engines:
+        python = sorted(i for i in _includes(path)
+                        if i in ("Python.h", "structmember.h") or i.startswith("src/python/")
+                        or i == "src/life/thunk.h")
+        if python:
+            bad[path] = python
+    assert not bad, f"C below the Python layer includes Python: {bad}"
+
+
+def test_the_environment_is_read_in_one_place():
+    """engine/choose.c is the one reader of the environment (nt_config_get)."""
+    readers = sorted(path for path, text in _c_sources()
+                     if re.search(r"\b(getenv|secure_getenv|environ)\b", _COMMENT.sub("", text)))
+    assert readers == ["src/engine/choose.c"]
+    assert "the one reader of the environment" in _prose()
+
+
+def test_every_type_of_the_core_is_a_heap_type_that_holds_its_module():
+    """Each type is made from its spec with the module, no static type; each
+    instance holds its type: every traverse function of an object visits
+    Py_TYPE(self) and every dealloc drops its type."""
+    checked = 0
+    for path, text in _c_sources():
+        assert not re.search(r"\bPyTypeObject\s+\w+\s*=\s*\{", text), f"{path}: a static type"
+        specs = re.findall(r"\bPyType_Spec\s+(\w+)\s*=", text)
+        for spec in specs:
+            assert re.search(rf"PyType_FromModuleAndSpec\([^;]*&{spec}\b", text) or (
+                re.search(r"PyType_FromModuleAndSpec\(module, spec,", text)), (path, spec)
+        for m in re.finditer(r"^static \w+ (\w+)_(traverse|dealloc)\([^)]*\)\n\{(.*?)^\}",
+                             text, re.S | re.M):
+            if m.group(1) == "module":
+                continue                   # the module's state, not an object
+            checked += 1
+            if m.group(2) == "traverse":
+                assert "Py_VISIT(Py_TYPE(self))" in m.group(3), (path, m.group(0)[:60])
+            else:
+                assert re.search(r"Py_DECREF\((type|Py_TYPE\(self\))\)", m.group(3)), \
+                    (path, m.group(0)[:60])
+    assert checked >= 10, "the scan found too few types: the pattern is broken"
