@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # tools/python.sh VERSION [--disable-gil]: print the path of a CPython
-# interpreter of that version (3.13 only, for now), the free-threaded build
-# with --disable-gil. An interpreter already on the machine is used when it
-# runs and is of the right flavour (python3.13 on PATH, then pyenv's);
-# otherwise Debian's source package of that CPython is fetched from the
-# Debian archive this machine's apt already uses, built and installed under
-# a cache directory, and reused from there on later calls.
+# interpreter of that version (3.12 or 3.13), the free-threaded build
+# with --disable-gil (3.13 only). An interpreter already on the machine is
+# used when it runs and is of the right flavour (python3.13 on PATH, then
+# pyenv's); otherwise, for 3.13, Debian's source package of that CPython is
+# fetched from the Debian archive this machine's apt already uses, built and
+# installed under a cache directory, and reused from there on later calls.
+# 3.12 has no source here: no Debian release ships it (bookworm has 3.11,
+# trixie 3.13), so it must be on the machine (pyenv's, or python3.12 on
+# PATH), and its absence is an error saying so.
 #
 #   NUMTHUNK_PYTHON_CACHE   where builds go (default ~/.cache/numthunk-python)
 #   NUMTHUNK_PYTHON_JOBS    make's parallel jobs (default: the number of cores)
@@ -31,12 +34,18 @@ say() { echo "python.sh: $*" >&2; }
 
 # What each version is built from: Debian's source package, its suite and
 # upstream version.
+# 3.12 has none (package empty): only the machine's own is used.
 case "$version" in
+    3.12) package="" suite="" upstream="" ;;
     3.13) package=python3.13 suite=trixie upstream=3.13.5 ;;
-    *) say "no source known for Python $version (known: 3.13)"; exit 2 ;;
+    *) say "no source known for Python $version (known: 3.12, 3.13)"; exit 2 ;;
 esac
 suffix=""
 [ "$gil" = 1 ] || suffix=t
+if [ "$gil" = 0 ] && [ "$version" != 3.13 ]; then
+    say "--disable-gil: Python $version has no free-threaded build (3.13 has)"
+    exit 2
+fi
 
 # fits INTERPRETER: it runs, is VERSION, and has the GIL or not as asked;
 # and has what a venv with pip and the test dependencies needs.
@@ -65,6 +74,15 @@ if [ "${NUMTHUNK_PYTHON_BUILD:-0}" != 1 ]; then
             exit 0
         fi
     done
+fi
+
+if [ -z "$package" ]; then
+    say "no working CPython $version on this machine (python$version on PATH, or pyenv's" \
+        "${PYENV_ROOT:-$HOME/.pyenv}/versions/$version.*), and no Debian source to build one:" \
+        "install it (pyenv install $version, or your distribution's python$version with its" \
+        "venv and ssl modules)"
+    [ "${NUMTHUNK_PYTHON_BUILD:-0}" != 1 ] || say "(NUMTHUNK_PYTHON_BUILD=1 skipped the machine's own)"
+    exit 1
 fi
 
 cache="${NUMTHUNK_PYTHON_CACHE:-$HOME/.cache/numthunk-python}"
