@@ -30,7 +30,9 @@ import pytest
 import numthunk
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-IN_TREE = os.path.exists(os.path.join(ROOT, "pyproject.toml"))
+# tools/ is the tree's alone: .ci/run copies pyproject.toml and setup.py
+# outside it too (tests/test_packaging.py reads them), never tools/.
+IN_TREE = os.path.isdir(os.path.join(ROOT, "tools"))
 PAGE = os.path.join(ROOT, "docs", "architecture.md")
 # The package's files: the checkout's, or the installed ones outside the tree.
 PACKAGE = (os.path.join(ROOT, "numthunk") if os.path.isdir(os.path.join(ROOT, "numthunk"))

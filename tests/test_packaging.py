@@ -1,16 +1,25 @@
-"""How numthunk is built. setup.py finds libffi where each platform keeps
-it (its own prefix variable, pkg-config, conda, vcpkg, Homebrew, the
-system's directories) and, when it cannot, says how to get it on each
-platform; the finder is run here over real directory layouts holding a real
-ffi.h and libffi, and its answer is built with by gcc."""
+"""How numthunk is built and shipped. setup.py finds libffi where each
+platform keeps it (its own prefix variable, pkg-config, conda, vcpkg,
+Homebrew, the system's directories) and, when it cannot, says how to get it
+on each platform; the finder is run here over real directory layouts holding
+a real ffi.h and libffi, and its answer is built with by gcc. The wheels'
+configuration ([tool.cibuildwheel] in pyproject.toml), their workflow
+(.github/workflows/wheels.yml), the README's tables and .ci/run agree on
+the platforms, the Pythons and the tests run from each installed wheel."""
 
 import ast
 import os
+import platform
+import re
 import shutil
 import subprocess
 import sys
+import tomllib
 
 import pytest
+import yaml
+
+import numthunk as nt
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -231,3 +240,142 @@ def test_linux_looks_in_the_system_directories_first(setup_py, libffi_files, tmp
     assert setup_py["find_libffi"]({"CONDA_PREFIX": str(conda)}, "linux") == want
     # this machine keeps libffi in one of them: the suite builds the core with it
     assert first == [libffi_files[0]] or libffi_files[0] not in system
+
+
+# The wheels: pyproject.toml, the workflow, the README and .ci/run agree.
+
+def _cibuildwheel():
+    return tomllib.loads(_read("pyproject.toml"))["tool"]["cibuildwheel"]
+
+
+def _workflow():
+    return yaml.safe_load(_read(".github", "workflows", "wheels.yml"))
+
+
+def _platform_rows(text):
+    """The README's platform table: {platform: [engine, here, runner]}."""
+    head = "| platform | engine | run here (`.ci/run`) | run only on its hosted runner |"
+    assert head in text
+    table = text.split(head, 1)[1].split("\n\n", 1)[0].strip().splitlines()[1:]
+    rows = {}
+    for line in table:
+        cells = [c.strip() for c in line.strip("|").split(" | ")]
+        assert len(cells) == 4, line
+        rows[cells[0]] = cells[1:]
+    return rows
+
+
+def _tested_pythons(text):
+    row = re.search(r"^\| Python \| CPython ([\d., ]+) \|", text, re.M)
+    tested = [v.strip() for v in row.group(1).split(",")]
+    if re.search(r"^\| CPython 3\.13t \(free-threaded\) \|.*\| tested", text, re.M):
+        tested.append("3.13t")
+    return tested
+
+
+def _files(command):
+    return re.findall(r"tests/test_\w+\.py", command)
+
+
+@pytest.mark.parametrize("page", ["README.md", os.path.join("docs", "engines.md")])
+def test_wheels_are_built_for_the_tested_pythons(page):
+    """cibuildwheel builds a wheel for each Python the page says is tested,
+    and .ci/run builds and tests each of them here (cp311 with the
+    interpreter the run starts with)."""
+    text = _read(page)
+    tested = _tested_pythons(text)
+    assert tested == ["3.11", "3.12", "3.13", "3.13t"], tested
+    tags = ["cp" + v.replace(".", "") for v in tested]
+    config = _cibuildwheel()
+    assert config["build"] == [f"{tag}-*" for tag in tags]
+    assert ("cpython-freethreading" in config.get("enable", [])) == ("cp313t" in tags)
+    for tag in tags:
+        assert re.search(rf"^\| CPython {tag[2]}\.{tag[3:].rstrip('t')}\S* .*`{tag}` manylinux",
+                         text, re.M), tag
+    ci = _read(".ci", "run")
+    for tag in tags[1:]:
+        assert f'numthunk-*{tag}*manylinux*.whl' in ci, tag
+
+
+@pytest.mark.parametrize("page", ["README.md", os.path.join("docs", "engines.md")])
+def test_workflow_builds_each_platform_of_the_table_on_its_runner(page):
+    """The workflow's matrix is the platform table's rows, in order, each on
+    the runner its row names; it runs cibuildwheel 3 (4 builds no cp313t)
+    and keeps the wheels; every runner's OS has its configuration, libffi
+    installed before the build."""
+    rows = _platform_rows(_read(page))
+    workflow = _workflow()
+    triggers = workflow.get("on", workflow.get(True))
+    assert {"push", "pull_request"} <= set(triggers)
+    job = workflow["jobs"]["wheels"]
+    matrix = job["strategy"]["matrix"]["include"]
+    assert [m["platform"] for m in matrix] == list(rows)
+    for m in matrix:
+        assert rows[m["platform"]][2].startswith(f"`{m['os']}`: cibuildwheel"), m
+    assert job["runs-on"] == "${{ matrix.os }}"
+    assert job["strategy"]["fail-fast"] is False
+    uses = [step.get("uses", "") for step in job["steps"]]
+    build = next(step for step in job["steps"] if step.get("uses", "").startswith(
+        "pypa/cibuildwheel@"))
+    assert re.fullmatch(r"pypa/cibuildwheel@v3\.\d+\.\d+", build["uses"]), build
+    upload = next(step for step in job["steps"] if step.get("uses", "").startswith(
+        "actions/upload-artifact@"))
+    assert upload["with"]["path"] == build["with"]["output-dir"] + "/*.whl"
+    assert uses.index(build["uses"]) < uses.index(upload["uses"])
+    config = _cibuildwheel()
+    family = {"ubuntu": "linux", "macos": "macos", "windows": "windows"}
+    for m in matrix:
+        os_config = config[family[m["os"].split("-")[0]]]
+        assert "libffi" in str(os_config["before-all"]), m
+        assert os_config["archs"] in (["native"], ["AMD64"]), m
+    assert ("arm" in matrix[1]["os"], "arm" in matrix[0]["os"]) == (True, False)
+
+
+def test_wheel_tests_are_the_readmes_and_those_ci_runs_outside_the_tree():
+    """Each wheel's test command is the one the README prints; its files
+    exist and are those .ci/run runs outside the tree against the cp313
+    wheel; 3.13t's are among the files .ci/run runs on 3.13t, with the
+    packages .ci/run installs there. The test sources are copied outside
+    the tree as .ci/run copies them."""
+    config = _cibuildwheel()
+    (override,) = [o for o in config["overrides"] if o["select"] == "cp313t-*"]
+    text = _read("README.md")
+    assert f"`{config['test-command']}`" in text
+    assert f"`{override['test-command']}`" in text
+    ci = _read(".ci", "run")
+    wheel313 = re.search(r"^wheel313_run\(\) \{\n(.*?)^\}", ci, re.M | re.S).group(1)
+    assert _files(config["test-command"]) == _files(wheel313)
+    for name in _files(config["test-command"]):
+        assert os.path.isfile(os.path.join(ROOT, name)), name
+    ft_files = _files(re.search(r"^FT_FEATURE_TESTS=\((.*?)\)", ci, re.M | re.S).group(1))
+    assert set(_files(override["test-command"])) <= set(ft_files)
+    assert override["test-extras"] == [] and config["test-extras"] == ["test"]
+    ft_deps = re.search(r"^FT_TEST_DEPS=\((.*?)\)", ci, re.M | re.S).group(1)
+    assert override["test-requires"] == [d.strip('"') for d in ft_deps.split()]
+    outside = re.search(r"^OUTSIDE_FILES=\((.*?)\)", ci, re.M).group(1).split()
+    assert "tests" in config["test-sources"]
+    assert set(config["test-sources"]) <= set(outside)
+
+
+def _this_platform():
+    machine = platform.machine().lower()
+    arch = {"x86_64": "x86-64", "amd64": "x86-64", "aarch64": "AArch64", "arm64": "arm64"}
+    if sys.platform.startswith("linux"):
+        return f"Linux {arch.get(machine, machine)}"
+    if sys.platform == "darwin":
+        return f"macOS {'arm64' if machine == 'arm64' else arch.get(machine, machine)}"
+    if sys.platform == "win32" and machine in ("amd64", "x86_64"):
+        return "Windows x64"
+    return None
+
+
+def test_the_engine_the_table_names_for_this_platform_is_the_one_thunks_get():
+    """The platform table's engine for the platform this runs on is the
+    package's: native where a native engine is available, libffi where it
+    is not; a platform with no row has libffi."""
+    rows = _platform_rows(_read("README.md"))
+    row = rows.get(_this_platform())
+    engine = row[0] if row else "libffi"
+    info = nt.engine_info()
+    assert engine in ("native", "libffi"), (row, "the core does not build here, says the table")
+    assert info["native_available"] == (engine == "native"), (engine, info)
