@@ -73,7 +73,6 @@ if _uninstallable():
     sys.meta_path.append(_NoFreeThreadedWheel(_uninstallable()))
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-BUILD = os.path.join(HERE, "_build")
 
 # The engines a test can choose (bind's engine=), and the name each reports
 # as a thunk's .engine on this machine. A test that runs on both takes the

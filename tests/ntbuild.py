@@ -4,6 +4,14 @@ build() for a file of tests/fixtures/) and Python extension modules
 tests/_build, with the system C compiler; and what every test that runs a
 compiler or expects a crash shares with them.
 
+Runs side by side (pytest-xdist's workers, `pytest -n 2`) never write one
+file together: what is built under a fixed name (a fixture library, a C
+harness, a cffi module) goes to BUILD, which is the worker's own directory
+(tests/_build/gw0, ...; tests/_build itself outside xdist); what is cached
+by a key of its inputs (build_extension's, tests/cython's and tests/capi's
+builds, zig's cache) is shared under SHARED, each entry built aside and
+renamed into place whole.
+
 Under the sanitizer run (.ci/run preloads libasan into the interpreter with
 LD_PRELOAD), a compiler must not inherit the preload: gcc, cc1, ld and zig
 would run instrumented, slowly, and report their own leaks as failures.
@@ -21,17 +29,21 @@ import subprocess
 import sysconfig
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-BUILD = os.path.join(HERE, "_build")
+SHARED = os.path.join(HERE, "_build")
+# PYTEST_XDIST_WORKER is set in each worker, and so in the processes it starts
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+BUILD = os.path.join(SHARED, _WORKER) if _WORKER else SHARED
 
 
 def own_compiler_caches():
     """zig's clang (the test extras' ``python -m ziglang cc``) keeps one
     global cache, ~/.cache/zig, which two runs side by side would share:
     each tree's run gets its own, under its tests/_build, unless the caller
-    chose one. Set in os.environ, so every compiler the run starts, in this
-    process or in a subprocess, takes it."""
-    os.environ.setdefault("ZIG_GLOBAL_CACHE_DIR", os.path.join(BUILD, "zig-cache"))
-    os.environ.setdefault("ZIG_LOCAL_CACHE_DIR", os.path.join(BUILD, "zig-cache"))
+    chose one (the workers of one run share it: zig locks its entries).
+    Set in os.environ, so every compiler the run starts, in this process
+    or in a subprocess, takes it."""
+    os.environ.setdefault("ZIG_GLOBAL_CACHE_DIR", os.path.join(SHARED, "zig-cache"))
+    os.environ.setdefault("ZIG_LOCAL_CACHE_DIR", os.path.join(SHARED, "zig-cache"))
 
 
 # Compilers a build may start by name: the shims below stand first on PATH.
@@ -179,7 +191,7 @@ def build_extension(source, name, include_dirs=(), depends=()):
     for path in [source, *depends]:
         with open(path, "rb") as f:
             h.update(os.path.basename(path).encode() + b"\0" + f.read() + b"\0")
-    root = os.path.join(BUILD, "ext")
+    root = os.path.join(SHARED, "ext")
     target = os.path.join(root, f"{name}-{h.hexdigest()[:16]}")
     if os.path.exists(os.path.join(target, ".done")):
         return target

@@ -23,7 +23,7 @@ import pytest
 import numthunk as nt
 
 from conftest import compiler_command
-from ntbuild import compiler_env
+from ntbuild import BUILD, compiler_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -31,7 +31,6 @@ SRC = os.path.join(ROOT, "src")
 # an existing directory whose parent holds numthunk/include (the installed
 # package's directory): "-I" it and "../numthunk/include/..." resolves
 PKG_DIR = os.path.dirname(os.path.abspath(nt.__file__))
-BUILD = os.path.join(HERE, "_build")
 WARN = ["-Wall", "-Wextra", "-Werror", "-std=c11", "-D_GNU_SOURCE"]
 SAN = ["-g", "-O1", "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
        "-fno-omit-frame-pointer"]

@@ -21,11 +21,10 @@ import pytest
 import numthunk as nt
 
 from conftest import ENGINES, compiler_command
-from ntbuild import compile_shared
+from ntbuild import BUILD, compile_shared
 
 SEED = 20261129
 COUNT = 2000
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 # code: (C type, bits, signed, ctypes type for a direct call)
 KINDS = {
@@ -94,9 +93,8 @@ def fixtures(request):
     cc = request.param
     command = compiler_command(cc)      # fails, never skips, when the compiler is missing
     sigs = signatures()
-    build = os.path.join(HERE, "_build")
-    os.makedirs(build, exist_ok=True)
-    src = os.path.join(build, f"diff_{SEED}_{COUNT}.c")
+    os.makedirs(BUILD, exist_ok=True)
+    src = os.path.join(BUILD, f"diff_{SEED}_{COUNT}.c")
     text = c_source(sigs)
     if not os.path.exists(src) or open(src).read() != text:
         with open(src, "w") as fh:

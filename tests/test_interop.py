@@ -17,8 +17,8 @@ import pytest
 import numthunk as nt
 from numthunk._api import as_function
 
-from conftest import BUILD, ENGINES, HERE
-from ntbuild import compile_shared, no_preload
+from conftest import ENGINES, HERE
+from ntbuild import BUILD, compile_shared, no_preload
 
 _CDEF = """
     struct pt { double x; double y; };

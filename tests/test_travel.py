@@ -28,11 +28,10 @@ import numthunk as nt
 from numthunk._recipe import PicklingRefused
 
 from conftest import ENGINES
-from ntbuild import no_preload
+from ntbuild import BUILD, no_preload
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(nt.__file__)))
-BUILD = os.path.join(HERE, "_build")
 
 SUM = "double (const double *x, int n)"
 POLY = "double (double x, const double *p, int n)"
