@@ -74,6 +74,16 @@ if _uninstallable():
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
+# How a test tests, as a marker (pyproject.toml says what each means, and
+# --strict-markers refuses any other); registered here as well for the run
+# outside the source tree, which has no pyproject.toml.
+TECHNIQUES = ("guards", "differential", "leaks", "nomemory", "stress")
+
+
+def pytest_configure(config):
+    for name in TECHNIQUES:
+        config.addinivalue_line("markers", f"{name}: how the test tests (pyproject.toml)")
+
 # The engines a test can choose (bind's engine=), and the name each reports
 # as a thunk's .engine on this machine. A test that runs on both takes the
 # `engine` fixture, or parametrises over ENGINES itself.
@@ -139,6 +149,38 @@ def cfn(lib):
     def make(name, signature, **kw):
         addr = ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
         return nt.Function(addr, signature, owner=lib, name=name, **kw)
+
+    return make
+
+
+@pytest.fixture
+def f_sum(cfn):
+    """The fixture's sum, double (const double *, int)."""
+    return cfn("f_d_pi", "double (const double *, int)")
+
+
+@pytest.fixture(scope="session")
+def paths():
+    """Directories a fresh interpreter needs on its path to unpickle what
+    the tests of travel pickle (tests/travel.py)."""
+    from travel import fresh_paths
+
+    return fresh_paths()
+
+
+@pytest.fixture(scope="session")
+def ilib():
+    """tests/fixtures/interop.c (what foreign libraries hand over), loaded."""
+    return ctypes.CDLL(compile_shared(os.path.join(HERE, "fixtures", "interop.c"), "interop"))
+
+
+@pytest.fixture(scope="session")
+def ifn(ilib):
+    """ifn(name, signature) -> numthunk.Function for a function of ilib."""
+
+    def make(name, signature):
+        addr = ctypes.cast(getattr(ilib, name), ctypes.c_void_p).value
+        return nt.Function(addr, signature, owner=ilib, name=name)
 
     return make
 

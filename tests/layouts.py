@@ -87,13 +87,17 @@ def foreign_layouts(draw):
 
 
 class OnlyDL:
-    """An array seen through DLPack alone (no buffer protocol): the capsule
-    path of a DLTensor parameter."""
+    """An array seen through DLPack alone (no buffer protocol), in the
+    versioned protocol: the capsule path of a DLTensor parameter. It
+    forwards to the array, and keeps the keywords of its last call (only
+    the last: the leak tests call it many times)."""
 
     def __init__(self, arr):
         self.arr = arr
+        self.kw = None
 
     def __dlpack__(self, **kw):
+        self.kw = kw
         return self.arr.__dlpack__(**kw)
 
     def __dlpack_device__(self):

@@ -17,6 +17,8 @@ import pytest
 
 import numthunk as nt
 
+from thunks import Index
+
 SCALARS = [
     # (function, C type, values)
     ("f_B_B", "bool", [True, False]),
@@ -831,19 +833,6 @@ INT_KINDS = [
     ("f_i_i", "int32_t", 32, True), ("f_I_I", "uint32_t", 32, False),
     ("f_l_l", "int64_t", 64, True), ("f_L_L", "uint64_t", 64, False),
 ]
-
-
-class Index:
-    """An integer only through __index__ (as operator.index sees it)."""
-
-    def __init__(self, v):
-        self.v = v
-
-    def __index__(self):
-        return self.v
-
-    def __repr__(self):
-        return f"Index({self.v})"
 
 
 def int_forms(v):

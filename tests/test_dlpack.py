@@ -26,7 +26,7 @@ from numba import njit
 import numthunk as nt
 
 from conftest import ENGINES
-from layouts import foreign_layouts, swapped
+from layouts import OnlyDL, foreign_layouts, swapped
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -34,22 +34,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 @pytest.fixture(scope="module")
 def kern(dlkern):
     return dlkern
-
-
-class OnlyDL:
-    """An exporter with only __dlpack__/__dlpack_device__ (no buffer
-    protocol), in the versioned protocol: it forwards to the array."""
-
-    def __init__(self, arr):
-        self.arr = arr
-        self.calls = []
-
-    def __dlpack__(self, **kw):
-        self.calls.append(kw)
-        return self.arr.__dlpack__(**kw)
-
-    def __dlpack_device__(self):
-        return self.arr.__dlpack_device__()
 
 
 class LegacyDL:
@@ -171,7 +155,7 @@ def test_sum_through_dlpack_only_exporters(kern, engine, name, wrap):
     assert t() == pytest.approx(arr.sum(), abs=1e-12)
     if wrap is OnlyDL:
         # the versioned protocol was asked for, and no copy allowed
-        assert obj.calls[0]["max_version"][0] == 1 and obj.calls[0]["copy"] is False
+        assert obj.kw["max_version"][0] == 1 and obj.kw["copy"] is False
     else:
         assert obj.calls == 1
 

@@ -18,7 +18,7 @@ import numthunk as nt
 from numthunk._api import as_function
 
 from conftest import ENGINES, HERE
-from ntbuild import BUILD, compile_shared, no_preload
+from ntbuild import BUILD, no_preload
 
 _CDEF = """
     struct pt { double x; double y; };
@@ -65,19 +65,6 @@ def api():
     finally:
         sys.path.remove(out)
     return mod
-
-
-@pytest.fixture(scope="module")
-def ilib():
-    return ctypes.CDLL(compile_shared(os.path.join(HERE, "fixtures", "interop.c"), "interop"))
-
-
-@pytest.fixture(scope="module")
-def ifn(ilib):
-    def make(name, signature):
-        addr = ctypes.cast(getattr(ilib, name), ctypes.c_void_p).value
-        return nt.Function(addr, signature, owner=ilib, name=name)
-    return make
 
 
 class Pt(ctypes.Structure):

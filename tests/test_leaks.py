@@ -25,6 +25,8 @@ import numthunk as nt
 from conftest import ENGINES
 from layouts import OnlyDL
 
+pytestmark = pytest.mark.leaks
+
 WARM = 40_000              # past the quarantine (32,768 releases)
 RUNS = 4_000               # measured after it
 BYTES_PER_RUN = 4          # a leak is at least one 16-byte block a run

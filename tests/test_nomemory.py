@@ -24,10 +24,10 @@ from thunks import MIXED, SUM, bind
 # where it next hands out the block (a Function's weakref list, a list's
 # resize). Not reproduced with plain Python objects and not yet pinned to
 # CPython or numthunk; the GIL build runs these tests, under ASan too, in CI.
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.nomemory, pytest.mark.skipif(
     bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
     reason="free-threaded CPython: a crash after injected allocation failures, not yet pinned "
-           "to CPython or numthunk (see the comment above it in tests/test_nomemory.py)")
+           "to CPython or numthunk (see the comment above it in tests/test_nomemory.py)")]
 
 # More than any of these operations makes: the last rounds fail nothing.
 ROUNDS = 120

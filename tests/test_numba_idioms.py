@@ -15,6 +15,8 @@ from numba.core.errors import TypingError
 import numthunk as nt
 from numthunk._numba_ext import InlineThunkType
 
+from numba_kernels import uniform
+
 f8 = types.float64
 
 pytestmark = pytest.mark.filterwarnings(
@@ -58,10 +60,6 @@ def _thunks(engine):
     times = nt.bind(c_times, 3.0, nt.ARG, engine=engine)
     plus10 = nt.bind(c_plus, 10.0, nt.ARG, engine=engine)
     return (plus, times, plus10), (lambda x: x + 1.0, lambda x: 3.0 * x, lambda x: x + 10.0)
-
-
-def _uniform():
-    return nt.Signature("double (double)").numba_type()
 
 
 @njit
@@ -162,7 +160,7 @@ def test_untyped_typed_list_takes_thunks_over_several_targets(engine, fill):
             lst.append(t)
     else:
         lst = gather(plus, times, plus10)
-    assert lst._list_type.item_type is _uniform()
+    assert lst._list_type.item_type is uniform()
     assert call_all(lst, 2.0) == [f(2.0) for f in funcs]
     assert lst[1] is times                              # the same object back
     lst2 = typed.List([times, plus])                    # typed by its first item

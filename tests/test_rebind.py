@@ -6,8 +6,8 @@ conversion (an __index__ that rebinds) is not lost. On both engines.
 
 Rebind's interplay with other features lives with them: threads in
 test_threads.py, chains of thunks in test_composition.py, DLPack in
-test_dlpack.py, Numba in test_numba.py, the C API in test_capi.py, bad keys
-in test_bad_inputs.py."""
+test_dlpack.py, Numba in test_numba*.py, the C API in test_capi.py, bad
+keys in test_refusals.py, the limits of its guards in test_rebind_guards.py."""
 
 import ctypes
 import gc

@@ -19,21 +19,6 @@ import numthunk as nt
 from numthunk._signature import scipy_text
 
 from conftest import HERE
-from ntbuild import compile_shared
-
-
-@pytest.fixture(scope="module")
-def ilib():
-    return ctypes.CDLL(compile_shared(os.path.join(HERE, "fixtures", "interop.c"), "interop"))
-
-
-@pytest.fixture(scope="module")
-def ifn(ilib):
-    def make(name, signature):
-        addr = ctypes.cast(getattr(ilib, name), ctypes.c_void_p).value
-        return nt.Function(addr, signature, owner=ilib, name=name)
-    return make
-
 
 # -------------------------------------------------- one text per type
 

@@ -25,6 +25,8 @@ import pytest
 
 import numthunk as nt
 
+pytestmark = pytest.mark.stress
+
 SECONDS = float(os.environ.get("NUMTHUNK_STRESS_SECONDS", "1.5"))
 CALLERS = 8
 FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))

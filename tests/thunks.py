@@ -1,6 +1,7 @@
-"""Helpers shared by the tests of a thunk's life (test_lifetime.py,
-test_rebind.py, test_threads.py, test_composition.py): reentrant values,
-bounded runs, and reference counts that are checked without crashing."""
+"""Helpers shared by the test files, kept here once: binding on an engine,
+integers known by __index__ (reentrant ones too), bounded runs, reference
+counts that are checked without crashing, and fresh interpreters that
+import the numthunk under test."""
 
 import ctypes
 import os
@@ -25,14 +26,26 @@ def bind(engine, target, *args, **kw):
 
 
 class Index:
-    """An integer whose conversion runs Python code first."""
+    """An integer known by its __index__ only (as operator.index sees it);
+    with an action, its conversion runs that Python code first. Equal to an
+    Index of the same value, so that one survives a round trip by pickle
+    (by this module's name) or deepcopy as equal."""
 
-    def __init__(self, value, action):
-        self.value, self.action = value, action
+    def __init__(self, v, action=None):
+        self.v, self.action = v, action
 
     def __index__(self):
-        self.action()
-        return self.value
+        if self.action is not None:
+            self.action()
+        return self.v
+
+    def __repr__(self):
+        return f"Index({self.v})"
+
+    def __eq__(self, other):
+        return isinstance(other, Index) and other.v == self.v
+
+    __hash__ = None
 
 
 def run_bounded(fn, timeout=20):
@@ -87,7 +100,15 @@ def sum_fn():
     return nt._core._kernels()["sum"]
 
 
-def run_py(code, **env):
+def run_python(code, env=None, cwd=None):
+    """Run code in a fresh interpreter (as run_py does); return its stdout,
+    failing on an error."""
+    proc = run_py(code, cwd=cwd, **(env or {}))
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    return proc.stdout
+
+
+def run_py(code, cwd=None, **env):
     # the child imports the numthunk this process tested, and ntbuild
     path = os.pathsep.join([os.path.dirname(os.path.dirname(os.path.abspath(nt.__file__))),
                             os.path.dirname(os.path.abspath(__file__)),
@@ -100,4 +121,4 @@ def run_py(code, **env):
         inherited.pop("NUMTHUNK_BACKEND", None)
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
                           text=True, env={**inherited, "PYTHONPATH": path, **env},
-                          timeout=300)
+                          cwd=cwd, timeout=300)

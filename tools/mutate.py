@@ -12,6 +12,8 @@ working tree is never touched):
   plant it -> rebuild the extension (C files only) -> run the test files
   that should kill it (or the whole suite with --full) under a timeout ->
   restore the file.
+A test selection names files, node ids, or markers (marked("guards"),
+pytest's `-m guards`: every test with the marker, wherever its file is).
 A failing, crashing or hanging run kills the mutant ("timeout" is reported
 as such); a passing run means it survived. With --tests-from an older ref
 whose tests/ lacks all of a mutant's files, FALLBACK (the core test files)
@@ -79,16 +81,21 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Keep `find` short but unique in its file.
 
 T_CONV = "tests/test_conversion.py"
-T_TABLES = "tests/test_tables.py"
-T_BAD = "tests/test_bad_inputs.py"
+T_TYPES = "tests/test_types.py"
+T_REFUSALS = "tests/test_refusals.py"
 T_BIND = "tests/test_bind.py"
 T_SIG = "tests/test_signature.py"
 T_ENGINE = "tests/test_engine.py"
-T_DIFF = "tests/test_differential.py"
+T_ABI = "tests/test_engine_abi.py"
 T_LIFE = "tests/test_lifetime.py"
+T_LIFE_GUARDS = "tests/test_lifetime_guards.py"
 T_CYTHON = "tests/test_cython.py"
-T_NUMBA = "tests/test_numba.py"
-T_HARNESS = "tests/test_c_harness.py"
+# Numba's files but test_numba_function_type.py and test_numba_idioms.py
+# (what the former test_numba.py held): a mutant naming them runs them all
+T_NUMBA = ["tests/test_numba.py", "tests/test_numba_signatures.py",
+           "tests/test_numba_holding.py", "tests/test_numba_inline.py",
+           "tests/test_numba_processes.py"]
+T_CORE_C = "tests/test_core_c.py"
 T_REBIND = "tests/test_rebind.py"
 T_THREADS = "tests/test_threads.py"
 T_DLPACK = "tests/test_dlpack.py"
@@ -97,7 +104,7 @@ T_CAPI = "tests/test_capi.py"
 # When none of a mutant's test files exist (an older tests/ with
 # --tests-from), these run instead: the core of the suite, without the
 # slow Cython/Numba/example files.
-FALLBACK = [T_BIND, T_BAD, T_CONV, T_DIFF, T_ENGINE, T_HARNESS, T_LIFE]
+FALLBACK = [T_BIND, T_REFUSALS, T_CONV, T_ABI, T_ENGINE, T_CORE_C, T_LIFE]
 
 
 def M(id, file, desc, find, repl, tests, regex=False):
@@ -109,76 +116,76 @@ MUTANTS = [
     M("py-ctypes-ulong", "numthunk/_ctypes.py", "ctypes c_ulong mapped as signed",
       "*((ct, _int_text(ct)) for ct in (ctypes.c_int, ctypes.c_uint, ctypes.c_long,",
       "*((ct, _int_text(ctypes.c_long if ct is ctypes.c_ulong else ct)) for ct in "
-      "(ctypes.c_int, ctypes.c_uint, ctypes.c_long,", [T_TABLES, T_BIND]),
+      "(ctypes.c_int, ctypes.c_uint, ctypes.c_long,", [T_TYPES, T_BIND]),
     M("py-ctypes-ushort", "numthunk/_ctypes.py", "ctypes c_ushort mapped as signed",
-      '(ctypes.c_ushort, "unsigned short"),', '(ctypes.c_ushort, "short"),', [T_TABLES, T_BIND]),
+      '(ctypes.c_ushort, "unsigned short"),', '(ctypes.c_ushort, "short"),', [T_TYPES, T_BIND]),
     # The ctypes, cffi and Numba maps derive from the core's kind table
     # (_core.kinds, src/kinds.c): a wrong column in the derivation.
     M("py-ctypes-of-kind", "numthunk/_ctypes.py", "ctypes map keyed by C text, not kind",
       '_CTYPES_OF_KIND = {k.name: getattr(ctypes, k.ctypes)',
-      '_CTYPES_OF_KIND = {k.c: getattr(ctypes, k.ctypes)', [T_BIND, T_TABLES]),
+      '_CTYPES_OF_KIND = {k.c: getattr(ctypes, k.ctypes)', [T_BIND, T_TYPES]),
     M("py-numba-kind-c64", "numthunk/_numba.py", "complex64 value passed to Numba (ABI differs)",
       '_KIND_NUMBA = {k.name: k.numba for k in _core.kinds.values() if k.name != "complex64"}',
-      '_KIND_NUMBA = {k.name: k.numba for k in _core.kinds.values()}', [T_TABLES, T_NUMBA]),
+      '_KIND_NUMBA = {k.name: k.numba for k in _core.kinds.values()}', [T_TYPES, *T_NUMBA]),
     M("py-cffi-inverse", "numthunk/_cffi.py", "cffi's names read back as themselves",
       "_C_OF_CFFI = {cffi_name: c for c, cffi_name in CFFI_OF_C.items()}",
-      "_C_OF_CFFI = {}", [T_TABLES]),
+      "_C_OF_CFFI = {}", [T_TYPES]),
     M("py-cython-float_t", "numthunk/_cython.py", "NumPy's Cython float_t resolved to float",
-      '"float_t": "double",', '"float_t": "float",', [T_TABLES, T_CYTHON]),
+      '"float_t": "double",', '"float_t": "float",', [T_TYPES, T_CYTHON]),
     M("py-cython-uintp_t", "numthunk/_cython.py", "NumPy's Cython uintp_t resolved as signed",
       '"intp_t": "npy_intp", "uintp_t": "npy_uintp",',
       '"intp_t": "npy_intp", "uintp_t": "npy_intp",',
-      [T_TABLES, T_CYTHON]),
+      [T_TYPES, T_CYTHON]),
     M("py-cython-ulonglong_t", "numthunk/_cython.py", "ulonglong_t resolved as signed",
-      '"ulonglong_t": "unsigned long long",', '"ulonglong_t": "long long",', [T_TABLES, T_CYTHON]),
+      '"ulonglong_t": "unsigned long long",', '"ulonglong_t": "long long",', [T_TYPES, T_CYTHON]),
 
     # ---- kinds.c: the kind table, one row per kind (names, ranges, codes,
     # cells, widening, libffi types), that C and the Python maps read
     M("py-ctypes-of-u16", "src/kinds.c", "uint16 -> ctypes c_int16 in the kind table",
       '&ffi_type_uint16, "uint16", "c_uint16"),',
-      '&ffi_type_uint16, "uint16", "c_int16"),', [T_BIND, T_TABLES]),
+      '&ffi_type_uint16, "uint16", "c_int16"),', [T_BIND, T_TYPES]),
     M("py-numba-u16-c", "src/kinds.c", "uint16's C text int16_t (kind table)",
       '[NT_U16] = INT_ROW("uint16", "uint16_t", uint16_t,',
-      '[NT_U16] = INT_ROW("uint16", "int16_t", uint16_t,', [T_TABLES, T_NUMBA]),
+      '[NT_U16] = INT_ROW("uint16", "int16_t", uint16_t,', [T_TYPES, *T_NUMBA]),
     M("py-numba-u8-kind", "src/kinds.c", "C uint8 given to Numba as int8 (kind table)",
       '&ffi_type_uint8, "uint8", "c_uint8"),',
-      '&ffi_type_uint8, "int8", "c_uint8"),', [T_TABLES, T_NUMBA]),
+      '&ffi_type_uint8, "int8", "c_uint8"),', [T_TYPES, *T_NUMBA]),
     M("kinds-f32-align", "src/kinds.c", "float alignment taken as 1",
       ".size = sizeof(float), .align = _Alignof(float)", ".size = sizeof(float), .align = 1",
-      [T_CONV, T_BAD, T_TABLES]),
+      [T_CONV, T_REFUSALS, T_TYPES]),
     M("kinds-l-unsigned", "src/kinds.c", "native 'L' decoded as signed",
       "| IF(sizeof(long) == (n), F_l)", "| IF(sizeof(long) == (n), F_l | F_L)",
-      [T_CONV, T_BIND, T_TABLES]),
+      [T_CONV, T_BIND, T_TYPES]),
     M("kinds-std-h", "src/kinds.c", "standard-size 'h' ('<h', ctypes arrays) decoded unsigned",
-      "| IF((n) == 2, F_h)", "| IF((n) == 2, F_H)", [T_CONV, T_BIND, T_TABLES]),
+      "| IF((n) == 2, F_h)", "| IF((n) == 2, F_H)", [T_CONV, T_BIND, T_TYPES]),
 
     # ---- parse/spellings.c: the C spelling table
     M("types-ulong", "src/parse/spellings.c", "unsigned long spelled signed",
       '{ "unsigned long", U(long), NULL },', '{ "unsigned long", S(long), NULL },',
-      [T_TABLES, T_SIG]),
+      [T_TYPES, T_SIG]),
     M("types-short", "src/parse/spellings.c", "short spelled unsigned",
-      '{ "short", S(short), NULL },', '{ "short", U(short), NULL },', [T_TABLES, T_SIG]),
+      '{ "short", S(short), NULL },', '{ "short", U(short), NULL },', [T_TYPES, T_SIG]),
     M("types-ssize_t", "src/parse/spellings.c", "ssize_t spelled unsigned",
-      '{ "ssize_t", S(size_t), NULL },', '{ "ssize_t", U(size_t), NULL },', [T_TABLES, T_SIG]),
+      '{ "ssize_t", S(size_t), NULL },', '{ "ssize_t", U(size_t), NULL },', [T_TYPES, T_SIG]),
 
     # ---- parse/declarator.c: the parser
     M("sig-const-base", "src/parse/declarator.c", "const on a scalar base forgotten",
       "NT_FNPTR ? NT_CONST_SELF : NT_CONST_BASE;", "NT_FNPTR ? NT_CONST_SELF : 0;",
-      [T_SIG, T_BAD, T_CONV]),
+      [T_SIG, T_REFUSALS, T_CONV]),
     M("sig-equal-cflags", "src/parse/declarator.c", "type equality ignores const",
       "if (a->kind != b->kind || a->cflags != b->cflags)", "if (a->kind != b->kind)",
-      [T_SIG, T_NUMBA, T_CYTHON]),
+      [T_SIG, *T_NUMBA, T_CYTHON]),
     M("sig-depth", "src/parse/declarator.c", "one '*' too many on pointers to pointers",
-      "    t->depth++;\n    return 0;", "    t->depth += 2;\n    return 0;", [T_SIG, T_BAD]),
+      "    t->depth++;\n    return 0;", "    t->depth += 2;\n    return 0;", [T_SIG, T_REFUSALS]),
 
     # ---- convert/buffer.c: buffer descriptors
     M("descr-stride-align", "src/convert/buffer.c", "alignment check ignores strides",
       "if (view->shape[d] > 1 && view->strides[d] % (Py_ssize_t)align != 0)",
       "if (0 && view->shape[d] > 1 && view->strides[d] % (Py_ssize_t)align != 0)",
-      [T_CONV, T_BAD]),
+      [T_CONV, T_REFUSALS]),
     M("descr-swapped", "src/convert/buffer.c", "byte-swapped buffers accepted",
       "if (swapped && view->itemsize > 1", "if (0 && swapped && view->itemsize > 1",
-      [T_BAD, T_CONV]),
+      [T_REFUSALS, T_CONV]),
 
     # ---- convert/value.c (and the ranges and float limits it reads in kinds.c):
     # range, float, dtype, const, alignment checks
@@ -199,17 +206,17 @@ MUTANTS = [
       "which is 2^128 */\n                 .fmax = FLT_MAX, .fover = 0x1.fffffep+127,", [T_CONV]),
     M("conv-numpy-unsigned", "src/convert/value.c", "unsigned NumPy arrays read as signed",
       "case 'u':\n        value = NT_VALUE_INT;\n        is_signed = 0;\n",
-      "case 'u':\n        value = NT_VALUE_INT;\n", [T_CONV, T_BIND, T_TABLES]),
+      "case 'u':\n        value = NT_VALUE_INT;\n", [T_CONV, T_BIND, T_TYPES]),
     M("conv-ret-negative", "src/convert/value.c",
       "a negative narrow int returned to Python as unsigned",
       "return PyLong_FromLongLong(-(long long)(~u << shift >> shift) - 1);",
-      "return PyLong_FromUnsignedLongLong(u);", [T_BIND, T_CONV, T_DIFF]),
+      "return PyLong_FromUnsignedLongLong(u);", [T_BIND, T_CONV, T_ABI]),
     M("conv-c64-imag", "src/convert/value.c", "float complex imaginary part not range-checked",
       "|| to_float(c.imag, &parts[1], value, what) < 0)",
       "|| (parts[1] = (float)c.imag, 0))", [T_CONV]),
     M("conv-readonly", "src/convert/value.c", "read-only buffer bound to a non-const pointer",
       "if (v->readonly && !is_const) {", "if (0 && v->readonly && !is_const) {",
-      [T_BAD, T_CONV, T_CYTHON]),
+      [T_REFUSALS, T_CONV, T_CYTHON]),
     M("conv-char-any-byte", "src/convert/value.c",
       "any 1-byte buffer accepted for int8_t*/uint8_t*",
       "return spelled_char && (kind == NT_I8 || kind == NT_U8);",
@@ -245,7 +252,7 @@ MUTANTS = [
       "if (d != NULL && Py_REFCNT(d) == 0) {", "if (0) {", [T_LIFE]),
     M("registry-no-grave", "src/life/registry.c", "a collected thunk's address forgotten at once",
       "    if (!nt_quarantine_holds(stamp)) {", "    if (1) {",
-      [T_LIFE, "tests/test_guards_registry.py"]),
+      [T_LIFE, T_LIFE_GUARDS]),
     M("thunk-rebind-gen", "src/life/commit.c", "rebind ignores a rebind completed meanwhile",
       "if (self->gen == gen && !self->released)", "if (!self->released)",
       [T_REBIND, T_THREADS]),
@@ -275,7 +282,7 @@ MUTANTS = [
       "self->owner = Py_NewRef(owner);\n    self->needs_gil = !nogil;",
       "self->owner = owner;\n    self->needs_gil = !nogil;", [T_LIFE]),
     M("errors-caret", "src/python/errors.c", "parse error caret one column right (1-based)",
-      "int col = err->column;", "int col = err->column + 1;", [T_SIG, T_BAD]),
+      "int col = err->column;", "int col = err->column + 1;", [T_SIG, T_REFUSALS]),
     M("dlpack-unsigned-code", "src/kinds.c", "unsigned ints described to DLPack as signed",
       ".dl_code = SIGNED ? kDLInt : kDLUInt,", ".dl_code = kDLInt,", [T_DLPACK]),
     M("dlpack-device", "src/convert/dlpack.c", "a consumed non-CPU tensor accepted",
@@ -321,22 +328,22 @@ MUTANTS = [
       "abi->stack_align) - above;", "abi->stack_align) - above + abi->stack_slot;", [T_ENGINE]),
     M("plan-parallel-moves", "src/engine/route.c", "moves emitted without ordering",
       "blocked = j != i && !m[j].done && loc_overlaps(m[i].dst, m[j].src);", "blocked = 0;",
-      [T_BIND, T_DIFF]),
+      [T_BIND, T_ABI]),
     M("plan-park-ext", "src/engine/route.c", "a narrow int parked in a cycle loses its extension",
       "add_step(hp, NT_STEP_MOVE, m[i].cls, m[i].ext, park,",
-      "add_step(hp, NT_STEP_MOVE, m[i].cls, NT_EXT_NONE, park,", [T_HARNESS]),
+      "add_step(hp, NT_STEP_MOVE, m[i].cls, NT_EXT_NONE, park,", [T_CORE_C]),
     M("plan-frame-record", "src/engine/route.c", "incoming stack arguments misplaced in a frame",
       "(hp->tail ? 0 : abi->frame_record + hp->frame)", "(hp->tail ? 0 : hp->frame)",
-      [T_HARNESS]),
+      [T_CORE_C]),
     M("plan-fp-in-gpr", "src/engine/route.c", "floats never overflow into integer registers",
-      "== abi->n_arg_regs[c] && abi->fp_in_gpr)", "== abi->n_arg_regs[c] && 0)", [T_HARNESS]),
+      "== abi->n_arg_regs[c] && abi->fp_in_gpr)", "== abi->n_arg_regs[c] && 0)", [T_CORE_C]),
     M("plan-packed-size", "src/engine/route.c", "packed stack arguments laid out in 8-byte slots",
-      "int size = param[i]->size;", "int size = 8;", [T_HARNESS]),
+      "int size = param[i]->size;", "int size = 8;", [T_CORE_C]),
     M("plan-packed-meet", "src/engine/route.c",
       "packed stack arguments rewritten in place where they meet apart",
-      "hp->tail = !packed_moves_meet(shape, nargs, tloc, floc);", "hp->tail = 1;", [T_HARNESS]),
+      "hp->tail = !packed_moves_meet(shape, nargs, tloc, floc);", "hp->tail = 1;", [T_CORE_C]),
     M("plan-packed-key", "src/engine/route.c", "handler cache key ignores the packed size",
-      "| (a->size != 0 ? size_code(a->size) << 5 : 0)", "| 0", [T_HARNESS]),
+      "| (a->size != 0 ? size_code(a->size) << 5 : 0)", "| 0", [T_CORE_C]),
 
     # ---- kinds.c: the libffi types engine/ffi.c reads
     M("ffi-i16-type", "src/kinds.c", "int16 given to libffi as uint16",
@@ -425,14 +432,59 @@ def test_env(engine=None):
     return env
 
 
+def marked(name):
+    """A test selection's entry for every test of the suite marked ``name``
+    (pytest -m; the markers are pyproject.toml's), wherever its file is."""
+    return f"-m {name}"
+
+
+def is_marker(test):
+    return test.startswith("-m ")
+
+
+def present(root, tests):
+    """The entries of a selection that exist under root: the test files and
+    node ids found there, and every marker."""
+    return [t for t in tests
+            if is_marker(t) or os.path.exists(os.path.join(root, t.split("::")[0]))]
+
+
+def pytest_runs(tests):
+    """A selection as pytest's arguments: when it names markers, first the
+    tests of the suite with any of them (the guards: seconds, and the first
+    to fail at an edge), less the files and node ids it names; then those,
+    in one run."""
+    named = [t for t in tests if not is_marker(t)]
+    marks = [t[3:] for t in tests if is_marker(t)]
+    runs = []
+    if marks:
+        runs.append(["tests", "-m", " or ".join(marks),
+                     *(f"--deselect={t}" if "::" in t else f"--ignore={t}" for t in named)])
+    if named:
+        runs.append(named)
+    return runs
+
+
 def run_tests(scratch, tests, timeout, engine=None):
-    """('passed'|'failed'|'timeout'|'crash', killing test or '', seconds)."""
+    """('passed'|'failed'|'timeout'|'crash', killing test or '', seconds):
+    the first pytest run of the selection that does not pass says which."""
+    status, test, spent = "passed", "", 0.0
+    for args in pytest_runs(tests):
+        status, test, dt = _run_pytest(scratch, args, max(1.0, timeout - spent), engine,
+                                       by_marker=args[:1] == ["tests"])
+        spent += dt
+        if status != "passed":
+            break
+    return status, test, spent
+
+
+def _run_pytest(scratch, args, timeout, engine, by_marker):
     # Ctrl-C as in a terminal: a run started in the background (nohup, &)
     # inherits SIGINT ignored, and the tests that raise it would fail.
     cmd = [sys.executable, "-c", "import runpy, signal, sys; "
            "signal.signal(signal.SIGINT, signal.default_int_handler); "
            "sys.argv[0] = 'pytest'; runpy.run_module('pytest', run_name='__main__')",
-           "-x", "-v", "-p", "no:cacheprovider", "-rfE", "--tb=line", *tests]
+           "-x", "-v", "-p", "no:cacheprovider", "-rfE", "--tb=line", *args]
     env = test_env(engine)
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=scratch, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -445,7 +497,8 @@ def run_tests(scratch, tests, timeout, engine=None):
         nodes = _NODE_RE.findall(out)
         return "timeout", nodes[-1] if nodes else "", time.monotonic() - t0
     dt = time.monotonic() - t0
-    if proc.returncode == 0:
+    # a marker no test has (an older tests/, --tests-from) selects nothing
+    if proc.returncode == 0 or (by_marker and proc.returncode == 5):
         return "passed", "", dt
     m = re.search(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", out, flags=re.M)
     if m:
@@ -496,9 +549,9 @@ class Worker:
                     return dict(result="build-error", test=(last or [""])[0][:100],
                                 secs=time.monotonic() - t0)
             tests = ["tests"] if full else m["tests"]
-            exists = [t for t in tests if os.path.exists(os.path.join(self.dir, t.split("::")[0]))]
+            exists = present(self.dir, tests)
             note = ""
-            if not exists:
+            if not [t for t in exists if not is_marker(t)]:
                 exists = [t for t in self.fallback if os.path.exists(os.path.join(self.dir, t))]
                 note = "[fallback set] "
             status, test, _ = run_tests(self.dir, exists, timeout, engine)
@@ -514,8 +567,29 @@ class Worker:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def missing_tests(tests, repo):
+    """The entries of a selection that name nothing: a test file that does
+    not exist, a marker that pyproject.toml does not register or that no
+    test file of tests/ uses."""
+    with open(os.path.join(repo, "pyproject.toml"), encoding="utf-8") as fh:
+        registered = set(re.findall(r'^\s*"(\w+):', fh.read(), flags=re.M))
+    used = ""
+    for f in sorted(os.listdir(os.path.join(repo, "tests"))):
+        if f.startswith("test_") and f.endswith(".py"):
+            with open(os.path.join(repo, "tests", f), encoding="utf-8") as fh:
+                used += fh.read()
+
+    def names_nothing(t):
+        if is_marker(t):
+            return t[3:] not in registered or f"pytest.mark.{t[3:]}" not in used
+        return not os.path.exists(os.path.join(repo, t.split("::")[0]))
+
+    return [t for t in tests if names_nothing(t)]
+
+
 def check(mutants, repo):
-    """Every pattern matches exactly once, every test file exists: 0, else 1."""
+    """Every pattern matches exactly once, every test file and marker a
+    mutant or an operator mode's selection names exists: 0, else 1."""
     bad = []
     for m in mutants:
         try:
@@ -523,13 +597,17 @@ def check(mutants, repo):
                 _, why = plant(fh.read(), m)
         except OSError as e:
             why = f"cannot read {m['file']}: {e.strerror}"
-        missing = [t for t in m["tests"]
-                   if not os.path.exists(os.path.join(repo, t.split("::")[0]))]
+        missing = missing_tests(m["tests"], repo)
         if why is None and missing:
             why = "test file(s) missing: " + " ".join(missing)
         if why is not None:
             bad.append(m["id"])
             print(f"STALE {m['id']:24} {m['file']:26} {why}")
+    for src, sel in [("OP_CORE", OP_CORE), *OP_TESTS.items(), ("FALLBACK", FALLBACK)]:
+        missing = missing_tests(sel, repo)
+        if missing:
+            bad.append(src)
+            print(f"STALE selection of {src}: " + " ".join(missing))
     ids = [m["id"] for m in mutants]
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:
@@ -548,7 +626,11 @@ def check(mutants, repo):
 # file this platform does not build, engine/arch/aarch64.c on x86-64, compiles
 # to nothing new); one that does not compile is reported as such.
 
-T_TRAVEL = "tests/test_travel.py"
+# travel's files but test_travel_parallel.py (what the former
+# test_travel.py held)
+T_TRAVEL = ["tests/test_travel.py", "tests/test_travel_library.py",
+            "tests/test_travel_refusals.py", "tests/test_travel_copy.py",
+            "tests/test_travel_generated.py"]
 T_INTEROP = "tests/test_interop.py"
 T_SCIPY = "tests/test_scipy.py"
 T_MAIN = "tests/test_main.py"
@@ -557,17 +639,17 @@ T_NOMEM = "tests/test_nomemory.py"
 T_LEAKS = "tests/test_leaks.py"
 T_MODULE = "tests/test_module.py"
 T_STRUCTURE = "tests/test_structure.py"
-# the boundary tests of the core's guards (a few seconds in all)
-T_GUARDS = sorted(f"tests/{f}" for f in os.listdir(os.path.join(ROOT, "tests"))
-                  if f.startswith("test_guards_") and f.endswith(".py"))
+# the boundary tests of the core's guards, wherever their feature's file is
+# (test_<feature>_guards.py; a few seconds in all)
+T_GUARDS = marked("guards")
 
 # What every C mutant runs: the core of the suite (a few minutes), and the
 # feature files that take seconds (the module's own functions, SciPy,
 # Cython, ctypes/cffi, pickling); not Numba's (a minute), nor the
 # documentation's.
-OP_CORE = [T_BIND, T_BAD, T_CONV, T_SIG, T_TABLES, T_DIFF, T_LIFE, T_COMP, T_REBIND,
-           T_THREADS, T_ENGINE, T_HARNESS, T_DLPACK, T_CAPI, T_NOMEM, T_LEAKS, *T_GUARDS,
-           T_MODULE, T_STRUCTURE, T_SCIPY, T_CYTHON, T_INTEROP, T_TRAVEL]
+OP_CORE = [T_BIND, T_REFUSALS, T_CONV, T_SIG, T_TYPES, T_ABI, T_LIFE, T_COMP, T_REBIND,
+           T_THREADS, T_ENGINE, T_CORE_C, T_DLPACK, T_CAPI, T_NOMEM, T_LEAKS, T_GUARDS,
+           T_MODULE, T_STRUCTURE, T_SCIPY, T_CYTHON, T_INTEROP, *T_TRAVEL]
 
 # Files whose behaviour other test files reach first (they run before the
 # core, so that a kill comes early); a file not named here gets OP_CORE.
@@ -578,28 +660,28 @@ OP_TESTS = {
     "src/convert/value.c": [T_BIND, T_CONV, T_INTEROP],
     "src/python/capi.c": [T_CAPI],
     "src/python/module.c": [T_MODULE, T_SCIPY],
-    "src/python/signature.c": [T_SIG, T_TABLES],
+    "src/python/signature.c": [T_SIG, T_TYPES],
     "src/python/function.c": [T_BIND],
     "src/python/binder.c": [T_BIND],
-    "src/parse/declarator.c": [T_SIG, T_HARNESS, T_TABLES, T_BAD],
-    "src/parse/spellings.c": [T_TABLES, T_SIG],
-    "src/engine/route.c": [T_HARNESS, T_ENGINE, T_DIFF],
-    "src/engine/arch/x86_64.c": [T_HARNESS, T_ENGINE, T_DIFF],
-    "src/engine/arch/aarch64.c": [T_HARNESS],
+    "src/parse/declarator.c": [T_SIG, T_CORE_C, T_TYPES, T_REFUSALS],
+    "src/parse/spellings.c": [T_TYPES, T_SIG],
+    "src/engine/route.c": [T_CORE_C, T_ENGINE, T_ABI],
+    "src/engine/arch/x86_64.c": [T_CORE_C, T_ENGINE, T_ABI],
+    "src/engine/arch/aarch64.c": [T_CORE_C],
     "src/engine/memory/memfd.c": [T_ENGINE],
     "src/engine/memory/mprotect.c": [T_ENGINE],
-    "src/engine/native.c": [T_ENGINE, T_HARNESS],
-    "src/life/quarantine.c": [T_HARNESS, T_ENGINE],
-    "numthunk/_cython.py": [T_CYTHON, T_TABLES, T_INTEROP],
-    "numthunk/_numba.py": [T_NUMBA, T_TABLES],
-    "numthunk/_numba_ext.py": [T_NUMBA, T_INTEROP],
-    "numthunk/_recipe.py": [T_TRAVEL, T_DLPACK],
-    "numthunk/_foreign.py": [T_INTEROP, T_BIND, T_BAD],
-    "numthunk/_signature.py": [T_SIG, T_TABLES, T_BIND, T_INTEROP, T_SCIPY],
-    "numthunk/_ctypes.py": [T_SIG, T_TABLES, T_BIND, T_INTEROP],
-    "numthunk/_cffi.py": [T_SIG, T_TABLES, T_INTEROP],
-    "numthunk/_loader.py": [T_TRAVEL, T_BIND],
-    "numthunk/_api.py": [T_BIND, T_BAD, T_TRAVEL, T_INTEROP, T_NUMBA] + OP_CORE,
+    "src/engine/native.c": [T_ENGINE, T_CORE_C],
+    "src/life/quarantine.c": [T_CORE_C, T_ENGINE],
+    "numthunk/_cython.py": [T_CYTHON, T_TYPES, T_INTEROP],
+    "numthunk/_numba.py": [*T_NUMBA, T_TYPES],
+    "numthunk/_numba_ext.py": [*T_NUMBA, T_INTEROP],
+    "numthunk/_recipe.py": [*T_TRAVEL, T_DLPACK],
+    "numthunk/_foreign.py": [T_INTEROP, T_BIND, T_REFUSALS],
+    "numthunk/_signature.py": [T_SIG, T_TYPES, T_BIND, T_INTEROP, T_SCIPY],
+    "numthunk/_ctypes.py": [T_SIG, T_TYPES, T_BIND, T_INTEROP],
+    "numthunk/_cffi.py": [T_SIG, T_TYPES, T_INTEROP],
+    "numthunk/_loader.py": [*T_TRAVEL, T_BIND],
+    "numthunk/_api.py": [T_BIND, T_REFUSALS, *T_TRAVEL, T_INTEROP, *T_NUMBA] + OP_CORE,
     "numthunk/__main__.py": [T_MAIN],
     "numthunk/__init__.py": [T_BIND],
 }
@@ -742,7 +824,7 @@ class OpWorker(Worker):
                                 test="same object code" if units else "not built here",
                                 secs=time.monotonic() - t0)
                 self._relink()
-            exists = [t for t in tests if os.path.exists(os.path.join(self.dir, t.split("::")[0]))]
+            exists = present(self.dir, tests)
             status, test, _ = run_tests(self.dir, exists, timeout, engine)
         finally:
             with open(path, "w", encoding="utf-8") as fh:
@@ -886,7 +968,7 @@ def operator_mode(args):
         def clean(sel):
             w = free.pop()
             try:
-                exists = [t for t in sel if os.path.exists(os.path.join(w.dir, t.split("::")[0]))]
+                exists = present(w.dir, sel)
                 return sel, run_tests(w.dir, exists, max(1800, args.timeout), args.engine)
             finally:
                 free.append(w)

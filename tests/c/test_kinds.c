@@ -5,7 +5,7 @@
  * by the compiler, the parser (every row's C text parses back to its
  * kind), and the kind macros of numthunk.h. The columns the Python
  * package reads are checked against ctypes, cffi, Numba, NumPy and a C
- * probe by tests/test_tables.py, which builds and runs this file.
+ * probe by tests/test_types.py, which builds and runs this file.
  *
  *   gcc -Wall -Wextra -Werror -std=c11 -Isrc src/kinds.c src/parse/spellings.c \
  *       src/parse/declarator.c tests/c/test_kinds.c -o test_kinds -lffi

@@ -52,7 +52,7 @@
  *
  * Built with -DNT_TEST_WRAP_ALLOC and the linker's
  * -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc,--wrap=strdup
- * (tests/test_c_harness.py does), the engine's own allocations pass through
+ * (tests/test_core_c.py does), the engine's own allocations pass through
  * this file, and each one of the engine's start and of a first thunk is
  * failed in turn, each in a process of its own ("nomem K").
  */
@@ -2225,7 +2225,7 @@ main(int argc, char **argv)
               cmd);
     }
 
-    /* the verdict on stdout (tests/test_c_harness.py reads it there), the
+    /* the verdict on stdout (tests/test_core_c.py reads it there), the
        details above on stderr */
     if (failures == 0)
         printf("all native engine tests passed\n");

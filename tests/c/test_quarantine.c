@@ -11,7 +11,7 @@
  * - with no_reuse nothing ever leaves.
  *
  * The expected schedule comes from a model of those rules written here.
- * Built with ASan and UBSan (tests/test_c_harness.py):
+ * Built with ASan and UBSan (tests/test_core_c.py):
  *
  *   gcc -Wall -Wextra -Werror -std=c11 -D_GNU_SOURCE -Isrc \
  *       src/life/quarantine.c src/life/fork.c tests/c/test_quarantine.c -lpthread

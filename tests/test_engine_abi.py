@@ -23,6 +23,8 @@ import numthunk as nt
 from conftest import ENGINES, compiler_command
 from ntbuild import BUILD, compile_shared
 
+pytestmark = pytest.mark.differential
+
 SEED = 20261129
 COUNT = 2000
 

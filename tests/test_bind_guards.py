@@ -12,6 +12,8 @@ from numthunk import _core
 
 from thunks import bind
 
+pytestmark = pytest.mark.guards
+
 SIG3 = "double (const double *x, int n)"
 
 

@@ -15,6 +15,8 @@ import pytest
 from conftest import ENGINES
 from thunks import run_py
 
+pytestmark = pytest.mark.guards
+
 PRELUDE = """
 import ctypes, numthunk as nt
 lib = ctypes.CDLL({path!r})

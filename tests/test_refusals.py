@@ -285,7 +285,7 @@ def test_whole_table_in_a_subprocess_does_not_crash(fixture_path):
     code = f"""
 import ctypes, numpy as np, numthunk as nt, sys
 sys.path.insert(0, {str(__file__.rsplit('/', 1)[0])!r})
-import test_bad_inputs as T
+import test_refusals as T
 lib = ctypes.CDLL({fixture_path!r})
 for _id, name, sig, args, exc, text in T.ROWS:
     fn = nt.Function(ctypes.cast(getattr(lib, name), ctypes.c_void_p).value, sig, owner=lib)

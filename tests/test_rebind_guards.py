@@ -11,6 +11,8 @@ import numthunk as nt
 
 from thunks import bind
 
+pytestmark = pytest.mark.guards
+
 LIMIT = 100                     # life/commit.c REBIND_RETRIES: prepares again at most this often
 PLZ = "int64_t (const int64_t *x, int64_t k, size_t n)"
 

@@ -10,6 +10,8 @@ import pytest
 
 import numthunk as nt
 
+pytestmark = pytest.mark.guards
+
 MAX = 2 ** 63 - 1
 
 

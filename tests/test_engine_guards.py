@@ -12,6 +12,8 @@ import pytest
 from conftest import ENGINES
 from thunks import run_py
 
+pytestmark = pytest.mark.guards
+
 CODE = """
 import ctypes, numthunk as nt
 lib = ctypes.CDLL({path!r})

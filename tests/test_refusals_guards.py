@@ -13,6 +13,8 @@ import numthunk as nt
 
 from thunks import bind
 
+pytestmark = pytest.mark.guards
+
 NAME_MAX = 64          # convert/value.c LABEL_NAME_MAX
 TYPE_MAX = 159         # convert/value.c nt_param_label: char type[160]
 WHAT_MAX = 223         # numthunk.h NT_WHAT_MAX - 1: the text of a released thunk

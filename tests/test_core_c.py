@@ -97,6 +97,7 @@ NATIVE_SOURCES = ["engine/choose.c", "engine/native.c", "engine/route.c", "engin
                   "parse/spellings.c", "parse/declarator.c", "plan/plan.c"]
 
 
+@pytest.mark.differential
 @pytest.mark.skipif(not nt.engine_info()["native_available"],
                     reason="the native engine exists on x86-64 Linux only")
 @pytest.mark.parametrize("fixture_cc", ["gcc", "clang"])

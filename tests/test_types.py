@@ -32,6 +32,8 @@ from numthunk import _cffi, _cython, _numba
 
 import ntbuild
 
+pytestmark = pytest.mark.differential
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
