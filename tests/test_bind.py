@@ -1242,7 +1242,7 @@ def test_rebind_index_out_of_range_counts_the_parameters_in_words(nargs):
 
 @pytest.mark.parametrize("ndim, ok", [(0, False), (1, True), (8, True), (9, False)])
 def test_memoryview_declaration_ndim_at_the_edges(cfn, ndim, ok):
-    """life/commit.c collect_mvspecs: 1 <= ndim <= 8 (NT_MEMVIEW_MAX_DIMS); the
+    """python/memviews.c parse_mvspec: 1 <= ndim <= 8 (NT_MEMVIEW_MAX_DIMS); the
     parameter index 0 .. nargs - 1."""
     addr = cfn("f_d_pi", "double (const double *x, int n)").address
     sig = nt.Signature("double (__Pyx_memviewslice, int)")

@@ -265,7 +265,7 @@ print("survived")
 @pytest.mark.parametrize("release_first", [False, True])
 def test_the_trap_names_its_own_target_when_plans_are_shared(fixture_path, engine, release_first):
     """Two targets of one Signature object share its plans; the trap of a
-    released thunk names the target of that thunk (plan/plan.c nt_plan_what
+    released thunk names the target of that thunk (life/released.c nt_plan_what
     keeps one text per target), not the other's. The other target's thunk
     is released first, so the plan already holds a description made for
     the other target when this thunk's is asked for (with `first` alive,

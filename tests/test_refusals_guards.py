@@ -1,7 +1,7 @@
 """Text cut to fit a fixed buffer says that it was cut: parameter labels
 (convert/value.c nt_param_label: names past 64 bytes, types past 159), a
 marker's description of an array with more axes than its repr shows
-(convert/markers.c short_repr), the description of a released thunk (plan/plan.c
+(convert/markers.c short_repr), the description of a released thunk (life/released.c
 plan_text, NT_WHAT_MAX = 224 bytes with its NUL), and the types and
 signatures refusals name (convert/value.c, life/commit.c check_values), each at its
 edge and one byte either side. On both engines where a thunk is made."""
@@ -171,7 +171,7 @@ def test_a_released_thunk_whose_own_signature_leaves_no_room_for_its_target(cfn,
     target is left out and the text ends in dots all the same."""
     sig = _sig_of_length(own)
     got, full = _released_description(cfn, engine, sig)
-    if own + 6 <= WHAT_MAX:                           # plan/plan.c: room for " over "
+    if own + 6 <= WHAT_MAX:                           # life/released.c: room for " over "
         assert got == full[:WHAT_MAX - 3] + "..."
     elif own + 3 <= WHAT_MAX:
         assert got == sig + "..."

@@ -121,7 +121,7 @@ static int dtype_of_kind(int kind, DLDataType *out)
 }
 
 /* The kind a one-lane DLPack dtype describes, NT_VOID if none does. Every
-   scalar kind has a DLPack code and width (test_guards_dlpack refuses the
+   scalar kind has a DLPack code and width (test_dlpack_guards refuses the
    widths none has, 0 among them). */
 static int kind_of_dtype(DLDataType d)
 {
