@@ -16,7 +16,7 @@ called:
   memory past the real buffer is read: sizes are bound, and pointers only
   taken;
 - typed-memoryview declarations as the core takes them, (dtype, ndim,
-  contig, const), at the edges of their checks (life/commit.c
+  contig, const), at the edges of their checks (python/memviews.c
   parse_mvspec): the contiguity is exactly "C", "F" or None; the
   contiguity each declares is enforced on the buffer (convert/value.c).
   The ndim and index edges are in test_bind.py. These thunks are made,
