@@ -63,7 +63,7 @@ int nt_abi_check(const nt_abi *abi)
     if (abi->n_arg_regs[NT_CLS_INT] > NT_MAX_ARG_REGS
         || abi->n_arg_regs[NT_CLS_FP] > NT_MAX_ARG_REGS || abi->max_args < 0
         || abi->max_args > NT_PLAN_MAX_ARGS || abi->stack_slot == 0
-        || abi->stack_align % abi->stack_slot != 0
+        || abi->stack_align % abi->stack_slot != 0 || abi->shadow % abi->stack_slot != 0
         || (abi->stack_align & (abi->stack_align - 1)) != 0
         || (abi->stack_packed && abi->stack_align % 8 != 0) || !ext_table_fits(abi, abi->ext)
         || !ext_table_fits(abi, abi->bound_ext))
@@ -186,6 +186,8 @@ static int assign_locations(const nt_abi *abi, const shape_arg *const *param, in
     int used[NT_NCLASS] = { 0, 0 }, nstack = 0;
     for (int i = 0; i < n; i++) {
         int c = param[i]->cls;
+        if (abi->slots_shared) /* one count for both classes: the position */
+            used[NT_CLS_INT] = used[NT_CLS_FP] = i;
         if (c == NT_CLS_FP && used[c] == abi->n_arg_regs[c] && abi->fp_in_gpr)
             c = NT_CLS_INT; /* in the integer convention from here */
         if (used[c] < abi->n_arg_regs[c]) {
@@ -291,12 +293,13 @@ static void schedule_moves(const nt_abi *abi, move *m, int n, nt_route *hp)
 /* The plan of a handler                                                     */
 
 /* Frame form: the bytes sp goes down below the frame record, enough for
-   the target's stack arguments and such that sp is aligned at the call
-   (the caller's sp was, before it pushed entry_pushed bytes). */
+   the target's stack arguments above the shadow space the ABI reserves
+   for the callee, and such that sp is aligned at the call (the caller's
+   sp was, before it pushed entry_pushed bytes). */
 static int32_t frame_size(const nt_abi *abi, int target_stack)
 {
     int32_t above = abi->entry_pushed + abi->frame_record;
-    int32_t need = target_stack + above;
+    int32_t need = abi->shadow + target_stack + above;
     return (int32_t)nt_round_up((size_t)need, abi->stack_align) - above;
 }
 
@@ -354,12 +357,14 @@ int nt_route_make(const nt_abi *abi, const nt_plan *plan, nt_route *hp)
     }
     hp->frame = hp->tail ? 0 : frame_size(abi, hp->target_stack);
 
-    /* Incoming stack arguments sit above what the caller pushed (and our
-       frame); outgoing ones at the bottom of our frame, or (tail form) in
-       the same incoming area. */
-    int32_t in_base = abi->entry_pushed + (hp->tail ? 0 : abi->frame_record + hp->frame);
+    /* Incoming stack arguments sit above what the caller pushed and the
+       shadow space (and our frame); outgoing ones above the shadow space
+       at the bottom of our frame, or (tail form) in the same incoming
+       area. */
+    int32_t in_base =
+        abi->entry_pushed + abi->shadow + (hp->tail ? 0 : abi->frame_record + hp->frame);
     assign_locations(abi, fparam, nfwd, in_base, floc);
-    assign_locations(abi, tparam, nargs, hp->tail ? abi->entry_pushed : 0, tloc);
+    assign_locations(abi, tparam, nargs, abi->shadow + (hp->tail ? abi->entry_pushed : 0), tloc);
 
     /* 1. Forwarded values, all at once. */
     int n = 0;

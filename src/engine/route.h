@@ -103,6 +103,16 @@ typedef struct nt_abi {
     /* A floating-point argument that finds no FP register left takes the
        next integer register, if any, before the stack (RISC-V). */
     uint8_t fp_in_gpr;
+    /* Argument registers are taken by position, not counted per class:
+       the i-th argument takes the i-th register of its class (or the
+       stack), and the other class's i-th register stays unused (Microsoft
+       x64: rcx/xmm0, rdx/xmm1, r8/xmm2, r9/xmm3). */
+    uint8_t slots_shared;
+    /* Bytes the caller reserves between what its call pushed and the
+       first stack argument, for the callee to use (Microsoft x64's 32
+       bytes of shadow space); the frame form reserves as much below the
+       target's stack arguments. */
+    uint8_t shadow;
     uint32_t arg_kinds; /* kinds a parameter may have (NT_KIND_BIT) */
     uint32_t ret_kinds; /* kinds passed back untouched in registers */
     /* NT_EXT_* (numthunk.h) per forwarded kind, or NULL: widened as a C

@@ -7,7 +7,8 @@
  * or its forwarded value, widened as the ABI says. Nothing else may be
  * written but the target's argument locations and the cycle registers,
  * the return address and frame record stay untouched, and sp is aligned
- * at a call. The ABIs: x86-64 System V and AArch64 as their arch files
+ * at a call. The ABIs: x86-64 System V, Microsoft x64 (slots shared by
+ * position, 32 bytes of shadow space) and AArch64 as their arch files
  * describe them (the real nt_abi, compiled from src/engine/arch/ on any
  * host), a RISC-V 64 LP64D description (floats overflowing into integer
  * registers, 32-bit ints sign-extended to 64 bits, 32-bit floats) and
@@ -29,7 +30,8 @@
 #include "engine/native.h"
 #include "check.h"
 
-extern const nt_arch nt_arch_x86_64_sysv, nt_arch_aarch64_linux, nt_arch_aarch64_apple;
+extern const nt_arch nt_arch_x86_64_sysv, nt_arch_x86_64_win64, nt_arch_aarch64_linux,
+    nt_arch_aarch64_apple;
 
 /* ------------------------------------------------------------------------ */
 /* ABI descriptions besides the arch files'                                  */
@@ -128,6 +130,25 @@ static const nt_abi tiny_packed = {
     .max_args = 40, .max_bound_offset = 1u << 20,
 };
 
+/* Slots shared by position as Microsoft x64 shares them, but two of them,
+   16 bytes of shadow space, a 32-byte stack alignment and a frame record:
+   positions run out at once and the shadow space is no multiple of the
+   alignment. */
+static const nt_abi tiny_win = {
+    .arg_regs = { { 2, 1 }, { 0, 3 } },
+    .n_arg_regs = { 2, 2 },
+    .slots_shared = 1, .shadow = 16,
+    .stack_slot = 8, .stack_align = 32,
+    .entry_pushed = 8, .frame_record = 16,
+    .sp_reg = 4, .ctx_reg = 10,
+    .cycle = { { NT_LOC_GPR, 11, 0, 0 }, { NT_LOC_FPR, 5, 0, 0 } },
+    .copy = { 0, NT_NO_REG },
+    .arg_kinds = NT_KINDS_SCALAR,
+    .ret_kinds = NT_KIND_BIT(NT_VOID) | NT_KINDS_SCALAR,
+    .ext = NULL,
+    .max_args = 40, .max_bound_offset = 1u << 20,
+};
+
 /* ------------------------------------------------------------------------ */
 /* The machine model                                                         */
 
@@ -199,8 +220,11 @@ widen(int ext, uint64_t v)
 }
 
 /* Where the ABI puts a list of parameters of these kinds: registers, or
-   stack slot j at byte address base + slot * j, or (packed) each at the
-   next multiple of its size. Returns the bytes of stack arguments. */
+   stack slot j at byte address base + shadow + slot * j (base: sp at the
+   call), or (packed) each at the next multiple of its size. Registers are
+   counted per class, or, where the ABI shares its slots (Microsoft x64),
+   parameter i may take only register i of its class. Returns the bytes of
+   stack arguments. */
 typedef struct {
     int kind;                        /* NT_LOC_* */
     int reg;
@@ -214,6 +238,8 @@ places(const nt_abi *abi, const int *kinds, int n, int64_t base, place *out)
     int gpr = 0, fpr = 0, bytes = 0;
     for (int i = 0; i < n; i++) {
         int fp = NT_IS_FLOAT(kinds[i]);
+        if (abi->slots_shared)
+            gpr = fpr = i;
         if (fp && fpr < abi->n_arg_regs[NT_CLS_FP]) {
             out[i] = (place){ NT_LOC_FPR, abi->arg_regs[NT_CLS_FP][fpr++], 0, 0 };
         } else if ((!fp || abi->fp_in_gpr)
@@ -223,7 +249,7 @@ places(const nt_abi *abi, const int *kinds, int n, int64_t base, place *out)
             int size = abi->stack_packed ? (int)nt_kinds[kinds[i]].size
                                          : abi->stack_slot;
             bytes = (bytes + size - 1) / size * size;
-            out[i] = (place){ NT_LOC_MEM, 0, base + bytes, size };
+            out[i] = (place){ NT_LOC_MEM, 0, base + abi->shadow + bytes, size };
             bytes += size;
         }
     }
@@ -394,8 +420,9 @@ run_plan(const char *name, const nt_abi *abi, rplan *r, int it)
         CHECK(call_sp % abi->stack_align == 0, "%s plan %d: sp %% %d = %d at "
               "the call", name, it, abi->stack_align,
               (int)(call_sp % abi->stack_align));
-        CHECK(hp.frame >= target_stack, "%s plan %d: frame "
-              "%d for %d bytes", name, it, (int)hp.frame, target_stack);
+        CHECK(hp.frame >= abi->shadow + target_stack, "%s plan %d: frame %d for %d "
+              "bytes and %d bytes of shadow space", name, it, (int)hp.frame, target_stack,
+              abi->shadow);
     }
     for (int i = 0; i < plan->nargs; i++)
         if (out[i].kind == NT_LOC_MEM)
@@ -655,6 +682,9 @@ test_abi_check(const char *name, const nt_abi *abi)
     bad.stack_slot = 0;
     CHECK(nt_abi_check(&bad) != 0, "%s: stack slots of 0 bytes", name);
     bad = *abi;
+    bad.shadow = (uint8_t)(abi->stack_slot / 2 + abi->shadow);
+    CHECK(nt_abi_check(&bad) != 0, "%s: shadow space that is no multiple of the slot", name);
+    bad = *abi;
     bad.stack_slot = 2 * abi->stack_align;
     CHECK(nt_abi_check(&bad) != 0, "%s: an alignment that is no multiple of the slot",
           name);
@@ -692,12 +722,14 @@ main(int argc, char **argv)
         const nt_arch *arch;         /* its emitters, where it has some */
     } abis[] = {
         { "x86_64-sysv", &nt_arch_x86_64_sysv.abi, &nt_arch_x86_64_sysv },
+        { "x86_64-win64", &nt_arch_x86_64_win64.abi, &nt_arch_x86_64_win64 },
         { "aarch64-linux", &nt_arch_aarch64_linux.abi, &nt_arch_aarch64_linux },
         { "aarch64-apple", &nt_arch_aarch64_apple.abi, &nt_arch_aarch64_apple },
         { "riscv64-lp64d", &riscv64, NULL },
         { "tiny", &tiny, NULL },
         { "tiny-shared", &tiny_shared, NULL },
         { "tiny-packed", &tiny_packed, NULL },
+        { "tiny-win", &tiny_win, NULL },
     };
     for (size_t a = 0; a < sizeof(abis) / sizeof(abis[0]); a++) {
         rng_state = seed + a;

@@ -1,6 +1,7 @@
 /*
- * numthunk native engine for x86-64 System V (Linux): the architecture's
- * half, its ABI description and its encoders.
+ * numthunk native engine for x86-64: the architecture's half, its ABI
+ * descriptions (System V on Linux, Microsoft x64 on Windows) and its
+ * encoders, which serve both.
  *
  * Place in the pipeline: engine, the native engine's architecture file. It supplies
  * an nt_arch (engine/native.h): the System V ABI as the handler planner needs it
@@ -76,8 +77,12 @@ enum { RAX = 0, RCX, RDX, RBX, RSP, RBP, RSI, RDI, R8, R9, R10, R11, R12, R13, R
 
 #define CTX_REG   R10 /* context pointer, loaded by the stub */
 #define CYCLE_GPR R11 /* parks an integer while a cycle of moves breaks */
-#define CYCLE_XMM 15  /* parks an SSE value the same way */
+#define CYCLE_XMM 15  /* parks an SSE value the same way (System V) */
 #define COPY_GPR  RAX /* memory-to-memory copies, extensions into memory */
+/* Microsoft x64 keeps xmm6-xmm15 for the caller (callee-saved): an SSE
+   value waits in xmm5, volatile there and no argument register. r10, r11
+   and rax are volatile in both conventions. */
+#define CYCLE_XMM_WIN64 5
 
 /* Opcodes (Intel SDM vol. 2). */
 // clang-format off
@@ -345,6 +350,55 @@ const nt_arch nt_arch_x86_64_sysv = {
         .ret_kinds = NT_KIND_BIT(NT_VOID) | NT_KINDS_SCALAR | NT_KINDS_COMPLEX,
         .max_args = 128,              /* larger plans go to libffi */
         .max_bound_offset = 1u << 30, /* a disp32 reaches any cell */
+    },
+    .stub_size = STUB_SIZE,
+    .build_stub = x64_build_stub,
+    .enter = x64_enter,
+    .step = x64_step,
+    .leave = x64_leave,
+};
+
+/*
+ * Microsoft x64 (Windows), the same encoders over another description
+ * (Microsoft's "x64 calling convention" and "x64 ABI conventions" pages):
+ * four argument slots shared by position, argument i in rcx, rdx, r8, r9
+ * or xmm0-xmm3 by its type (the other register of its slot unused), then
+ * 8-byte stack slots above the caller's 32 bytes of shadow space (the
+ * fifth argument at [rsp + 40] on entry), rsp 16-byte aligned at the call.
+ * The frame form reserves 32 bytes of shadow space for the target below its
+ * stack arguments. rbx, rbp, rdi, rsi, r12-r15 and xmm6-xmm15 are the
+ * caller's: the handler writes only argument registers, r10, r11, rax and
+ * xmm5. Narrow integers: the convention leaves the bits above them
+ * undefined and callees read only the type's own; the handler still
+ * extends them to 32 bits, as on System V, which no callee can mind.
+ *
+ * Returned in registers and passed through: void, integers, pointers and
+ * bool in rax, float and double in xmm0. Not run here (libffi takes them):
+ * complex values (a double complex is a 16-byte aggregate, passed by
+ * reference and returned through a hidden pointer in rcx that shifts every
+ * argument by one slot; a float complex is an 8-byte aggregate in rax,
+ * which compilers do not agree on for _Complex), struct values, and
+ * variadic targets (which want floats copied into integer registers).
+ */
+const nt_arch nt_arch_x86_64_win64 = {
+    .abi = {
+        .arg_regs = { { RCX, RDX, R8, R9 },                /* integers */
+                      { 0, 1, 2, 3 } },                    /* xmm0-3 */
+        .n_arg_regs = { 4, 4 },
+        .slots_shared = 1,
+        .shadow = 32,
+        .stack_slot = 8,
+        .stack_align = 16,
+        .entry_pushed = 8,            /* the caller's return address */
+        .frame_record = 0,
+        .sp_reg = RSP,
+        .ctx_reg = CTX_REG,
+        .cycle = { { NT_LOC_GPR, CYCLE_GPR, 0 }, { NT_LOC_FPR, CYCLE_XMM_WIN64, 0 } },
+        .copy = { COPY_GPR, NT_NO_REG },
+        .arg_kinds = NT_KINDS_SCALAR,
+        .ret_kinds = NT_KIND_BIT(NT_VOID) | NT_KINDS_SCALAR,
+        .max_args = 128,
+        .max_bound_offset = 1u << 30,
     },
     .stub_size = STUB_SIZE,
     .build_stub = x64_build_stub,
