@@ -21,11 +21,19 @@
 #include "numthunk.h"
 #include "../numthunk/include/numthunk/dlpack.h"
 
-#include <ffi.h>
 #include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <string.h>
+
+/* libffi's type of each kind, NULL in a build without libffi
+   (engine/ffi.c, NT_WITHOUT_LIBFFI). */
+#ifdef NT_WITHOUT_LIBFFI
+#define FFI_T(name) NULL
+#else
+#include <ffi.h>
+#define FFI_T(name) (&ffi_type_##name)
+#endif
 
 _Static_assert(sizeof(_Bool) == 1, "_Bool width");
 _Static_assert(sizeof(float) == 4 && sizeof(double) == 8, "IEEE floats");
@@ -84,6 +92,7 @@ enum {
 /* ------------------------------------------------------------------------ */
 /* The table                                                                 */
 
+#ifndef NT_WITHOUT_LIBFFI
 /* __Pyx_memviewslice: two pointers and 3 x 8 Py_ssize_t, passed by value.
    size and alignment are preset, so ffi_prep_cif never writes to it. */
 // clang-format off
@@ -101,6 +110,10 @@ static ffi_type memview_ffi = {
     memview_elements
 };
 // clang-format on
+#define MEMVIEW_FFI (&memview_ffi)
+#else
+#define MEMVIEW_FFI NULL
+#endif
 
 _Static_assert(sizeof(nt_memviewslice) == 2 * sizeof(void *) + 24 * sizeof(ptrdiff_t),
                "memoryview slice layout");
@@ -121,67 +134,67 @@ _Static_assert(sizeof(ptrdiff_t) == 8 || sizeof(void *) == 4,
 
 const nt_kind_info nt_kinds[NT_KIND_COUNT] = {
     [NT_VOID] = { .name = "void", .c_text = "void", .size = 0, .align = 1, .cell = 8,
-                  .ffi = &ffi_type_void, .numba = "void", .cffi = "void" },
+                  .ffi = FFI_T(void), .numba = "void", .cffi = "void" },
     [NT_BOOL] = { .name = "bool", .c_text = "bool", .value = NT_VALUE_BOOL,
                   .size = sizeof(_Bool), .align = _Alignof(_Bool), .cell = 8,
                   .ext = NT_EXT_ZX8, .min = 0, .max = 1,
                   .fmt_native = F_BOOL, .fmt_std = F_BOOL, .dtype = '?',
-                  .dl_code = kDLBool, .dl_bits = 8, .ffi = &ffi_type_uint8,
+                  .dl_code = kDLBool, .dl_bits = 8, .ffi = FFI_T(uint8),
                   .numba = "boolean", .ctypes = "c_bool", .cffi = "_Bool" },
     [NT_I8] = INT_ROW("int8", "int8_t", int8_t, 1, INT8_MIN, INT8_MAX, NT_EXT_SX8,
-                      &ffi_type_sint8, "int8", "c_int8"),
+                      FFI_T(sint8), "int8", "c_int8"),
     [NT_U8] = INT_ROW("uint8", "uint8_t", uint8_t, 0, 0, UINT8_MAX, NT_EXT_ZX8,
-                      &ffi_type_uint8, "uint8", "c_uint8"),
+                      FFI_T(uint8), "uint8", "c_uint8"),
     [NT_I16] = INT_ROW("int16", "int16_t", int16_t, 1, INT16_MIN, INT16_MAX, NT_EXT_SX16,
-                       &ffi_type_sint16, "int16", "c_int16"),
+                       FFI_T(sint16), "int16", "c_int16"),
     [NT_U16] = INT_ROW("uint16", "uint16_t", uint16_t, 0, 0, UINT16_MAX, NT_EXT_ZX16,
-                       &ffi_type_uint16, "uint16", "c_uint16"),
+                       FFI_T(uint16), "uint16", "c_uint16"),
     [NT_I32] = INT_ROW("int32", C_INT32, int32_t, 1, INT32_MIN, INT32_MAX, NT_EXT_NONE,
-                       &ffi_type_sint32, "int32", "c_int32"),
+                       FFI_T(sint32), "int32", "c_int32"),
     [NT_U32] = INT_ROW("uint32", C_UINT32, uint32_t, 0, 0, UINT32_MAX, NT_EXT_NONE,
-                       &ffi_type_uint32, "uint32", "c_uint32"),
+                       FFI_T(uint32), "uint32", "c_uint32"),
     [NT_I64] = INT_ROW("int64", C_INT64, int64_t, 1, INT64_MIN, INT64_MAX, NT_EXT_NONE,
-                       &ffi_type_sint64, "int64", "c_int64"),
+                       FFI_T(sint64), "int64", "c_int64"),
     [NT_U64] = INT_ROW("uint64", C_UINT64, uint64_t, 0, 0, UINT64_MAX, NT_EXT_NONE,
-                       &ffi_type_uint64, "uint64", "c_uint64"),
+                       FFI_T(uint64), "uint64", "c_uint64"),
     [NT_F32] = { .name = "float32", .c_text = "float", .value = NT_VALUE_REAL,
                  .is_signed = 1, .size = sizeof(float), .align = _Alignof(float), .cell = 8,
                  .part = NT_F32,
                  /* FLT_MAX plus half an ulp: ties round to even, which is 2^128 */
                  .fmax = FLT_MAX, .fover = 0x1.ffffffp+127,
                  .fmt_native = F_f, .fmt_std = F_f, .dtype = 'f',
-                 .dl_code = kDLFloat, .dl_bits = 32, .ffi = &ffi_type_float,
+                 .dl_code = kDLFloat, .dl_bits = 32, .ffi = FFI_T(float),
                  .numba = "float32", .ctypes = "c_float", .cffi = "float" },
     [NT_F64] = { .name = "float64", .c_text = "double", .value = NT_VALUE_REAL,
                  .is_signed = 1, .size = sizeof(double), .align = _Alignof(double), .cell = 8,
                  .part = NT_F64,
                  .fmax = DBL_MAX, .fover = HUGE_VAL,
                  .fmt_native = F_d, .fmt_std = F_d, .dtype = 'd',
-                 .dl_code = kDLFloat, .dl_bits = 64, .ffi = &ffi_type_double,
+                 .dl_code = kDLFloat, .dl_bits = 64, .ffi = FFI_T(double),
                  .numba = "float64", .ctypes = "c_double", .cffi = "double" },
     [NT_C64] = { .name = "complex64", .c_text = "float complex", .value = NT_VALUE_COMPLEX,
                  .is_signed = 1, .size = 2 * sizeof(float), .align = _Alignof(float),
                  .cell = 8, .part = NT_F32, .fmax = FLT_MAX, .fover = 0x1.ffffffp+127,
                  .fmt_native = F_f, .fmt_std = F_f, .dtype = 'F',
-                 .dl_code = kDLComplex, .dl_bits = 64, .ffi = &ffi_type_complex_float,
+                 .dl_code = kDLComplex, .dl_bits = 64, .ffi = FFI_T(complex_float),
                  .numba = "complex64", .cffi = "float _Complex" },
     [NT_C128] = { .name = "complex128", .c_text = "double complex",
                   .value = NT_VALUE_COMPLEX, .is_signed = 1, .size = 2 * sizeof(double),
                   .align = _Alignof(double), .cell = 16, .part = NT_F64,
                   .fmax = DBL_MAX, .fover = HUGE_VAL,
                   .fmt_native = F_d, .fmt_std = F_d, .dtype = 'D',
-                  .dl_code = kDLComplex, .dl_bits = 128, .ffi = &ffi_type_complex_double,
+                  .dl_code = kDLComplex, .dl_bits = 128, .ffi = FFI_T(complex_double),
                   .numba = "complex128", .cffi = "double _Complex" },
     [NT_PTR] = { .name = "pointer", .value = NT_VALUE_POINTER, .size = sizeof(void *),
-                 .align = _Alignof(void *), .cell = 8, .ffi = &ffi_type_pointer,
+                 .align = _Alignof(void *), .cell = 8, .ffi = FFI_T(pointer),
                  .numba = "voidptr", .ctypes = "c_void_p", .cffi = "void *" },
     [NT_FNPTR] = { .name = "function pointer", .value = NT_VALUE_POINTER,
                    .size = sizeof(void (*)(void)), .align = _Alignof(void (*)(void)),
-                   .cell = 8, .ffi = &ffi_type_pointer },
+                   .cell = 8, .ffi = FFI_T(pointer) },
     [NT_MEMVIEW] = { .name = "memoryview slice", .c_text = "__Pyx_memviewslice",
                      .value = NT_VALUE_MEMVIEW, .size = sizeof(nt_memviewslice),
                      .align = _Alignof(nt_memviewslice), .cell = sizeof(nt_memviewslice),
-                     .ffi = &memview_ffi },
+                     .ffi = MEMVIEW_FFI },
     [NT_DLTENSOR] = { .name = "DLTensor", .c_text = "DLTensor", .size = NT_DLTENSOR_SIZE,
                       .align = _Alignof(void *), .cell = 8 },
 };

@@ -11,12 +11,17 @@ the one test command covers them:
   during which release) against a model of its contract (ASan and UBSan);
 - tests/c/test_native.c: the native engine's differential test over
   thousands of random signatures, with fixtures compiled by gcc and by
-  clang, plus W^X, release trap, fork, threads and quarantine.
+  clang, plus W^X, release trap, fork, threads and quarantine; again over
+  the Microsoft x64 description, in-process (ms_abi callees and callers);
+- tests/c/win64.sh: the engine built for Windows by mingw-w64 and run
+  under Wine, on the Windows memory policies.
 """
 
 import os
+import platform
 import shlex
 import subprocess
+import sys
 
 import pytest
 
@@ -82,6 +87,7 @@ def test_handler_planner_c_tests():
     out = run(exe, "8000", "20261129")
     assert "all handler planner tests passed" in out
     assert "riscv64-lp64d  8000 plans" in out and "x86_64-sysv    8000 plans" in out
+    assert "x86_64-win64   8000 plans" in out and "tiny-win       8000 plans" in out
 
 
 def test_quarantine_c_tests():
@@ -111,3 +117,32 @@ def test_native_engine_harness(fixture_cc):
     out = run(exe, env={"NT_FIXTURE_CC": shlex.join(command)})   # run by system()
     assert "all native engine tests passed" in out
     assert "no memory: each of" in out
+
+
+X86_64_LINUX = platform.machine() in ("x86_64", "AMD64") and sys.platform.startswith("linux")
+
+
+@pytest.mark.skipif(not X86_64_LINUX, reason="not x86-64 Linux")
+@pytest.mark.parametrize("fixture_cc", ["gcc", "clang"])
+def test_native_engine_harness_microsoft_x64(fixture_cc):
+    # The Microsoft x64 description in-process: engine/choose.c takes it
+    # under -DNT_TEST_ABI_WIN64, thunks are called through ms_abi function
+    # pointers and the fixtures are ms_abi functions the compiler made
+    command = compiler_command(fixture_cc)
+    exe = build("test_native_win64",
+                [f"{SRC}/{s}" for s in NATIVE_SOURCES] + [f"{HERE}/c/test_native.c"],
+                ["-O2", "-DNT_TEST_ABI_WIN64"], ["-lffi", "-ldl", "-lpthread"])
+    out = run(exe, "1000", env={"NT_FIXTURE_CC": shlex.join(command)})
+    assert "all native engine tests passed" in out
+
+
+@pytest.mark.skipif(not X86_64_LINUX, reason="not x86-64 Linux")
+def test_native_engine_on_windows_under_wine():
+    # tests/c/win64.sh: the engine built by mingw-w64 for Windows, on the
+    # Windows memory policies, calling mingw-built callees, run by Wine
+    # (the script installs wine64 and gcc-mingw-w64-x86-64 when root and
+    # missing, and fails otherwise)
+    proc = subprocess.run(["bash", os.path.join(HERE, "c", "win64.sh")], capture_output=True,
+                          text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert "win64: all passed" in proc.stdout

@@ -40,8 +40,28 @@
     const nt_execmem *const nt_execmem_policies[] = { &nt_execmem_memfd, &nt_execmem_mprotect, \
                                                       NULL };
 
+/* A native engine on Windows: Microsoft x64, a pagefile-backed section
+   seen through two views (RW to write, RX to run) first, then
+   VirtualAlloc'd pages sealed with VirtualProtect. */
+#define WINDOWS_NATIVE(arch, engine_name)                                                       \
+    const nt_arch *const nt_arch_native = &arch;                                                \
+    static const nt_engine native_engine = NT_NATIVE_ENGINE(engine_name);                       \
+    const nt_engine *const nt_engine_native = &native_engine;                                   \
+    const nt_execmem *const nt_execmem_policies[] = { &nt_execmem_filemap,                      \
+                                                      &nt_execmem_virtualprotect, NULL };
+
 /* The platform's files are part of its branch: nothing else builds them. */
-#if defined(__x86_64__) && defined(__linux__)
+#if defined(__x86_64__) && defined(__linux__) && defined(NT_TEST_ABI_WIN64)
+/* Tests only (tests/c/test_native.c built with -DNT_TEST_ABI_WIN64): the
+   Microsoft x64 description on x86-64 Linux, called through
+   __attribute__((ms_abi)) function pointers and calling ms_abi callees,
+   on Linux's memory policies. */
+#include "engine/arch/x86_64.c"
+#include "engine/memory/memfd.c"
+#include "engine/memory/mprotect.c"
+LINUX_NATIVE(nt_arch_x86_64_win64, "native-x86_64-win64")
+
+#elif defined(__x86_64__) && defined(__linux__)
 #include "engine/arch/x86_64.c"
 #include "engine/memory/memfd.c"
 #include "engine/memory/mprotect.c"
@@ -65,6 +85,14 @@ const nt_arch *const nt_arch_native = &nt_arch_aarch64_apple;
 static const nt_engine native_engine = NT_NATIVE_ENGINE("native-aarch64-apple");
 const nt_engine *const nt_engine_native = &native_engine;
 const nt_execmem *const nt_execmem_policies[] = { NULL };
+
+#elif defined(_WIN64) && (defined(__x86_64__) || defined(_M_X64))
+/* Microsoft x64 (LLP64: the kind table reads long as 32 bits from this
+   compiler). */
+#include "engine/arch/x86_64.c"
+#include "engine/memory/filemap.c"
+#include "engine/memory/virtualprotect.c"
+WINDOWS_NATIVE(nt_arch_x86_64_win64, "native-x86_64-win64")
 
 #else /* no native engine on this platform: every plan runs on libffi */
 const nt_arch *const nt_arch_native = NULL;
@@ -128,6 +156,33 @@ static int yes_or_no(const char *v)
     return -1;
 }
 
+/* 1 if name is a memory policy of this platform: its full name
+   ("memfd-pwrite") or the part before the dash ("memfd"), as
+   engine/native.c's choose_policy matches it. */
+static int policy_named(const char *name)
+{
+    for (size_t i = 0; nt_execmem_policies[i] != NULL; i++) {
+        const char *full = nt_execmem_policies[i]->name;
+        size_t n = strlen(name);
+        if (strcmp(full, name) == 0 || (strncmp(full, name, n) == 0 && full[n] == '-'))
+            return 1;
+    }
+    return 0;
+}
+
+/* "NUMTHUNK_EXECMEM=<value>: expected 'memfd', 'mprotect', 'none' or 'auto'",
+   with this platform's policies. */
+static void policy_names(const char *value, char *out, size_t cap)
+{
+    int n = snprintf(out, cap, "NUMTHUNK_EXECMEM=%.40s: expected ", value);
+    for (size_t i = 0; nt_execmem_policies[i] != NULL && n > 0 && (size_t)n < cap; i++) {
+        const char *full = nt_execmem_policies[i]->name;
+        n += snprintf(out + n, cap - (size_t)n, "'%.*s', ", (int)strcspn(full, "-"), full);
+    }
+    if (n > 0 && (size_t)n < cap)
+        snprintf(out + n, cap - (size_t)n, "'none' or 'auto'");
+}
+
 static void read_config(void)
 {
     nt_config *c = &config;
@@ -179,13 +234,8 @@ static void read_config(void)
     else if (nt_engine_parse(c->engine, where, &c->forced, &err) != NT_OK)
         snprintf(c->error, sizeof(c->error), "%.*s", (int)sizeof(c->error) - 1, err.msg);
     const char *m = c->execmem;
-    if (strcmp(m, "auto") != 0 && strcmp(m, "none") != 0 && strcmp(m, "memfd") != 0
-        && strcmp(m, "memfd-pwrite") != 0 && strcmp(m, "mprotect") != 0
-        && strcmp(m, "mprotect-sealed") != 0 && c->error[0] == '\0')
-        snprintf(c->error, sizeof(c->error),
-                 "NUMTHUNK_EXECMEM=%.40s: expected 'memfd', 'mprotect', "
-                 "'none' or 'auto'",
-                 m);
+    if (strcmp(m, "auto") != 0 && strcmp(m, "none") != 0 && !policy_named(m) && c->error[0] == '\0')
+        policy_names(m, c->error, sizeof(c->error));
 }
 
 const nt_config *nt_config_get(void)

@@ -24,6 +24,63 @@
 #include "numthunk.h"
 #include "life/quarantine.h"
 
+#ifdef NT_WITHOUT_LIBFFI
+/*
+ * Built without libffi (-DNT_WITHOUT_LIBFFI, where the platform's libffi is
+ * not at hand: tests/c/win64.sh builds the engine so for Windows). The
+ * engine takes no plan, and says why where one is asked of it; the native
+ * engine's plans then have no fallback when executable memory runs out.
+ */
+#define NOT_BUILT_IN "numthunk: libffi is not built in (NT_WITHOUT_LIBFFI)"
+
+struct _ffi_type *nt_ffi_type_of(const nt_type *t)
+{
+    (void)t;
+    return NULL;
+}
+
+static nt_status ffi_supports(const nt_plan *plan)
+{
+    (void)plan;
+    return NT_ERR_UNSUPPORTED;
+}
+
+static nt_status ffi_prepare(nt_plan *plan, nt_error *err)
+{
+    (void)plan;
+    return nt_fail(err, NT_ERR_UNSUPPORTED, -1, NOT_BUILT_IN);
+}
+
+static void ffi_plan_release(nt_plan *plan)
+{
+    (void)plan;
+}
+
+static nt_status ffi_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry_ref *out, void **address,
+                               nt_error *err)
+{
+    (void)plan, (void)ctx, (void)out, (void)address;
+    return nt_fail(err, NT_ERR_UNSUPPORTED, -1, NOT_BUILT_IN);
+}
+
+static void ffi_entry_swap(nt_entry *entry, nt_ctx *ctx)
+{
+    (void)entry, (void)ctx;
+}
+
+static void ffi_entry_free(nt_entry *entry, nt_what *what)
+{
+    (void)entry, (void)what;
+}
+
+static const char *ffi_memory_policy(void)
+{
+    return "none (libffi is not built in)";
+}
+
+#define FFI_CHAIN_LIMIT 0
+#else /* with libffi */
+
 #include <ffi.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -230,6 +287,7 @@ void nt_call_run(const nt_call *call, void *fn, void *ret, void **args)
    KiB of stack per level (x86-64, libffi 3.4), so 128 levels fit a 256 KiB
    thread stack with room to spare. */
 #define FFI_CHAIN_LIMIT 128
+#endif /* NT_WITHOUT_LIBFFI */
 
 const nt_engine nt_engine_ffi = {
     .name = "libffi",

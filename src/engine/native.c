@@ -31,9 +31,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "engine/native.h"
+#include "portable.h"
 #include "life/quarantine.h"
 #include "life/fork.h"
 
@@ -174,7 +174,7 @@ static void init(void)
     /* Otherwise arch stays NULL: this engine takes no plan. A block is
        stubs then a slot page, in NT_PAGE_SIZE units: on a kernel with 16
        or 64 KiB pages the slots would share a page with code. */
-    if (sysconf(_SC_PAGESIZE) != (long)NT_PAGE_SIZE) {
+    if (nt_page_size() != (long)NT_PAGE_SIZE) {
         note_fallback("page size", "not 4 KiB: new thunks use libffi");
         return;
     }

@@ -12,6 +12,7 @@
  */
 #include "life/fork.h"
 #include "life/quarantine.h"
+#include "portable.h"
 
 #include <pthread.h>
 
@@ -55,7 +56,7 @@ static void fork_child(void)
 
 static void register_fork_hooks(void)
 {
-    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    nt_atfork(fork_prepare, fork_parent, fork_child);
 }
 
 void nt_fork_watch(void)

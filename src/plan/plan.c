@@ -10,6 +10,7 @@
  * in, the plan the conversion and the engines read out.
  */
 #include "numthunk.h"
+#include "portable.h"
 #include <stddef.h>
 
 #include <stdlib.h>
@@ -97,7 +98,7 @@ void nt_ctx_init(nt_ctx *ctx, const nt_plan *plan, void *target)
 nt_ctx *nt_ctx_new(const nt_plan *plan, void *target, nt_error *err)
 {
     /* 16-byte alignment so complex cells and SSE loads never straddle. */
-    nt_ctx *ctx = aligned_alloc(16, nt_ctx_size(plan));
+    nt_ctx *ctx = nt_aligned_alloc(16, nt_ctx_size(plan));
     if (ctx == NULL) {
         nt_fail(err, NT_ERR_MEMORY, -1, "out of memory allocating a context");
         return NULL;
@@ -111,7 +112,7 @@ void nt_ctx_free_chain(nt_ctx *ctx, const nt_ctx *keep)
     while (ctx != NULL) {
         nt_ctx *older = ctx->older;
         if (ctx != keep)
-            free(ctx);
+            nt_aligned_free(ctx);
         ctx = older;
     }
 }

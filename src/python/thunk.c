@@ -25,6 +25,7 @@
  */
 #include "life/thunk.h"
 #include "life/fork.h"
+#include "portable.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -250,7 +251,7 @@ static void thunk_dealloc(ThunkObject *self)
     if (self->plan_owned)
         nt_plan_free(self->plan);
     if (!self->ctx_inline) /* teardown leaves the first context */
-        free(nt_thunk_first_ctx(self));
+        nt_aligned_free(nt_thunk_first_ctx(self)); /* from nt_ctx_new */
     x = self->x;
     self->x = NULL;
     owner = self->owner;

@@ -3,7 +3,8 @@
  *
  * A policy hands out code that is never writable and executable at once
  * through the same mapping. Each OS policy lives in its own file
- * (engine/memory/memfd.c, engine/memory/mprotect.c); engine/choose.c lists them in the order to try,
+ * (engine/memory/memfd.c, engine/memory/mprotect.c, engine/memory/filemap.c,
+ * engine/memory/virtualprotect.c); engine/choose.c lists them in the order to try,
  * and engine/native.c moves on from one to the next when the system refuses it,
  * at start (vm.memfd_noexec=2, SELinux, seccomp ...) or later (a memfd
  * write refused under RLIMIT_FSIZE, ENOSPC ...).
@@ -55,8 +56,10 @@ typedef struct nt_execmem {
     void (*after_fork_child)(void);
 } nt_execmem;
 
-extern const nt_execmem nt_execmem_memfd;
-extern const nt_execmem nt_execmem_mprotect;
+extern const nt_execmem nt_execmem_memfd;           /* Linux */
+extern const nt_execmem nt_execmem_mprotect;        /* POSIX */
+extern const nt_execmem nt_execmem_filemap;         /* Windows */
+extern const nt_execmem nt_execmem_virtualprotect;  /* Windows */
 
 static inline size_t nt_round_up(size_t n, size_t to)
 {
