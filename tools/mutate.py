@@ -142,14 +142,14 @@ MUTANTS = [
     # ---- kinds.c: the kind table, one row per kind (names, ranges, codes,
     # cells, widening, libffi types), that C and the Python maps read
     M("py-ctypes-of-u16", "src/kinds.c", "uint16 -> ctypes c_int16 in the kind table",
-      '&ffi_type_uint16, "uint16", "c_uint16"),',
-      '&ffi_type_uint16, "uint16", "c_int16"),', [T_BIND, T_TYPES]),
+      'FFI_T(uint16), "uint16", "c_uint16"),',
+      'FFI_T(uint16), "uint16", "c_int16"),', [T_BIND, T_TYPES]),
     M("py-numba-u16-c", "src/kinds.c", "uint16's C text int16_t (kind table)",
       '[NT_U16] = INT_ROW("uint16", "uint16_t", uint16_t,',
       '[NT_U16] = INT_ROW("uint16", "int16_t", uint16_t,', [T_TYPES, *T_NUMBA]),
     M("py-numba-u8-kind", "src/kinds.c", "C uint8 given to Numba as int8 (kind table)",
-      '&ffi_type_uint8, "uint8", "c_uint8"),',
-      '&ffi_type_uint8, "int8", "c_uint8"),', [T_TYPES, *T_NUMBA]),
+      'FFI_T(uint8), "uint8", "c_uint8"),',
+      'FFI_T(uint8), "int8", "c_uint8"),', [T_TYPES, *T_NUMBA]),
     M("kinds-f32-align", "src/kinds.c", "float alignment taken as 1",
       ".size = sizeof(float), .align = _Alignof(float)", ".size = sizeof(float), .align = 1",
       [T_CONV, T_REFUSALS, T_TYPES]),
@@ -347,10 +347,10 @@ MUTANTS = [
 
     # ---- kinds.c: the libffi types engine/ffi.c reads
     M("ffi-i16-type", "src/kinds.c", "int16 given to libffi as uint16",
-      '&ffi_type_sint16, "int16", "c_int16"),', '&ffi_type_uint16, "int16", "c_int16"),',
+      'FFI_T(sint16), "int16", "c_int16"),', 'FFI_T(uint16), "int16", "c_int16"),',
       [T_ENGINE]),
     M("ffi-u8-type", "src/kinds.c", "uint8 given to libffi as sint8",
-      '&ffi_type_uint8, "uint8", "c_uint8"),', '&ffi_type_sint8, "uint8", "c_uint8"),',
+      'FFI_T(uint8), "uint8", "c_uint8"),', 'FFI_T(sint8), "uint8", "c_uint8"),',
       [T_ENGINE]),
 
     # ---- executable memory: W^X

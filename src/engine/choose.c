@@ -43,11 +43,11 @@
 /* A native engine on Windows: Microsoft x64, a pagefile-backed section
    seen through two views (RW to write, RX to run) first, then
    VirtualAlloc'd pages sealed with VirtualProtect. */
-#define WINDOWS_NATIVE(arch, engine_name)                                                       \
-    const nt_arch *const nt_arch_native = &arch;                                                \
-    static const nt_engine native_engine = NT_NATIVE_ENGINE(engine_name);                       \
-    const nt_engine *const nt_engine_native = &native_engine;                                   \
-    const nt_execmem *const nt_execmem_policies[] = { &nt_execmem_filemap,                      \
+#define WINDOWS_NATIVE(arch, engine_name)                                  \
+    const nt_arch *const nt_arch_native = &arch;                           \
+    static const nt_engine native_engine = NT_NATIVE_ENGINE(engine_name);  \
+    const nt_engine *const nt_engine_native = &native_engine;              \
+    const nt_execmem *const nt_execmem_policies[] = { &nt_execmem_filemap, \
                                                       &nt_execmem_virtualprotect, NULL };
 
 /* The platform's files are part of its branch: nothing else builds them. */

@@ -250,7 +250,7 @@ static void thunk_dealloc(ThunkObject *self)
     NT_LOCK_BEGIN
     if (self->plan_owned)
         nt_plan_free(self->plan);
-    if (!self->ctx_inline) /* teardown leaves the first context */
+    if (!self->ctx_inline)                         /* teardown leaves the first context */
         nt_aligned_free(nt_thunk_first_ctx(self)); /* from nt_ctx_new */
     x = self->x;
     self->x = NULL;

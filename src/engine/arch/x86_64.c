@@ -75,10 +75,10 @@
 
 enum { RAX = 0, RCX, RDX, RBX, RSP, RBP, RSI, RDI, R8, R9, R10, R11, R12, R13, R14, R15 };
 
-#define CTX_REG   R10 /* context pointer, loaded by the stub */
-#define CYCLE_GPR R11 /* parks an integer while a cycle of moves breaks */
-#define CYCLE_XMM 15  /* parks an SSE value the same way (System V) */
-#define COPY_GPR  RAX /* memory-to-memory copies, extensions into memory */
+#define CTX_REG         R10 /* context pointer, loaded by the stub */
+#define CYCLE_GPR       R11 /* parks an integer while a cycle of moves breaks */
+#define CYCLE_XMM       15  /* parks an SSE value the same way (System V) */
+#define COPY_GPR        RAX /* memory-to-memory copies, extensions into memory */
 /* Microsoft x64 keeps xmm6-xmm15 for the caller (callee-saved): an SSE
    value waits in xmm5, volatile there and no argument register. r10, r11
    and rax are volatile in both conventions. */

@@ -56,10 +56,10 @@ typedef struct nt_execmem {
     void (*after_fork_child)(void);
 } nt_execmem;
 
-extern const nt_execmem nt_execmem_memfd;           /* Linux */
-extern const nt_execmem nt_execmem_mprotect;        /* POSIX */
-extern const nt_execmem nt_execmem_filemap;         /* Windows */
-extern const nt_execmem nt_execmem_virtualprotect;  /* Windows */
+extern const nt_execmem nt_execmem_memfd;          /* Linux */
+extern const nt_execmem nt_execmem_mprotect;       /* POSIX */
+extern const nt_execmem nt_execmem_filemap;        /* Windows */
+extern const nt_execmem nt_execmem_virtualprotect; /* Windows */
 
 static inline size_t nt_round_up(size_t n, size_t to)
 {

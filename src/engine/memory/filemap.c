@@ -95,11 +95,12 @@ static int fm_new_chunk(size_t size, nt_error *err)
         return -1;
     }
     unsigned char *w = MapViewOfFile(h, FILE_MAP_WRITE, 0, 0, size);
-    unsigned char *x = w != NULL ? MapViewOfFile(h, FILE_MAP_READ | FILE_MAP_EXECUTE, 0, 0, size)
-                                 : NULL;
+    unsigned char *x =
+        w != NULL ? MapViewOfFile(h, FILE_MAP_READ | FILE_MAP_EXECUTE, 0, 0, size) : NULL;
     if (x == NULL)
-        fm_fail(err, w == NULL ? "cannot map a code section writable"
-                               : "cannot map a code section executable");
+        fm_fail(err,
+                w == NULL ? "cannot map a code section writable"
+                          : "cannot map a code section executable");
     CloseHandle(h); /* the views keep the section */
     if (x == NULL) {
         if (w != NULL)
@@ -142,8 +143,7 @@ static void *fm_place_block(const void *code, size_t n, size_t data_after, nt_er
         if (at == NULL)
             break;
         VirtualFree(at, 0, MEM_RELEASE);
-        unsigned char *x =
-            MapViewOfFileEx(h, FILE_MAP_READ | FILE_MAP_EXECUTE, 0, 0, size, at);
+        unsigned char *x = MapViewOfFileEx(h, FILE_MAP_READ | FILE_MAP_EXECUTE, 0, 0, size, at);
         if (x == NULL)
             continue; /* the range was taken meanwhile */
         if (VirtualAlloc(x + size, data_after, MEM_RESERVE | MEM_COMMIT, PAGE_READWRITE) == NULL) {
