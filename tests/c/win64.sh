@@ -62,7 +62,7 @@ FLAGS=(-O2 -Wall -Wextra -Werror -std=c11 -DNT_WITHOUT_LIBFFI -Isrc)
 step "building with $($CC -dumpfullversion) for x86_64-w64-mingw32"
 # engine/choose.c includes engine/arch/x86_64.c and the Windows policies
 "$CC" "${FLAGS[@]}" src/engine/choose.c src/engine/native.c src/engine/route.c \
-    src/life/quarantine.c src/engine/ffi.c src/kinds.c src/parse/spellings.c \
+    src/life/quarantine.c src/life/fork.c src/life/released.c src/engine/ffi.c src/kinds.c src/parse/spellings.c \
     src/parse/declarator.c src/plan/plan.c tests/c/test_win64.c \
     -o "$build/test_win64.exe" -static -lpthread &
 wineboot=$!
