@@ -13,7 +13,9 @@
  * Tests: random signatures of up to 16 parameters of every scalar kind,
  * about half bound, against the recording fixtures (narrow forwarded ints
  * with garbage above them, every third fixture reading them as 32-bit
- * ints, a rebind per signature); the code pages are read+execute and the
+ * ints, a rebind per signature); 3,000 permuted plans whose moves form
+ * cycles, every position called with its own type; the code pages are
+ * read+execute and the
  * slot pages read+write, never both (VirtualQuery); the released-thunk trap
  * (in a child process); NUMTHUNK_EXECMEM=none and the missing libffi.
  * tests/c/test_native.c tests the same description in-process on Linux,
@@ -391,6 +393,210 @@ static void test_random(int count, uint64_t seed, const char *dll)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Permuted forwarding: the thunk's parameters in another order than the     */
+/* target's, so that moves form cycles through registers and stack slots.   */
+
+static uint64_t prec[16];
+
+typedef long long L;
+typedef double D;
+typedef uint64_t U;
+
+static __attribute__((noinline)) void f_v_l16(L a0, L a1, L a2, L a3, L a4, L a5, L a6, L a7,
+                                              L a8, L a9, L a10, L a11, L a12, L a13, L a14,
+                                              L a15)
+{
+    L a[16] = { a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15 };
+    memcpy(prec, a, sizeof(a));
+}
+
+static __attribute__((noinline)) void f_v_d16(D a0, D a1, D a2, D a3, D a4, D a5, D a6, D a7,
+                                              D a8, D a9, D a10, D a11, D a12, D a13, D a14,
+                                              D a15)
+{
+    D a[16] = { a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15 };
+    memcpy(prec, a, sizeof(a));
+}
+
+/* long long and double alternating: the kinds of a slot change places */
+static __attribute__((noinline)) void f_v_ld8(L a0, D a1, L a2, D a3, L a4, D a5, L a6, D a7,
+                                              L a8, D a9, L a10, D a11, L a12, D a13, L a14,
+                                              D a15)
+{
+    L l[8] = { a0, a2, a4, a6, a8, a10, a12, a14 };
+    D d[8] = { a1, a3, a5, a7, a9, a11, a13, a15 };
+    for (int i = 0; i < 8; i++) {
+        memcpy(&prec[2 * i], &l[i], 8);
+        memcpy(&prec[2 * i + 1], &d[i], 8);
+    }
+}
+
+/* narrow ints seen as 32 bits (bool, int8, uint8, int16, uint16 in turn) */
+#define S int
+#define W unsigned
+static __attribute__((noinline)) void f_v_n16(W a0, S a1, W a2, S a3, W a4, W a5, S a6, W a7,
+                                              S a8, W a9, W a10, S a11, W a12, S a13, W a14,
+                                              W a15)
+{
+    W a[16] = { a0, (W)a1, a2, (W)a3, a4, a5, (W)a6, a7, (W)a8, a9, a10, (W)a11, a12, (W)a13,
+                a14, a15 };
+    for (int i = 0; i < 16; i++)
+        prec[i] = a[i];
+}
+#undef S
+#undef W
+
+static const int narrow_kinds[5] = { NT_BOOL, NT_I8, NT_U8, NT_I16, NT_U16 };
+
+/* A call of 16 arguments, each position by its own type: the first four go
+   to rcx/xmm0 ... r9/xmm3 by type (bit k of fp_mask: position k is a
+   double), the rest are 8-byte stack slots whatever their type. */
+#define A12 U, U, U, U, U, U, U, U, U, U, U, U
+#define R12 v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13], v[14], v[15]
+#define CALL16(T0, T1, T2, T3)                                                                  \
+    ((void (*)(T0, T1, T2, T3, A12))fn)(as_##T0(v[0]), as_##T1(v[1]), as_##T2(v[2]),           \
+                                        as_##T3(v[3]), R12)
+static U as_U(U v)
+{
+    return v;
+}
+
+static D as_D(U v)
+{
+    D d;
+    memcpy(&d, &v, 8);
+    return d;
+}
+
+static void call16_by_position(void *fn, int fp_mask, const U *v)
+{
+    switch (fp_mask & 15) {
+    case 0: CALL16(U, U, U, U); break;
+    case 1: CALL16(D, U, U, U); break;
+    case 2: CALL16(U, D, U, U); break;
+    case 3: CALL16(D, D, U, U); break;
+    case 4: CALL16(U, U, D, U); break;
+    case 5: CALL16(D, U, D, U); break;
+    case 6: CALL16(U, D, D, U); break;
+    case 7: CALL16(D, D, D, U); break;
+    case 8: CALL16(U, U, U, D); break;
+    case 9: CALL16(D, U, U, D); break;
+    case 10: CALL16(U, D, U, D); break;
+    case 11: CALL16(D, D, U, D); break;
+    case 12: CALL16(U, U, D, D); break;
+    case 13: CALL16(D, U, D, D); break;
+    case 14: CALL16(U, D, D, D); break;
+    default: CALL16(D, D, D, D); break;
+    }
+}
+#undef CALL16
+#undef A12
+#undef R12
+
+static void test_permutations(int count, uint64_t seed)
+{
+    rng_state = seed;
+    int bad = 0, moved = 0;
+    for (int it = 0; it < count && bad < 10; it++) {
+        int which = it % 4;
+        gsig x = { .ret = NT_VOID, .n = 16 };
+        for (int i = 0; i < 16; i++)
+            x.kinds[i] = which == 0 ? NT_I64
+                : which == 1        ? NT_F64
+                : which == 3        ? narrow_kinds[i % 5]
+                : (i & 1)           ? NT_F64
+                                    : NT_I64;
+        void *target = which == 0 ? (void *)f_v_l16
+            : which == 1          ? (void *)f_v_d16
+            : which == 3          ? (void *)f_v_n16
+                                  : (void *)f_v_ld8;
+        int pbound = (int)(rng() % 4);
+        uint64_t cells[16];
+        for (int i = 0; i < 16; i++) {
+            x.bound[i] = (int)(rng() % 4) < pbound;
+            if (x.kinds[i] == NT_F64) {
+                D d = 100.0 + i;
+                memcpy(&cells[i], &d, 8);
+            } else {
+                cells[i] = received(x.kinds[i], 100 + i);
+            }
+        }
+        /* the plan as made, then its forwarded parameters shuffled: the
+           t-th forwarded target parameter takes thunk parameter p[t] */
+        thunk t;
+        memset(&t, 0, sizeof(t));
+        nt_error err = { NT_OK, -1, "" };
+        t.sig.ret.kind = NT_VOID;
+        t.sig.nargs = 16;
+        t.sig.args = t.args;
+        for (int i = 0; i < 16; i++)
+            t.args[i].kind = (uint8_t)x.kinds[i];
+        t.plan = nt_plan_new(&t.sig, &err);
+        for (int i = 0; i < 16; i++) {
+            if (x.bound[i])
+                nt_plan_set_bound(t.plan, i);
+            else
+                nt_plan_set_arg(t.plan, i);
+        }
+        nt_plan_finish(t.plan, &err);
+        int nf = t.plan->nfwd, p[16];
+        random_permutation(p, nf);
+        for (int i = 0, k = 0; i < 16; i++) {
+            if (x.bound[i])
+                continue;
+            t.plan->slots[i].fwd = (uint16_t)p[k];
+            t.plan->fwd_index[p[k]] = i;
+            moved += p[k] != k;
+            k++;
+        }
+        t.plan->engine = be;
+        if (be->supports(t.plan) != NT_OK || be->prepare(t.plan, &err) != NT_OK
+            || (t.ctx = nt_ctx_new(t.plan, target, &err)) == NULL) {
+            CHECK(0, "permutation %d: %s", it, err.msg);
+            bad++;
+            nt_plan_free(t.plan);
+            continue;
+        }
+        set_values(t.plan, t.ctx, cells);
+        be->entry_new(t.plan, t.ctx, &t.entry, &t.address, &err);
+        /* thunk parameter k: 1000 + k (as long long or double), narrow
+           ints 0x5A5A5A5A00 + 37 k (garbage above, bool 0 or 1) */
+        uint64_t arg[16] = { 0 }, seen[16];
+        int fp_mask = 0;
+        for (int k = 0; k < nf; k++) {
+            int kind = x.kinds[t.plan->fwd_index[k]];
+            if (kind == NT_F64) {
+                D d = 1000.0 + k;
+                memcpy(&arg[k], &d, 8);
+                seen[k] = arg[k];
+                fp_mask |= 1 << k;
+            } else if (which == 3) {
+                uint64_t v = 0x5A5A5A5A00ull + (uint64_t)(k * 37);
+                arg[k] = kind == NT_BOOL ? v & ~0xFEull : v;
+                seen[k] = (uint32_t)received(kind, v);
+            } else {
+                arg[k] = seen[k] = 1000 + (uint64_t)k;
+            }
+        }
+        memset(prec, 0, sizeof(prec));
+        call16_by_position(t.address, fp_mask, arg);
+        for (int i = 0; i < 16; i++) {
+            uint64_t want = x.bound[i] ? cells[i] : seen[t.plan->slots[i].fwd];
+            if (which == 3)
+                want = (uint32_t)want;
+            if (prec[i] != want) {
+                CHECK(0, "permutation %d (fixture %d) arg %d: got %#llx want %#llx", it, which, i,
+                      (unsigned long long)prec[i], (unsigned long long)want);
+                bad++;
+            }
+        }
+        drop_thunk(&t);
+    }
+    fprintf(stderr, "  permutations: %d permuted plans (%d params moved out of order)\n", count,
+            moved);
+}
+
+/* ------------------------------------------------------------------------ */
 /* The released trap, in a child: "trap FILE" writes its stderr there.      */
 
 static long long add2(long long a, long long b)
@@ -485,6 +691,7 @@ int main(int argc, char **argv)
             be->memory_policy(), (int)(8 * sizeof(long)));
     CHECK(strcmp(be->name, "native-x86_64-win64") == 0, "engine %s", be->name);
     test_random(count, seed, argv[3]);
+    test_permutations(3000, seed);
     char self[MAX_PATH];
     GetModuleFileNameA(NULL, self, sizeof(self));
     test_trap(self);

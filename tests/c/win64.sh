@@ -4,11 +4,12 @@
 # Windows memory policies) and tests/c/test_win64.c for Windows, without
 # libffi (-DNT_WITHOUT_LIBFFI: none is built for mingw here), and Wine runs
 # them:
+#   - the signature parser's tests and fuzz driver, where long is 32 bits;
 #   - the harness writes the recording fixtures of 1,000 random signatures,
 #     mingw-w64 builds them into a DLL (the compiler is the ABI's oracle);
 #   - the harness checks every signature through a thunk (bound and
-#     forwarded, narrow ints with garbage above them, a rebind each), the
-#     code and slot pages' protections, and the released-thunk trap, on the
+#     forwarded, narrow ints with garbage above them, a rebind each), 3,000
+#     permuted plans (cycles of moves), the code and slot pages' protections, and the released-thunk trap, on the
 #     dual-view file mapping and again on VirtualProtect-sealed pages;
 #   - NUMTHUNK_EXECMEM=none: no native plan, and the fallback says libffi
 #     is not built in.
@@ -72,6 +73,15 @@ wait "$wineboot"
 NSIG=1000
 SEED=20261129
 run() { (cd "$build" && "$WINE" ./test_win64.exe "$@"); }
+
+# The parser and its fuzz driver where long is 32 bits (LLP64): every width
+# comes from this compiler, and the messages say so.
+step "signature parser under Wine (LLP64)"
+"$CC" "${FLAGS[@]}" src/kinds.c src/parse/spellings.c src/parse/declarator.c tests/c/test_sig.c \
+    -o "$build/test_sig.exe" -static
+"$CC" "${FLAGS[@]}" -DNT_FUZZ_STANDALONE src/kinds.c src/parse/spellings.c \
+    src/parse/declarator.c tests/c/fuzz_sig.c -o "$build/fuzz_sig.exe" -static
+(cd "$build" && "$WINE" ./test_sig.exe && "$WINE" ./fuzz_sig.exe 20000 "$SEED")
 step "recording fixture: $NSIG random signatures"
 run writefix fx.c "$NSIG" "$SEED"
 "$CC" -O2 -w -shared "$build/fx.c" -o "$build/fx.dll"
