@@ -12,7 +12,8 @@
 #     permuted plans (cycles of moves), the code and slot pages' protections, and the released-thunk trap, on the
 #     dual-view file mapping and again on VirtualProtect-sealed pages;
 #   - NUMTHUNK_EXECMEM=none: no native plan, and the fallback says libffi
-#     is not built in.
+#     is not built in; NUMTHUNK_EXECMEM=memfd is refused, naming Windows'
+#     policies.
 # Installs wine64 and gcc-mingw-w64-x86-64 when run as root and missing,
 # otherwise says what is missing and fails. Wine runs in a prefix of its
 # own under tests/_build (set up on the first run, about ten seconds).
@@ -99,6 +100,7 @@ for policy in filemap virtualprotect; do
         || { echo "win64.sh: not the win64 engine on $policy" >&2; exit 1; }
     grep -q '^all native engine tests passed' "$build/$policy.log" || exit 1
 done
-step "no executable memory"
+step "no executable memory; a Linux policy named"
 NUMTHUNK_EXECMEM=none run noexecmem
+NUMTHUNK_EXECMEM=memfd run linuxpolicy
 step "win64: all passed"
