@@ -2,6 +2,9 @@
  * numthunk portability: the few calls the core makes that platforms spell
  * differently, each given one name here so that no other file tests the
  * platform (engine/choose.c's #if chain aside, which picks the engine).
+ *
+ * Place in the pipeline: below everything, as kinds.c: the engine (page
+ * size), the plan (aligned contexts) and life (fork hooks) read it.
  */
 #ifndef NUMTHUNK_PORTABLE_H
 #define NUMTHUNK_PORTABLE_H

@@ -25,6 +25,9 @@
  *     between, and then another range is tried. Its write view goes once
  *     the stubs are written: they never change.
  *
+ * Place in the pipeline: engine, below the native engine
+ * (engine/memory/execmem.h), on Windows.
+ *
  * No fork on Windows: after_fork_child has nothing to do.
  */
 #include <stdlib.h>

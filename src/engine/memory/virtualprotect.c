@@ -10,6 +10,9 @@
  * a handler costs a page (and a 64 KiB range of address space), given back
  * once the handler has left the quarantine. place() calls
  * FlushInstructionCache, as Windows asks after code is written.
+ *
+ * Place in the pipeline: engine, below the native engine
+ * (engine/memory/execmem.h), on Windows.
  */
 #include <string.h>
 #include <windows.h>
