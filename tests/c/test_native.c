@@ -1,6 +1,7 @@
 /*
- * Standalone C harness for the native engines (x86-64 System V, AArch64
- * Linux, and Apple's arm64 ABI run on Linux) and executable memory. Plain C: no Python, cross-compilable
+ * Standalone C harness for the native engines (x86-64 System V, Microsoft
+ * x64, AArch64 Linux, and Apple's arm64 ABI run on Linux) and executable
+ * memory. Plain C: no Python, cross-compilable
  * (tests/c/aarch64.sh builds it for aarch64 and runs it under qemu-user).
  *
  * Build (with the real signature/plan code):
@@ -11,6 +12,11 @@
  * (engine/choose.c includes the arch file and the engine/memory/ files in its platform branch;
  * engine/ffi.c is there because a native plan falls back to libffi when
  * executable memory runs out).
+ * With -DNT_TEST_ABI_WIN64 on x86-64 Linux, engine/choose.c takes the
+ * Microsoft x64 description instead: thunks are called through ms_abi
+ * function pointers and every fixture is an ms_abi function (NT_CC), so
+ * the same tests run against the Windows convention in-process; the
+ * released trap and libffi entries are left to tests/c/win64.sh there.
  *
  * Run:
  *   ./test_native                 all tests (NT_FIXTURE_CC picks the compiler
