@@ -346,16 +346,16 @@ MUTANTS = [
       "| (a->size != 0 ? size_code(a->size) << 5 : 0)", "| 0", [T_CORE_C]),
     M("plan-shared-slots", "src/engine/route.c",
       "Microsoft x64's registers counted per class, not taken by position",
-      "if (abi->slots_shared) /* one count", "if (0) /* one count", [T_HARNESS]),
+      "if (abi->slots_shared) /* one count", "if (0) /* one count", [T_CORE_C]),
     M("plan-shadow-frame", "src/engine/route.c",
       "the frame form reserves no shadow space for the target",
       "int32_t need = abi->shadow + target_stack", "int32_t need = target_stack",
-      [T_HARNESS]),
+      [T_CORE_C]),
     M("win64-shadow", "src/engine/arch/x86_64.c", "Microsoft x64 described without shadow space",
-      ".shadow = 32,", ".shadow = 0,", [T_HARNESS]),
+      ".shadow = 32,", ".shadow = 0,", [T_CORE_C]),
     M("win64-cycle-xmm", "src/engine/arch/x86_64.c",
       "Microsoft x64 parks SSE values in xmm0, an argument register",
-      "{ NT_LOC_FPR, CYCLE_XMM_WIN64, 0 } }", "{ NT_LOC_FPR, 0, 0 } }", [T_HARNESS]),
+      "{ NT_LOC_FPR, CYCLE_XMM_WIN64, 0 } }", "{ NT_LOC_FPR, 0, 0 } }", [T_CORE_C]),
 
     # ---- kinds.c: the libffi types engine/ffi.c reads
     M("ffi-i16-type", "src/kinds.c", "int16 given to libffi as uint16",
@@ -682,9 +682,9 @@ OP_TESTS = {
     "src/engine/arch/aarch64.c": [T_CORE_C],
     "src/engine/memory/memfd.c": [T_ENGINE],
     "src/engine/memory/mprotect.c": [T_ENGINE],
-    # built for Windows only: tests/c/win64.sh, through T_HARNESS
-    "src/engine/memory/filemap.c": [T_HARNESS],
-    "src/engine/memory/virtualprotect.c": [T_HARNESS],
+    # built for Windows only: tests/c/win64.sh, through T_CORE_C
+    "src/engine/memory/filemap.c": [T_CORE_C],
+    "src/engine/memory/virtualprotect.c": [T_CORE_C],
     "src/engine/native.c": [T_ENGINE, T_CORE_C],
     "src/life/quarantine.c": [T_CORE_C, T_ENGINE],
     "numthunk/_cython.py": [T_CYTHON, T_TYPES, T_INTEROP],
