@@ -25,6 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "portable.h"
+
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                    */
 
@@ -54,10 +56,7 @@ static inline void nt_error_init(nt_error *err)
 
 /* Sets err (if not already set: the first error sticks) and returns status. */
 nt_status nt_fail(nt_error *err, nt_status status, int column, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 4, 5)))
-#endif
-    ;
+    NT_PRINTF(4, 5);
 
 /* ------------------------------------------------------------------------ */
 /* Type model                                                                */
@@ -293,8 +292,7 @@ size_t nt_type_format(const nt_type *t, char *buf, size_t n);
    not fit ends in "..." (its first n - 4 bytes, then the dots). Returns
    the length the whole text needed. nt_mark_cut marks buf so when a
    writer above (nt_sig_format) needed `needed` bytes. */
-size_t nt_format_cut(char *buf, size_t n, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+size_t nt_format_cut(char *buf, size_t n, const char *fmt, ...) NT_PRINTF(3, 4);
 void nt_mark_cut(char *buf, size_t n, size_t needed);
 
 /* Structural equality: kinds, pointer shapes, const, nested signatures;

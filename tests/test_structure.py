@@ -285,3 +285,88 @@ def test_import_numthunk_needs_only_numpy():
     out = subprocess.run([sys.executable, "-c", _WITHOUT_THEM % (_BLOCKED,)],
                          capture_output=True, text=True, env=env, timeout=120, check=False)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stdout + out.stderr
+
+
+# ------------------------------------------------- compiler extensions in src/
+#
+# The core builds with gcc and clang (Linux, macOS, mingw-w64) and with
+# MSVC, which setuptools picks on Windows and which has no GNU extension.
+# src/portable.h is the one file that names them (atomics, thread-local,
+# attributes, builtins); every other file of src/ uses its names. Inline
+# assembly is portable.h's too (the engines write machine code as bytes,
+# src/engine/arch/*.c, and need none).
+
+_EXTENSIONS = [
+    (re.compile(r"\b__atomic_\w+"), "a GNU __atomic builtin (portable.h: nt_atomic_*)"),
+    (re.compile(r"\b__builtin_\w+"), "a GNU builtin"),
+    (re.compile(r"\b__attribute__\b"), "a GNU attribute (portable.h: NT_NOINLINE, NT_PRINTF ...)"),
+    (re.compile(r"\b_Thread_local\b"), "_Thread_local (portable.h: NT_THREAD_LOCAL)"),
+    (re.compile(r"#\s*include\s*<stdatomic\.h>"), "<stdatomic.h> (portable.h: nt_atomic_*)"),
+    (re.compile(r"\b_Atomic\b"), "an _Atomic type (portable.h: nt_atomic_*)"),
+    (re.compile(r"\(\s*\{"), "a statement expression"),
+    (re.compile(r"\b(?:__asm__|__asm|asm)\s*(?:volatile\s*|__volatile__\s*)?\("),
+     "inline assembly"),
+]
+# A declaration of an array whose size names a variable (lower case; a
+# macro or enumerator is upper case): `double cells[n];`, `int a[k + 1] = ...`.
+_KEYWORDS = {"return", "case", "goto", "sizeof", "else", "do"}
+_VLA = re.compile(r"(?m)^\s*(?:(?:static|const|volatile|unsigned|signed|struct|union|enum)\s+)*"
+                  r"([A-Za-z_]\w*)[\s*]+([A-Za-z_]\w*)\s*\[([^\]\n]+)\]\s*[;=\[]")
+
+
+def _c_code(text):
+    """C source with comments and string and character literals blanked
+    (newlines kept, so line numbers stay)."""
+    text = _C_COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+    return _C_LITERAL.sub(lambda m: '""', text)
+
+
+def _vlas(code):
+    for m in _VLA.finditer(code):
+        if m.group(1) in _KEYWORDS:
+            continue
+        size = re.sub(r"\bsizeof\s*\([^)]*\)", "", m.group(3))
+        if any(not w.isupper() and not w.isdigit() and not w[0].isdigit()
+               for w in re.findall(r"\w+", size)):
+            yield m.start(2)
+
+
+def compiler_extensions(text):
+    """(line, what) of each compiler extension MSVC refuses in C source."""
+    code = _c_code(text)
+    found = [(m.start(), what) for rx, what in _EXTENSIONS for m in rx.finditer(code)]
+    found += [(at, "a variable-length array") for at in _vlas(code)]
+    return sorted((code.count("\n", 0, at) + 1, what) for at, what in found)
+
+
+def test_the_extension_scan_finds_each_kind_and_nothing_in_comments_or_strings():
+    text = ("/* __atomic_load_n(&x, 0); ({ int a[n]; }) */\n"
+            "const char *s = \"__attribute__((unused)) _Thread_local\";\n"
+            "int a = __atomic_load_n(&x, __ATOMIC_RELAXED);\n"
+            "__attribute__((noinline)) static void f(void);\n"
+            "static _Thread_local int t;\n"
+            "#include <stdatomic.h>\n"
+            "int b = ({ 1; });\n"
+            "    double cells[n];\n"
+            "    char text[NT_WHAT_MAX];\n"
+            "    uint8_t buf[2 * sizeof(void *) + 8];\n"
+            "    return a[i];\n"
+            "__builtin_expect(x, 1);\n"
+            "__asm__ volatile(\"\" ::: \"memory\");\n"
+            "static _Atomic(int) c;\n")
+    assert [line for line, _ in compiler_extensions(text)] == [3, 4, 5, 6, 7, 8, 12, 13, 14]
+
+
+def test_compiler_extensions_are_named_only_in_portable_h():
+    if not os.path.isdir(SRC):
+        return      # beside an installed wheel: no C sources to read
+    found, scanned = [], 0
+    for path in sorted(glob.glob(os.path.join(SRC, "**", "*.[ch]"), recursive=True)):
+        base = os.path.relpath(path, SRC).replace(os.sep, "/")
+        if base == "portable.h":
+            continue
+        scanned += 1
+        for line, what in compiler_extensions(open(path, encoding="utf-8").read()):
+            found.append(f"src/{base}:{line}: {what}")
+    assert scanned > 30, "the scan found too few files"
+    assert not found, "outside src/portable.h (MSVC refuses these):\n" + "\n".join(found)

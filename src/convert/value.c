@@ -765,10 +765,10 @@ static int array_kind(PyArrayObject *a)
         return NT_VOID;
     if ((unsigned)type >= sizeof(kind_of_type))
         return array_kind_of(a); /* a user-defined number type */
-    int known = __atomic_load_n(&kind_of_type[type], __ATOMIC_RELAXED);
+    int known = nt_atomic_load_u8(&kind_of_type[type], NT_RELAXED);
     if (known == 0) {
         known = array_kind_of(a) + 1;
-        __atomic_store_n(&kind_of_type[type], (uint8_t)known, __ATOMIC_RELAXED);
+        nt_atomic_store_u8(&kind_of_type[type], (uint8_t)known, NT_RELAXED);
     }
     return known - 1;
 }

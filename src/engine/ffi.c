@@ -82,12 +82,11 @@ static const char *ffi_memory_policy(void)
 #else /* with libffi */
 
 #include <ffi.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct {
-    _Atomic size_t refs; /* the plan's, and one per live entry */
+    size_t refs; /* the plan's, and one per live entry; atomic */
     ffi_cif target_cif;
     ffi_cif thunk_cif;
     int nargs;
@@ -97,8 +96,8 @@ typedef struct {
 } ffi_plan;
 
 struct nt_entry {
-    _Atomic(nt_ctx *) ctx; /* NULL once released: the handler traps */
-    ffi_plan *fp;          /* one reference */
+    nt_ctx *ctx;  /* NULL once released: the handler traps; atomic */
+    ffi_plan *fp; /* one reference */
     ffi_closure *closure;
     nt_what *what; /* once released: what the trap names */
 };
@@ -120,7 +119,7 @@ static nt_status ffi_supports(const nt_plan *plan)
 
 static void fp_unref(ffi_plan *fp)
 {
-    if (fp == NULL || atomic_fetch_sub_explicit(&fp->refs, 1, memory_order_acq_rel) != 1)
+    if (fp == NULL || nt_atomic_sub_size(&fp->refs, 1, NT_ACQ_REL) != 0)
         return;
     free(fp->slots);
     free(fp->target_types);
@@ -142,7 +141,7 @@ static nt_status ffi_prepare(nt_plan *plan, nt_error *err)
     ffi_plan *fp = calloc(1, sizeof(*fp));
     if (fp == NULL)
         return nt_fail(err, NT_ERR_MEMORY, -1, "out of memory");
-    atomic_init(&fp->refs, 1);
+    fp->refs = 1;
     plan->engine_data = fp;
     size_t n = (size_t)(sig->nargs > 0 ? sig->nargs : 1);
     fp->nargs = plan->nargs;
@@ -173,12 +172,12 @@ static void ffi_handler(ffi_cif *cif, void *ret, void **args, void *user)
 {
     (void)cif;
     nt_entry *entry = user;
-    nt_ctx *ctx = atomic_load_explicit(&entry->ctx, memory_order_acquire);
+    nt_ctx *ctx = nt_atomic_load_ptr(&entry->ctx, NT_ACQUIRE);
     if (ctx == NULL)
         nt_trap_released_at(entry->what != NULL ? entry->what->text : NULL,
                             entry->what != NULL ? entry->what->target : NULL);
     const ffi_plan *fp = entry->fp;
-    void *avalues[fp->nargs > 0 ? fp->nargs : 1];
+    void **avalues = NT_ALLOCA((fp->nargs > 0 ? (size_t)fp->nargs : 1) * sizeof(void *));
     for (int i = 0; i < fp->nargs; i++) {
         const nt_slot *s = &fp->slots[i];
         avalues[i] = s->src == NT_SRC_ARG ? args[s->fwd] : (void *)(ctx->values + s->offset);
@@ -201,13 +200,13 @@ static nt_status ffi_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry_ref *out, vo
                        "numthunk: no executable memory left for a thunk: "
                        "libffi could not allocate a closure");
     }
-    atomic_init(&entry->ctx, ctx);
+    entry->ctx = ctx;
     if (ffi_prep_closure_loc(entry->closure, &fp->thunk_cif, ffi_handler, entry, code) != FFI_OK) {
         ffi_closure_free(entry->closure);
         free(entry);
         return nt_fail(err, NT_ERR_UNSUPPORTED, -1, "libffi could not prepare a closure");
     }
-    atomic_fetch_add_explicit(&fp->refs, 1, memory_order_relaxed);
+    nt_atomic_add_size(&fp->refs, 1, NT_RELAXED);
     entry->fp = fp;
     out->engine = &nt_engine_ffi;
     out->entry = entry;
@@ -217,7 +216,7 @@ static nt_status ffi_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry_ref *out, vo
 
 static void ffi_entry_swap(nt_entry *entry, nt_ctx *ctx)
 {
-    atomic_store_explicit(&entry->ctx, ctx, memory_order_release);
+    nt_atomic_store_ptr(&entry->ctx, ctx, NT_RELEASE);
 }
 
 /* Quarantine leave: no call can reach the closure any more. */
@@ -238,7 +237,7 @@ static void ffi_entry_free(nt_entry *entry, nt_what *what)
        entry->fp and what the trap names, all kept until the entry leaves
        the quarantine (stored first: the release-store publishes it). */
     entry->what = nt_what_ref(what);
-    atomic_store_explicit(&entry->ctx, NULL, memory_order_release);
+    nt_atomic_store_ptr(&entry->ctx, NULL, NT_RELEASE);
     nt_quarantine_push(entry, entry_leave);
 }
 

@@ -27,7 +27,6 @@
  * Code is written only through place_code(), which flushes the instruction
  * cache once after the policy wrote it (NT_ICACHE_FLUSH: nothing on x86).
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +47,7 @@ typedef struct {
 /* The engine lock guards everything below. The quarantine (life/quarantine.c)
    has its own; lock order: quarantine, then engine. */
 static nt_spin lock;
-static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static nt_once init_once = NT_ONCE_INIT;
 
 static const nt_arch *arch;
 static uint8_t *stub_image; /* one block of stubs, built once */
@@ -88,7 +87,7 @@ static void note_fallback(const char *what, const char *why)
 static void choose_policy(size_t from)
 {
     const char *want = nt_config_get()->execmem;
-    __atomic_store_n(&policy, NULL, __ATOMIC_RELEASE);
+    nt_atomic_store_ptr(&policy, NULL, NT_RELEASE);
     if (strcmp(want, "none") == 0) {
         note_fallback("NUMTHUNK_EXECMEM=none", "no executable memory: new thunks use libffi");
         return;
@@ -99,7 +98,7 @@ static void choose_policy(size_t from)
             continue;
         if (p->init() == 0) {
             policy_at = i;
-            __atomic_store_n(&policy, p, __ATOMIC_RELEASE);
+            nt_atomic_store_ptr(&policy, p, NT_RELEASE);
             return;
         }
         note_fallback(p->name, "refused by the system at start");
@@ -162,7 +161,7 @@ int nt_native_test_arch(const nt_arch *a)
        engine: afterwards the engine has started and keeps its arch. */
     if (arch_chosen == NULL)
         arch_chosen = a;
-    pthread_once(&init_once, init);
+    nt_call_once(&init_once, init);
     return arch == a && a != NULL ? 0 : -1;
 }
 
@@ -204,8 +203,8 @@ static void init(void)
    only ever goes from a policy to a later one or NULL). */
 static int ready(void)
 {
-    pthread_once(&init_once, init);
-    return __atomic_load_n(&policy, __ATOMIC_ACQUIRE) != NULL;
+    nt_call_once(&init_once, init);
+    return nt_atomic_load_ptr(&policy, NT_ACQUIRE) != NULL;
 }
 
 const char *nt_native_memory_policy(void)
@@ -368,7 +367,7 @@ static void make_trap_handler(void)
             handler *hd = handler_for(plan, key, keylen, &err);
             nt_spin_unlock(&lock);
             if (hd != NULL)
-                __atomic_store_n(&trap_code, hd->code, __ATOMIC_RELEASE);
+                nt_atomic_store_ptr(&trap_code, hd->code, NT_RELEASE);
         }
     }
     nt_plan_free(plan);
@@ -506,7 +505,7 @@ nt_status nt_native_prepare(nt_plan *plan, nt_error *err)
 {
     uint8_t key[NT_SHAPE_KEY_MAX];
 
-    pthread_once(&init_once, init);
+    nt_call_once(&init_once, init);
     if (arch == NULL || nt_handler_supports(&arch->abi, plan) != NT_OK)
         return nt_fail(err, NT_ERR_UNSUPPORTED, -1,
                        "numthunk: the native engine cannot run this plan");
@@ -540,7 +539,7 @@ void nt_native_plan_release(nt_plan *plan)
 nt_status nt_native_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry_ref *out, void **address,
                               nt_error *err)
 {
-    pthread_once(&init_once, init);
+    nt_call_once(&init_once, init);
     if (arch == NULL)
         return nt_fail(err, NT_ERR_UNSUPPORTED, -1, "numthunk: no native engine on this platform");
     if (plan->handler == NULL)
@@ -556,7 +555,7 @@ nt_status nt_native_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry_ref *out, voi
         return serr.status == NT_ERR_MEMORY ? fallback_entry_new(plan, ctx, out, address, err)
                                             : nt_fail(err, serr.status, -1, "%s", serr.msg);
     /* Release: a caller that loads the slot sees the filled context. */
-    __atomic_store_n(&slot->ctx, ctx, __ATOMIC_RELEASE);
+    nt_atomic_store_ptr(&slot->ctx, ctx, NT_RELEASE);
     out->engine = nt_engine_native;
     out->entry = (nt_entry *)slot;
     *address = stub_of(slot);
@@ -565,18 +564,18 @@ nt_status nt_native_entry_new(nt_plan *plan, nt_ctx *ctx, nt_entry_ref *out, voi
 
 void nt_native_entry_swap(nt_entry *entry, nt_ctx *ctx)
 {
-    __atomic_store_n(&((xslot *)entry)->ctx, ctx, __ATOMIC_RELEASE);
+    nt_atomic_store_ptr(&((xslot *)entry)->ctx, ctx, NT_RELEASE);
 }
 
 void nt_native_entry_free(nt_entry *entry, nt_what *what)
 {
     xslot *slot = (xslot *)entry;
     nt_ctx *tomb = &released_ctx;
-    void *code = __atomic_load_n(&trap_code, __ATOMIC_ACQUIRE);
+    void *code = nt_atomic_load_ptr(&trap_code, NT_ACQUIRE);
     if (what != NULL && code != NULL) {
-        __atomic_store_n(&what->handler, code, __ATOMIC_RELAXED);
+        nt_atomic_store_ptr(&what->handler, code, NT_RELAXED);
         tomb = (nt_ctx *)nt_what_ref(what);
     }
-    __atomic_store_n(&slot->ctx, tomb, __ATOMIC_RELEASE);
+    nt_atomic_store_ptr(&slot->ctx, tomb, NT_RELEASE);
     nt_quarantine_push(slot, slot_leave);
 }

@@ -519,7 +519,7 @@ void nt_thunk_teardown(ThunkObject *self)
        inlined call that loads the cell from now on traps instead of
        reading freed cells (docs/architecture.md, memory ordering). */
     nt_ctx *ctx = self->ctx;
-    __atomic_store_n(&self->ctx, NULL, __ATOMIC_RELEASE);
+    nt_atomic_store_ptr(&self->ctx, NULL, NT_RELEASE);
     nt_ctx_free_chain(ctx, nt_thunk_first_ctx(self));
     /* what it used: detached from the graph first, then let go */
     dep *deps = NULL;
@@ -1114,7 +1114,7 @@ static void commit(ThunkObject *self, int i, PyObject *value, const void *cell, 
     nt_entry_swap(&self->entry, fresh);
     /* Release: compiled code that reads the thunk's own cell (Numba's
        inlined calls, thunk_inline_layout) sees the filled context. */
-    __atomic_store_n(&self->ctx, fresh, __ATOMIC_RELEASE);
+    nt_atomic_store_ptr(&self->ctx, fresh, NT_RELEASE);
     self->gen++;
     retire(self, i, Py_NewRef(value), key);
     self->b[i].held = held;

@@ -8,17 +8,19 @@
  * child never inherits either held by a thread that did not survive; in
  * the child the engine's work runs while both are still held, and the
  * fork generation moves on, so that calls from Python other threads had in
- * flight in the parent are counted again (python/thunk.c).
+ * flight in the parent are counted again (python/thunk.c). Where there is
+ * no fork (Windows), nt_atfork registers nothing (portable.h) and the hooks
+ * never run.
  */
 #include "life/fork.h"
 #include "life/quarantine.h"
 #include "portable.h"
 
-#include <pthread.h>
+#include "portable.h"
 
 uint16_t nt_fork_generation;
 
-static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+static nt_once fork_once = NT_ONCE_INIT;
 
 /* The native engine's lock and its work in a child (nt_fork_hooks); read
    once per fork into held, so that a registration during a fork does not
@@ -30,7 +32,7 @@ static nt_spin *held;
 static void fork_prepare(void)
 {
     nt_spin_lock(nt_quarantine_lock());
-    held = __atomic_load_n(&engine_lock, __ATOMIC_ACQUIRE);
+    held = nt_atomic_load_ptr(&engine_lock, NT_ACQUIRE);
     if (held != NULL)
         nt_spin_lock(held);
 }
@@ -61,14 +63,14 @@ static void register_fork_hooks(void)
 
 void nt_fork_watch(void)
 {
-    pthread_once(&fork_once, register_fork_hooks);
+    nt_call_once(&fork_once, register_fork_hooks);
 }
 
 void nt_fork_hooks(nt_spin *lock, void (*in_child)(void))
 {
     if (lock != NULL) {
         engine_in_child = in_child;
-        __atomic_store_n(&engine_lock, lock, __ATOMIC_RELEASE);
+        nt_atomic_store_ptr(&engine_lock, lock, NT_RELEASE);
     }
     nt_fork_watch();
 }

@@ -93,7 +93,7 @@ void nt_quarantine_push(void *item, void (*leave)(void *item))
     q_entry out[3];
     int nout = 0;
     nt_spin_lock(&q_lock);
-    __atomic_store_n(&q_released, q_released + 1, __ATOMIC_RELAXED);
+    nt_atomic_store_u64(&q_released, q_released + 1, NT_RELAXED);
     if (ring_push(&q_entries, (q_entry){ item, leave, q_released }) == 0
         && q_entries.len > cfg->quarantine)
         out[nout++] = ring_pop(&q_entries);
@@ -109,16 +109,16 @@ void nt_quarantine_push(void *item, void (*leave)(void *item))
 
 uint64_t nt_quarantine_clock(void)
 {
-    return __atomic_load_n(&q_released, __ATOMIC_RELAXED);
+    return nt_atomic_load_u64(&q_released, NT_RELAXED);
 }
 
 int nt_quarantine_holds(uint64_t stamp)
 {
     /* asked at every burial and lookup: the configuration read once */
     static const nt_config *config;
-    const nt_config *cfg = __atomic_load_n(&config, __ATOMIC_ACQUIRE);
+    const nt_config *cfg = nt_atomic_load_ptr(&config, NT_ACQUIRE);
     if (cfg == NULL)
-        __atomic_store_n(&config, cfg = nt_config_get(), __ATOMIC_RELEASE);
+        nt_atomic_store_ptr(&config, cfg = nt_config_get(), NT_RELEASE);
     /* the entry of stamp s leaves at the push that makes the clock
        s + quarantine (ring_push, then the pop of the oldest) */
     return cfg->no_reuse || nt_quarantine_clock() - stamp < cfg->quarantine;

@@ -11,9 +11,9 @@
 #ifndef NUMTHUNK_QUARANTINE_H
 #define NUMTHUNK_QUARANTINE_H
 
-#include <pthread.h>
-#include <sched.h>
 #include <stdint.h>
+
+#include "portable.h"
 
 /*
  * The quarantine's lock and the native engine's: a flag taken with an
@@ -29,14 +29,14 @@ typedef struct {
 
 static inline void nt_spin_lock(nt_spin *l)
 {
-    while (__atomic_exchange_n(&l->held, 1, __ATOMIC_ACQUIRE))
-        while (__atomic_load_n(&l->held, __ATOMIC_RELAXED))
-            sched_yield();
+    while (nt_atomic_exchange_int(&l->held, 1, NT_ACQUIRE))
+        while (nt_atomic_load_int(&l->held, NT_RELAXED))
+            nt_yield();
 }
 
 static inline void nt_spin_unlock(nt_spin *l)
 {
-    __atomic_store_n(&l->held, 0, __ATOMIC_RELEASE);
+    nt_atomic_store_int(&l->held, 0, NT_RELEASE);
 }
 
 /*

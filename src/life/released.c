@@ -14,18 +14,17 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 nt_what *nt_what_ref(nt_what *what)
 {
     if (what != NULL)
-        __atomic_add_fetch(&what->refs, 1, __ATOMIC_RELAXED);
+        nt_atomic_add_size(&what->refs, 1, NT_RELAXED);
     return what;
 }
 
 void nt_what_unref(nt_what *what)
 {
-    if (what != NULL && __atomic_sub_fetch(&what->refs, 1, __ATOMIC_ACQ_REL) == 0)
+    if (what != NULL && nt_atomic_sub_size(&what->refs, 1, NT_ACQ_REL) == 0)
         free(what);
 }
 
@@ -61,7 +60,7 @@ static const char *plan_text(nt_plan *plan)
     }
     /* a long signature is cut where the trap's text ends, and says so */
     nt_mark_cut(text, sizeof(text), n);
-    plan->text = strdup(text);
+    plan->text = nt_strdup(text);
     return plan->text;
 }
 
@@ -90,8 +89,7 @@ nt_what *nt_plan_what(nt_plan *plan, const void *target)
 
 static void say(const char *text, size_t n)
 {
-    ssize_t rc = write(2, text, n);
-    (void)rc;
+    nt_write_stderr(text, n);
 }
 
 void nt_trap_released_at(const char *what, const void *target)

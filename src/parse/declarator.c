@@ -24,7 +24,6 @@
 
 #include <limits.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,8 +207,8 @@ static int is_reserved(const parser *p, const token *t)
 
 _Static_assert(MAX_TAGS + 512 <= UINT16_MAX, "tag indexes fit in a spelling");
 
-static _Atomic(const char *) tag_pool[MAX_TAGS];
-static atomic_uint tag_count;
+static const char *tag_pool[MAX_TAGS]; /* atomic */
+static unsigned tag_count;             /* atomic */
 
 const char *nt_tag_name(unsigned spelling)
 {
@@ -220,32 +219,32 @@ const char *nt_tag_name(unsigned spelling)
     k = spelling - (unsigned)nt_nspellings;
     if (k >= MAX_TAGS)
         return NULL;
-    return atomic_load_explicit(&tag_pool[k], memory_order_acquire);
+    return nt_atomic_load_ptr(&tag_pool[k], NT_ACQUIRE);
 }
 
 /* The spelling index of a struct name, interned; 0 (void's, never a
    tag's) when the pool is full or memory ran out. */
 static int intern_tag(const char *name, size_t len)
 {
-    unsigned n = atomic_load_explicit(&tag_count, memory_order_acquire);
+    unsigned n = nt_atomic_load_u32(&tag_count, NT_ACQUIRE);
     unsigned k;
     char *copy;
 
     for (k = 0; k < n && k < MAX_TAGS; k++) {
-        const char *t = atomic_load_explicit(&tag_pool[k], memory_order_acquire);
+        const char *t = nt_atomic_load_ptr(&tag_pool[k], NT_ACQUIRE);
         if (t != NULL && strlen(t) == len && memcmp(t, name, len) == 0)
             return (int)(nt_nspellings + k);
     }
     do {
         if (n >= MAX_TAGS)
             return 0;
-    } while (!atomic_compare_exchange_weak(&tag_count, &n, n + 1));
+    } while (!nt_atomic_cas_u32(&tag_count, &n, n + 1));
     copy = malloc(len + 1);
     if (copy == NULL)
         return 0; /* the claimed slot stays empty */
     memcpy(copy, name, len);
     copy[len] = '\0';
-    atomic_store_explicit(&tag_pool[n], copy, memory_order_release);
+    nt_atomic_store_ptr(&tag_pool[n], copy, NT_RELEASE);
     return (int)(nt_nspellings + n);
 }
 

@@ -20,7 +20,7 @@ double nt_kernel_sum(const double *x, int n)
 /* A C caller: calls fn() `count` times and returns the sum of the results,
    the engine figure without any Python or Numba in the loop. noinline and
    the volatile pointer keep the compiler from hoisting the call. */
-__attribute__((noinline)) double nt_kernel_call_loop(double (*fn)(void), long count)
+NT_NOINLINE double nt_kernel_call_loop(double (*fn)(void), long count)
 {
     double (*volatile f)(void) = fn;
     double s = 0;
@@ -30,8 +30,8 @@ __attribute__((noinline)) double nt_kernel_call_loop(double (*fn)(void), long co
 }
 
 /* The same loop calling sum(x, n) directly: the baseline. */
-__attribute__((noinline)) double nt_kernel_direct_loop(double (*fn)(const double *, int),
-                                                       const double *x, int n, long count)
+NT_NOINLINE double nt_kernel_direct_loop(double (*fn)(const double *, int), const double *x, int n,
+                                         long count)
 {
     double (*volatile f)(const double *, int) = fn;
     double s = 0;
@@ -52,7 +52,7 @@ double nt_kernel_many(int a1, int a2, int a3, int a4, int a5, int a6, int a7, in
 typedef double (*many_fn)(int, int, int, int, int, int, int, int, double, double, double, double,
                           double, double, double, double, double, double);
 
-__attribute__((noinline)) double nt_kernel_direct_many_loop(many_fn fn, long count)
+NT_NOINLINE double nt_kernel_direct_many_loop(many_fn fn, long count)
 {
     many_fn volatile f = fn;
     double s = 0;

@@ -27,10 +27,8 @@
 #include "life/fork.h"
 #include "portable.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /*
  * The calls this thread makes through __call__, innermost first, each with
@@ -50,7 +48,7 @@ typedef struct call_frame {
     ThunkObject *small[8];
 } call_frame;
 
-static _Thread_local call_frame *calls;
+static NT_THREAD_LOCAL call_frame *calls;
 
 /* Whether a call of this thread pins self: release() must not wait for
    its own caller. */
@@ -66,11 +64,7 @@ static int in_own_call(ThunkObject *self)
 /* In a child of fork(), calls from Python in flight are counted again:
    only this thread's own calls that pin the thunk (on its frame list) go
    on. Out of line: the call path reads this thread's frame list only here. */
-#if defined(__GNUC__)
-__attribute__((noinline, cold))
-#endif
-static void
-recount(ThunkObject *self)
+NT_NOINLINE NT_COLD static void recount(ThunkObject *self)
 {
     int32_t n = 0;
     for (call_frame *f = calls; f != NULL; f = f->up)
@@ -251,7 +245,7 @@ static void thunk_dealloc(ThunkObject *self)
     if (self->plan_owned)
         nt_plan_free(self->plan);
     if (!self->ctx_inline)                         /* teardown leaves the first context */
-        nt_aligned_free(nt_thunk_first_ctx(self)); /* from nt_ctx_new */
+        nt_aligned_free(nt_thunk_first_ctx(self)); /* nt_ctx_new's */
     x = self->x;
     self->x = NULL;
     owner = self->owner;
@@ -967,7 +961,7 @@ static PyObject *release_held(ThunkObject *self, nt_lock_state *lk)
             while (inflight(self) > 0 && !self->torn) {
                 NT_UNLOCK(lk);
                 Py_BEGIN_ALLOW_THREADS
-                usleep(50);
+                nt_nap();
                 Py_END_ALLOW_THREADS
                 NT_LOCK(lk);
                 if (PyErr_CheckSignals() < 0)

@@ -169,7 +169,7 @@ typedef struct {
 /* The value at l, or (write) v stored there: a register whole, memory as
    many bytes as the location says (little-endian), aligned to them. */
 static uint64_t
-access(machine *m, const nt_abi *abi, nt_loc l, int write, uint64_t v)
+loc_access(machine *m, const nt_abi *abi, nt_loc l, int write, uint64_t v)
 {
     if (l.kind != NT_LOC_MEM) {
         if (l.reg >= NREG) {
@@ -456,7 +456,7 @@ run_plan(const char *name, const nt_abi *abi, rplan *r, int it)
 
     for (int s = 0; s < hp.nsteps; s++) {
         const nt_step *st = &hp.steps[s];
-        uint64_t v = widen(st->ext, access(&m, abi, st->src, 0, 0));
+        uint64_t v = widen(st->ext, loc_access(&m, abi, st->src, 0, 0));
         int allowed = is_cycle_loc(abi, st->dst);
         for (int i = 0; i < plan->nargs && !allowed; i++)
             allowed = same_place(out[i], st->dst, m.sp);
@@ -465,7 +465,7 @@ run_plan(const char *name, const nt_abi *abi, rplan *r, int it)
               (int)st->dst.disp);
         CHECK(st->op != NT_STEP_LOAD || st->src.reg == abi->ctx_reg,
               "%s plan %d step %d: a load not from the context", name, it, s);
-        access(&m, abi, st->dst, 1, v);
+        loc_access(&m, abi, st->dst, 1, v);
     }
     CHECK(!m.bad, "%s plan %d: a step outside the registers, stack or "
           "context", name, it);

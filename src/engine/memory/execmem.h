@@ -67,8 +67,9 @@ static inline size_t nt_round_up(size_t n, size_t to)
 }
 
 /* Instruction-cache maintenance after writing code, the one helper for it
-   (engine/native.c calls it once per placement); compiles to nothing on x86, whose
-   instruction fetch snoops data writes. */
-#define NT_ICACHE_FLUSH(p, n) __builtin___clear_cache((char *)(p), (char *)(p) + (n))
+   (engine/native.c calls it once per placement): portable.h's
+   nt_icache_flush, nothing on x86, whose instruction fetch snoops data
+   writes. */
+#define NT_ICACHE_FLUSH(p, n) nt_icache_flush((p), (n))
 
 #endif /* NUMTHUNK_EXECMEM_H */
