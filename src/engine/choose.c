@@ -19,12 +19,9 @@
  * here which engine makes its entries.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <unistd.h>
 
 #include "numthunk.h"
 #include "engine/memory/execmem.h"
@@ -76,15 +73,34 @@ LINUX_NATIVE(nt_arch_aarch64_linux, "native-aarch64-linux")
 
 #elif defined(__aarch64__) && defined(__APPLE__)
 /* Apple's arm64 ABI: the same arch file, its description with packed stack
-   arguments (tested under qemu by tests/c/aarch64.sh). Executable memory
-   there needs MAP_JIT with pthread_jit_write_protect_np, a policy of its
-   own that is not written yet: none is listed, so every plan runs on
-   libffi and engine_info()'s fallbacks say so. */
+   arguments (tested under qemu by tests/c/aarch64.sh). Executable memory:
+   MAP_JIT with the per-thread write switch, then an executable alias of
+   written pages, then sealed pages; compiled by tools/cross.sh, never run
+   (docs/engines.md). macOS on arm64 has 16 KiB pages, which the stub
+   block layout does not take yet: engine/native.c stands down there, every
+   plan runs on libffi and engine_info()'s fallbacks say so. */
 #include "engine/arch/aarch64.c"
+#include "engine/memory/mapjit.c"
+#include "engine/memory/mprotect.c"
+#include "engine/memory/remap.c"
 const nt_arch *const nt_arch_native = &nt_arch_aarch64_apple;
 static const nt_engine native_engine = NT_NATIVE_ENGINE("native-aarch64-apple");
 const nt_engine *const nt_engine_native = &native_engine;
-const nt_execmem *const nt_execmem_policies[] = { NULL };
+const nt_execmem *const nt_execmem_policies[] = { &nt_execmem_mapjit, &nt_execmem_remap,
+                                                  &nt_execmem_mprotect, NULL };
+
+#elif defined(__APPLE__) && defined(__x86_64__)
+/* System V x86-64, as on Linux. Pages sealed with mprotect first, then an
+   executable alias of written pages (engine/memory/remap.c). MAP_JIT is
+   not used: on x86-64 it gives pages writable and executable at once.
+   Compiled by tools/cross.sh, never run (docs/engines.md). */
+#include "engine/arch/x86_64.c"
+#include "engine/memory/mprotect.c"
+#include "engine/memory/remap.c"
+const nt_arch *const nt_arch_native = &nt_arch_x86_64_sysv;
+static const nt_engine native_engine = NT_NATIVE_ENGINE("native-x86_64-sysv");
+const nt_engine *const nt_engine_native = &native_engine;
+const nt_execmem *const nt_execmem_policies[] = { &nt_execmem_mprotect, &nt_execmem_remap, NULL };
 
 #elif defined(_WIN64) && (defined(__x86_64__) || defined(_M_X64))
 /* Microsoft x64 (LLP64: the kind table reads long as 32 bits from this
@@ -133,7 +149,7 @@ nt_status nt_engine_parse(const char *name, const char *where, const nt_engine *
 #define QUARANTINE 32768u
 
 static nt_config config;
-static pthread_once_t config_once = PTHREAD_ONCE_INIT;
+static nt_once config_once = NT_ONCE_INIT;
 
 static const char *env_or(const char *name, const char *dflt)
 {
@@ -148,9 +164,9 @@ static int yes_or_no(const char *v)
     static const char *const yes[] = { "1", "true", "yes" };
     static const char *const no[] = { "0", "false", "no" };
     for (size_t i = 0; i < 3; i++) {
-        if (strcasecmp(v, yes[i]) == 0)
+        if (nt_strcasecmp(v, yes[i]) == 0)
             return 1;
-        if (strcasecmp(v, no[i]) == 0)
+        if (nt_strcasecmp(v, no[i]) == 0)
             return 0;
     }
     return -1;
@@ -240,7 +256,7 @@ static void read_config(void)
 
 const nt_config *nt_config_get(void)
 {
-    pthread_once(&config_once, read_config);
+    nt_call_once(&config_once, read_config);
     return &config;
 }
 

@@ -339,7 +339,7 @@ const nt_arch nt_arch_x86_64_sysv = {
         .frame_record = 0,            /* sub rsp only: no frame pointer */
         .sp_reg = RSP,
         .ctx_reg = CTX_REG,
-        .cycle = { { NT_LOC_GPR, CYCLE_GPR, 0 }, { NT_LOC_FPR, CYCLE_XMM, 0 } },
+        .cycle = { { NT_LOC_GPR, CYCLE_GPR, 0, 0 }, { NT_LOC_FPR, CYCLE_XMM, 0, 0 } },
         .copy = { COPY_GPR, NT_NO_REG },
         /* .ext NULL: narrow ints re-extended to 32 bits, as GCC and Clang
            callees expect of a caller (the kind table's ext) */

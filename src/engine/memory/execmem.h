@@ -4,7 +4,8 @@
  * A policy hands out code that is never writable and executable at once
  * through the same mapping. Each OS policy lives in its own file
  * (engine/memory/memfd.c, engine/memory/mprotect.c, engine/memory/filemap.c,
- * engine/memory/virtualprotect.c); engine/choose.c lists them in the order to try,
+ * engine/memory/virtualprotect.c, engine/memory/mapjit.c, engine/memory/remap.c);
+ * engine/choose.c lists them in the order to try,
  * and engine/native.c moves on from one to the next when the system refuses it,
  * at start (vm.memfd_noexec=2, SELinux, seccomp ...) or later (a memfd
  * write refused under RLIMIT_FSIZE, ENOSPC ...).
@@ -60,6 +61,8 @@ extern const nt_execmem nt_execmem_memfd;          /* Linux */
 extern const nt_execmem nt_execmem_mprotect;       /* POSIX */
 extern const nt_execmem nt_execmem_filemap;        /* Windows */
 extern const nt_execmem nt_execmem_virtualprotect; /* Windows */
+extern const nt_execmem nt_execmem_mapjit;         /* macOS, arm64 */
+extern const nt_execmem nt_execmem_remap;          /* macOS */
 
 static inline size_t nt_round_up(size_t n, size_t to)
 {
