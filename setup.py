@@ -1,6 +1,6 @@
 """Build of numthunk._core: CPython + NumPy C API + libffi.
 
-NUMTHUNK_WERROR=1    compile with -Werror (CI does)
+NUMTHUNK_WERROR=1    compile with -Werror (CI does), /WX with MSVC
 NUMTHUNK_SANITIZE=1  build with AddressSanitizer and UndefinedBehaviorSanitizer
 NUMTHUNK_SANITIZE=thread  build with ThreadSanitizer (tools/tsan.sh runs it
                      on a free-threaded CPython, libtsan preloaded)
@@ -16,6 +16,7 @@ import sys
 
 import numpy
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 # How to get libffi where the finder below looks, per platform (its error).
 LIBFFI_HELP = """numthunk needs libffi's development files (ffi.h and the library) to build.
@@ -155,8 +156,10 @@ def find_libffi(environ=None, platform=None):
 
 
 def compile_args():
-    args = ["-std=c11", "-O2", "-Wall", "-Wextra", "-fvisibility=hidden",
-            "-D_GNU_SOURCE"]
+    """gcc's and clang's flags (Linux, macOS, mingw-w64)."""
+    args = ["-std=c11", "-O2", "-Wall", "-Wextra", "-fvisibility=hidden"]
+    if sys.platform != "win32":
+        args.append("-D_GNU_SOURCE")
     link = []
     if os.environ.get("NUMTHUNK_WERROR") == "1":
         args.append("-Werror")
@@ -175,6 +178,32 @@ def compile_args():
     return args, link
 
 
+def msvc_compile_args():
+    """MSVC's flags: C11 (no GNU extension reaches it: src/portable.h),
+    its own warning level, and the C library's POSIX names and plain
+    string functions without deprecation warnings (strerror, getenv)."""
+    args = ["/std:c11", "/O2", "/W3", "/D_CRT_SECURE_NO_WARNINGS",
+            "/D_CRT_NONSTDC_NO_DEPRECATE"]
+    if os.environ.get("NUMTHUNK_WERROR") == "1":
+        args.append("/WX")
+    if os.environ.get("NUMTHUNK_SANITIZE"):
+        sys.exit("NUMTHUNK_SANITIZE builds with gcc or clang, not MSVC")
+    return args
+
+
+class BuildExt(build_ext):
+    """The compile flags of the compiler setuptools picked: MSVC (on
+    Windows, unless told otherwise) takes its own; gcc and clang take
+    compile_args()."""
+
+    def build_extensions(self):
+        if self.compiler.compiler_type == "msvc":
+            for ext in self.extensions:
+                ext.extra_compile_args = msvc_compile_args()
+                ext.extra_link_args = []
+        super().build_extensions()
+
+
 # The core is src/ by stage (docs/architecture.md, "The layout"). The
 # platform files (src/engine/arch/*.c, src/engine/memory/*.c) are included
 # by src/engine/choose.c's one #if chain, not compiled on their own.
@@ -185,6 +214,7 @@ ffi_inc, ffi_lib, ffi_libraries = find_libffi()
 cargs, largs = compile_args()
 
 setup(
+    cmdclass={"build_ext": BuildExt},
     ext_modules=[
         Extension(
             "numthunk._core",
