@@ -355,7 +355,7 @@ MUTANTS = [
       ".shadow = 32,", ".shadow = 0,", [T_CORE_C]),
     M("win64-cycle-xmm", "src/engine/arch/x86_64.c",
       "Microsoft x64 parks SSE values in xmm0, an argument register",
-      "{ NT_LOC_FPR, CYCLE_XMM_WIN64, 0 } }", "{ NT_LOC_FPR, 0, 0 } }", [T_CORE_C]),
+      "{ NT_LOC_FPR, CYCLE_XMM_WIN64, 0, 0 } }", "{ NT_LOC_FPR, 0, 0, 0 } }", [T_CORE_C]),
 
     # ---- kinds.c: the libffi types engine/ffi.c reads
     M("ffi-i16-type", "src/kinds.c", "int16 given to libffi as uint16",
