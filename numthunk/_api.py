@@ -13,7 +13,7 @@ import weakref
 
 import numpy as np
 
-from . import _cffi, _core, _ctypes, _foreign, _loader, _numba
+from . import _cffi, _core, _ctypes, _foreign, _loader, _numba, _numba_sig
 from ._cython import parse_memview
 from ._signature import Signature, ctypes_prototype, param_label, scipy_text
 
@@ -227,7 +227,7 @@ class Ref:
                             f"got {type(ctype).__name__} {ctype!r}")
         if "\0" in ctype:
             raise ValueError(f"ref(): ctype {ctype!r} has a NUL byte")
-        kind, checked = _core._scalar(ctype, value)
+        kind, checked = _numba_sig.type_call(_core._scalar, ctype, value)
         dtype = _KIND_DTYPE.get(kind)
         if dtype is None:
             raise TypeError(f"ref(): C type {ctype!r} cannot be held by reference")
@@ -240,7 +240,7 @@ class Ref:
 
     @value.setter
     def value(self, v):
-        _kind, checked = _core._scalar(self.ctype, v)
+        _kind, checked = _numba_sig.type_call(_core._scalar, self.ctype, v)
         self.cell[0] = checked
 
     def __repr__(self):

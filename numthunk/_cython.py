@@ -27,7 +27,7 @@ import os
 import re
 import sys
 
-from . import _core
+from . import _core, _numba_sig
 from ._signature import Signature
 
 __all__ = ["cython_target", "parse_memview", "CythonError"]
@@ -37,8 +37,11 @@ _MEMVIEW_RE = re.compile(r"^\s*(const\s+)?(.+?)\s*\[(.*)\]\s*$")
 
 
 def parse_memview(decl, typedefs=None):
-    """'const double[:, ::1]' -> (dtype text, ndim, contig, const)."""
+    """'const double[:, ::1]' -> (dtype text, ndim, contig, const); a
+    dtype in Numba's names is given to the core as C (numthunk/_numba_sig.py)."""
     if isinstance(decl, tuple):
+        if decl and isinstance(decl[0], str):
+            return (_numba_sig.translate_type(decl[0])[0],) + decl[1:]
         return decl
     if not isinstance(decl, str):
         raise TypeError(f"memoryview declaration: expected text such as 'double[:, ::1]', "
@@ -51,6 +54,7 @@ def parse_memview(decl, typedefs=None):
     is_const, dtype, dims = bool(m.group(1)), m.group(2).strip(), m.group(3)
     if typedefs and dtype in typedefs:
         dtype = typedefs[dtype]
+    dtype = _numba_sig.translate_type(dtype)[0]
     parts = [p.replace(" ", "") for p in dims.split(",")]
     if any(p not in (":", "::1") for p in parts):    # split gives one part at least
         raise ValueError(f"memoryview declaration {decl!r}: each axis must be ':' or '::1'")
@@ -136,13 +140,13 @@ _builtin_cache = {}
 
 
 def _is_builtin(text):
-    """Whether the C parser knows ``text`` as a type without typedefs."""
+    """Whether ``text`` is a type without typedefs: C, or Numba's and
+    NumPy's names (read as C by numthunk/_numba_sig.py)."""
     r = _builtin_cache.get(text)
     if r is None:
         try:
-            # the C type itself: the subclass would fall back to asking Numba.
-            # Through a pointer, so that pointee-only names (DLTensor) count.
-            _core.Signature(f"void ({text} *)")
+            # through a pointer, so that pointee-only names (DLTensor) count
+            Signature(f"void ({text} *)")
             r = True
         except (ValueError, TypeError):
             r = False
@@ -699,7 +703,6 @@ def _parse(capsule, resolver, where):
             resolver._fail(tok, " (not a Cython-mangled name, nor a C type numthunk knows)")
         typedefs[tok] = value
     try:
-        _core.Signature(text, typedefs or None)
         sig = Signature(text, typedefs=typedefs or None)
     except ValueError as exc:
         raise CythonError(f"{where}: cannot parse the capsule signature: {exc}") from None

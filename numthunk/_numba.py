@@ -82,7 +82,7 @@ def signature_to_c(sig):
 
 # Numba's signature text ("float64(CPointer(float64), intc)", the form
 # str() gives, "(float64*, int32) -> float64", FunctionType[...]) is read
-# by the core's parser (src/parse/declarator.c), as C text is: no Numba needed.
+# as C by _numba_sig.py, for the core's C parser: no Numba needed.
 
 
 # ---------------------------------------------------------------- C -> Numba

@@ -7,7 +7,7 @@ numthunk._numba, all below this module); this one only dispatches.
 
 import ctypes
 
-from . import _cffi, _core, _ctypes, _numba
+from . import _cffi, _core, _ctypes, _numba, _numba_sig
 
 __all__ = ["Signature", "ctypes_prototype", "scipy_text", "param_label"]
 
@@ -57,9 +57,15 @@ class Signature(_core.Signature):
                 raise TypeError("typedefs apply to C text only")
             return super().__new__(cls, spec)
         if isinstance(spec, str):
-            # C text or Numba's: the core's parser reads both
+            # C text, or Numba's read as C by the Numba adapter
             _refuse_nul(spec, typedefs)
-            return super().__new__(cls, spec, typedefs)
+            text, tds, cols = _numba_sig.translate(spec, typedefs)
+            try:
+                return super().__new__(cls, text, tds)
+            except ValueError as e:
+                if text == spec and tds is typedefs:
+                    raise
+                raise _numba_sig.refusal(e, spec, text, cols, typedefs) from None
         if isinstance(spec, type) and issubclass(spec, ctypes._CFuncPtr):
             return super().__new__(cls, _ctypes.prototype_text(spec))
         if isinstance(spec, ctypes._CFuncPtr):
@@ -108,9 +114,10 @@ def ctypes_prototype(sig):
     return _ctypes.prototype(sig)
 
 
-# NumPy/Numba names of the kinds _describe() reports: the core's table
-# prints each as its one C text ("int", "intptr_t", "double").
-_KIND_TEXT = {"bool": "bool_", "memoryview slice": "__Pyx_memviewslice"}
+# The C text of each kind _describe() reports, the kind table's one C text
+# ("int", "intptr_t", "double"), which the core prints as written.
+_KIND_TEXT = {**{k: row.c for k, row in _core.kinds.items()},
+              "memoryview slice": "__Pyx_memviewslice"}
 
 
 def _kind_type_text(desc, written):

@@ -112,14 +112,11 @@ typedef struct {
     nt_sig *fn; /* NT_FNPTR: the pointee signature (owned) */
 } nt_type;
 
-/* Spelling table entry: a type name and what it means on this platform.
-   c_name: what the canonical form prints for a name that is not C: ""
-   for its kind's C text (NumPy and Numba names such as float64, intc
-   print nt_kinds[].c_text), else that text; NULL where the name is C. */
+/* Spelling table entry: a C type name and what it means on this platform
+   (the canonical form prints it as written). */
 typedef struct {
     const char *name;
     uint8_t kind;
-    const char *c_name;
 } nt_spelling;
 
 extern const nt_spelling nt_spellings[];
@@ -128,9 +125,6 @@ extern const size_t nt_nspellings;
 /* Looks up a (possibly multi-word, single-spaced) type name. Returns the
    spelling index or -1. */
 int nt_spelling_find(const char *name, size_t len);
-/* Numba's short names (f8, i4, none): the nt_spellings[] index of the
-   kind's C text, or -1. */
-int nt_numba_name_find(const char *name, size_t len);
 
 /* ------------------------------------------------------------------------ */
 /* The kind table (kinds.c)                                                  */

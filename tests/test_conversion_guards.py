@@ -434,10 +434,16 @@ def test_a_dtype_that_is_not_a_scalar_is_refused(cfn, dtype):
 
 @pytest.mark.parametrize("dtype", sorted(nt._core.kinds))
 def test_every_scalar_kind_is_a_dtype(cfn, dtype):
+    """The core takes a dtype as C text, the kind's; the package reads
+    the kind's name as well (numthunk/_numba_sig.py), as C."""
     arr = np.zeros(3, dtype=nt._core.kinds[dtype].dtype)
     addr = cfn("f_d_pi", "double (const double *x, int n)").address
-    t = nt.Thunk(nt.Signature(SIG), addr, (arr, 0), None, True, {0: (dtype, 1, None, False)})
+    c = nt._core.kinds[dtype].c
+    t = nt.Thunk(nt.Signature(SIG), addr, (arr, 0), None, True, {0: (c, 1, None, False)})
     assert t.bindings[0] is arr
+    fn = nt.Function(addr, SIG, memoryviews={0: f"{dtype}[:]"})
+    assert fn.memoryviews == {0: (c, 1, None, False)}
+    assert nt.bind(fn, arr, 0).bindings[0] is arr
 
 
 def test_a_pointer_is_no_array_for_a_memoryview(cfn, ntexport):

@@ -573,23 +573,21 @@ def spellings():
         text = fh.read()
     table = text[text.index("nt_spellings[] = {"):]
     table = table[:table.index("};")]
-    rows = re.findall(r'\{\s*"([^"]+)"\s*,\s*[^,]+,\s*(NULL|KIND_TEXT|"[^"]*")\s*\}', table)
-    assert len(rows) > 100, rows
-    out = []
-    for name, c_name in rows:
-        if name in ("void", "voidptr", "__Pyx_memviewslice", "DLTensor"):  # not scalars
-            continue
-        if c_name == "KIND_TEXT":        # a NumPy or Numba name: see below
-            continue
-        out.append((name, name if c_name == "NULL" else c_name.strip('"')))
-    return out
+    rows = re.findall(r'\{\s*"([^"]+)"\s*,\s*[^{}]+?\}', table)
+    assert len(rows) > 80, rows
+    # C names only: NumPy's and Numba's are the Numba adapter's (see below)
+    return [(name, name) for name in rows
+            if name not in ("void", "__Pyx_memviewslice", "DLTensor")]  # not scalars
 
 
 def non_c_spellings():
-    """The NumPy and Numba names of nt_spellings (printed as their kind's C text)."""
-    path = os.path.join(HERE, os.pardir, "src", "parse", "spellings.c")
-    with open(path) as fh:
-        return re.findall(r'\{\s*"([^"]+)"\s*,\s*[^,]+,\s*KIND_TEXT\s*\}', fh.read())
+    """The NumPy and Numba names the Numba adapter reads as typedefs of
+    their kind's C text (numthunk/_numba_sig.py): its short names (f8),
+    none, byte and voidptr aside."""
+    from numthunk import _numba_sig
+
+    return sorted(n for n in _numba_sig.NAMES
+                  if n not in _numba_sig._SHORT and n not in ("byte", "voidptr"))
 
 
 C_PROBE = r"""

@@ -100,6 +100,7 @@ T_REBIND = "tests/test_rebind.py"
 T_THREADS = "tests/test_threads.py"
 T_DLPACK = "tests/test_dlpack.py"
 T_CAPI = "tests/test_capi.py"
+T_NUMBA_SYNTAX = "tests/test_numba_syntax.py"
 
 # When none of a mutant's test files exist (an older tests/ with
 # --tests-from), these run instead: the core of the suite, without the
@@ -127,6 +128,14 @@ MUTANTS = [
     M("py-numba-kind-c64", "numthunk/_numba.py", "complex64 value passed to Numba (ABI differs)",
       '_KIND_NUMBA = {k.name: k.numba for k in _core.kinds.values() if k.name != "complex64"}',
       '_KIND_NUMBA = {k.name: k.numba for k in _core.kinds.values()}', [T_TYPES, *T_NUMBA]),
+    M("py-numba-sig-cpointer", "numthunk/_numba_sig.py", "CPointer(T) read as T",
+      'return t + [("*", close.start)]', "return t", [T_NUMBA_SYNTAX, T_SIG]),
+    M("py-numba-sig-fn-const", "numthunk/_numba_sig.py",
+      "a const after FunctionType[...] left out of its declarator",
+      't.inner.append(("const", c.start))', "pass", [T_NUMBA_SYNTAX]),
+    M("py-numba-sig-short-first", "numthunk/_numba_sig.py",
+      "Numba's short names shadow a caller's typedef",
+      "if user is None or name not in user:", "if True:", [T_NUMBA_SYNTAX, T_CYTHON]),
     M("py-cffi-inverse", "numthunk/_cffi.py", "cffi's names read back as themselves",
       "_C_OF_CFFI = {cffi_name: c for c, cffi_name in CFFI_OF_C.items()}",
       "_C_OF_CFFI = {}", [T_TYPES]),
@@ -161,12 +170,12 @@ MUTANTS = [
 
     # ---- parse/spellings.c: the C spelling table
     M("types-ulong", "src/parse/spellings.c", "unsigned long spelled signed",
-      '{ "unsigned long", U(long), NULL },', '{ "unsigned long", S(long), NULL },',
+      '{ "unsigned long", U(long) },', '{ "unsigned long", S(long) },',
       [T_TYPES, T_SIG]),
     M("types-short", "src/parse/spellings.c", "short spelled unsigned",
-      '{ "short", S(short), NULL },', '{ "short", U(short), NULL },', [T_TYPES, T_SIG]),
+      '{ "short", S(short) },', '{ "short", U(short) },', [T_TYPES, T_SIG]),
     M("types-ssize_t", "src/parse/spellings.c", "ssize_t spelled unsigned",
-      '{ "ssize_t", S(size_t), NULL },', '{ "ssize_t", U(size_t), NULL },', [T_TYPES, T_SIG]),
+      '{ "ssize_t", S(size_t) },', '{ "ssize_t", U(size_t) },', [T_TYPES, T_SIG]),
 
     # ---- parse/declarator.c: the parser
     M("sig-const-base", "src/parse/declarator.c", "const on a scalar base forgotten",
@@ -689,6 +698,7 @@ OP_TESTS = {
     "src/life/quarantine.c": [T_CORE_C, T_ENGINE],
     "numthunk/_cython.py": [T_CYTHON, T_TYPES, T_INTEROP],
     "numthunk/_numba.py": [*T_NUMBA, T_TYPES],
+    "numthunk/_numba_sig.py": [T_NUMBA_SYNTAX, T_SIG, *T_NUMBA],
     "numthunk/_numba_ext.py": [*T_NUMBA, T_INTEROP],
     "numthunk/_recipe.py": [*T_TRAVEL, T_DLPACK],
     "numthunk/_foreign.py": [T_INTEROP, T_BIND, T_REFUSALS],

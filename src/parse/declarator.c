@@ -2,10 +2,9 @@
  * parse/declarator.c: the first stage of the pipeline, signature strings to nt_sig.
  *
  * Reads the C abstract declarators that SciPy (LowLevelCallable) and Cython
- * (__pyx_capi__ capsule names) use, and Numba's signature syntax: its
- * names (voidptr, float64, f8, none), CPointer(T), FunctionType[R(A)], a
- * function type written as R(A) where a parameter stands, and the form
- * str() of a Numba signature gives, "(float64 *, int32) -> float64".
+ * (__pyx_capi__ capsule names) use: C only. Numba's signature syntax
+ * (float64, CPointer(T), FunctionType[R(A)], "(A) -> R") is translated to
+ * C by the Numba adapter (numthunk/_numba_sig.py), its names as typedefs.
  * It writes them back in one canonical form. SciPy matches signatures with
  * strcmp, so the canonical form keeps the base type's spelling ("npy_intp"
  * stays "npy_intp") and follows Cython's declarator spacing: "T *",
@@ -28,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_NEST  64    /* nested function pointers and CPointer( ) */
+#define MAX_NEST  64    /* nested parameter lists */
 #define MAX_DEPTH 255   /* '*' levels: nt_type.depth is a uint8_t */
 #define MAX_WORDS 6     /* "unsigned long long int" needs 4 */
 #define MAX_ARGS  65535 /* plans index forwarded arguments with uint16 */
@@ -47,7 +46,7 @@ enum {
     T_ELLIPSIS,
     T_LBRACKET,
     T_RBRACKET,
-    T_ARROW,
+    T_ARROW, /* C's "->", read whole so that a message quotes it whole */
     T_OTHER
 };
 
@@ -322,11 +321,6 @@ static int fail_token(parser *p, const token *t, const char *expected)
 /* ------------------------------------------------------------------------ */
 /* Types                                                                     */
 
-static int void_spelling(void)
-{
-    return nt_spelling_find("void", 4);
-}
-
 /* The flag of a type's own const: a pointer's is on the pointer itself,
    any other type's on its value. */
 static uint8_t own_const(const nt_type *t)
@@ -450,27 +444,14 @@ static int resolve_words(parser *p, const span *words, int nwords, int plain, nt
     idx = i < nwords ? -1 : nt_spelling_find(joined, n);
 
     if (idx >= 0) {
-        if (nt_spellings[idx].kind == NT_PTR) { /* voidptr */
-            out->kind = NT_PTR;
-            out->base = NT_VOID;
-            out->depth = 1;
-            out->spelling = (uint16_t)void_spelling();
-        } else {
-            out->kind = nt_spellings[idx].kind;
-            out->spelling = (uint16_t)idx;
-        }
+        out->kind = nt_spellings[idx].kind;
+        out->spelling = (uint16_t)idx;
         return 0;
     }
     const nt_typedef *td =
         nwords == 1 && plain ? find_typedef(p, words[0].start, words[0].len) : NULL;
     if (td != NULL)
         return typedef_type(p, td, words[0].start, words[0].len, out);
-    idx = nwords == 1 && plain ? nt_numba_name_find(p->src + words[0].start, words[0].len) : -1;
-    if (idx >= 0) {
-        out->kind = nt_spellings[idx].kind;
-        out->spelling = (uint16_t)idx;
-        return 0;
-    }
     if (nwords == 1)
         nt_fail(p->err, NT_ERR_VALUE, column(words[0].start), "unknown type name '%.*s%s'",
                 quote_len(words[0].len), p->src + words[0].start, quote_dots(words[0].len));
@@ -479,32 +460,7 @@ static int resolve_words(parser *p, const span *words, int nwords, int plain, nt
     return -1;
 }
 
-static int parse_type(parser *p, nt_type *out);
 static int read_type(parser *p, nt_type *out);
-static int parse_function_type(parser *p, nt_type *out);
-
-/* CPointer(T), the name already read: T with one more level of pointer. */
-static int parse_cpointer(parser *p, nt_type *out)
-{
-    token tok = peek(p);
-
-    if (tok.kind != T_LPAREN)
-        return fail_token(p, &tok, "'(' after CPointer");
-    advance(p, &tok);
-    if (++p->nest > MAX_NEST) {
-        nt_fail(p->err, NT_ERR_VALUE, column(tok.start),
-                "type nested too deeply (at most %d levels)", MAX_NEST);
-        return -1;
-    }
-    if (parse_type(p, out) < 0)
-        return -1;
-    tok = peek(p);
-    if (tok.kind != T_RPAREN)
-        return fail_token(p, &tok, "')'");
-    advance(p, &tok);
-    p->nest--;
-    return push_pointer(p, out, tok.start);
-}
 
 /* "struct S" / "union U", the keyword in `kw`: an opaque type, usable
    only through a pointer (see the struct name pool). */
@@ -549,7 +505,7 @@ typedef struct {
     span words[MAX_WORDS];
     int nwords;
     int named;    /* the specifier is a non-keyword identifier */
-    int resolved; /* ...already turned into the type (CPointer, struct) */
+    int resolved; /* ...already turned into the type (a struct) */
     int is_const;
 } specifier;
 
@@ -592,35 +548,22 @@ static int spec_keyword(parser *p, specifier *sp, const token *tok)
     return 1;
 }
 
-/* A type name that is no keyword: a spelling, CPointer(T), a typedef. */
-static int spec_name(parser *p, specifier *sp, const token *tok, nt_type *out)
+/* A type name that is no keyword: a spelling or a typedef. */
+static int spec_name(parser *p, specifier *sp, const token *tok)
 {
-    int r;
-
     sp->words[0].start = tok->start;
     sp->words[0].len = tok->len;
     sp->named = 1;
+    sp->nwords = 1;
     advance(p, tok);
-    if (tok_is(p, tok, "CPointer"))
-        r = parse_cpointer(p, out);
-    else if (tok_is(p, tok, "FunctionType"))
-        r = parse_function_type(p, out);
-    else {
-        sp->nwords = 1;
-        return 1;
-    }
-    if (r < 0)
-        return -1;
-    sp->resolved = 1;
     return 1;
 }
 
-/* Whether an identifier names a type: a spelling (size_t, int64_t), a Numba
-   name (int64, intc) or one of the parser's typedefs. */
+/* Whether an identifier names a type: a spelling (size_t, int64_t) or one
+   of the parser's typedefs. */
 static int names_a_type(const parser *p, const token *tok)
 {
-    const char *s = p->src + tok->start;
-    return nt_spelling_find(s, tok->len) >= 0 || nt_numba_name_find(s, tok->len) >= 0
+    return nt_spelling_find(p->src + tok->start, tok->len) >= 0
         || find_typedef(p, tok->start, tok->len) != NULL;
 }
 
@@ -647,7 +590,7 @@ static int spec_token(parser *p, specifier *sp, const token *tok, nt_type *out)
     if (tok_in(p, tok, other_keywords, COUNT(other_keywords)))
         return fail_token(p, tok, "a type");
     if (sp->nwords == 0 && !sp->named)
-        return spec_name(p, sp, tok, out);
+        return spec_name(p, sp, tok);
     if (sp->nwords == 1 && !sp->named && tok_is(p, tok, "PY_LONG_LONG")
         && word_is(p, sp->words[0].start, sp->words[0].len, "unsigned")) {
         sp->words[sp->nwords].start = tok->start;
@@ -695,7 +638,7 @@ static int parse_pointers(parser *p, nt_type *out)
 /*
  * type := specifier {'*' | 'const'}
  * specifier := words of a builtin type, or one other identifier (a known
- * spelling, CPointer(T) or a caller's typedef), with `const` anywhere. A
+ * spelling or a caller's typedef), with `const` anywhere. A
  * following identifier that cannot continue the type is left for the caller
  * (a parameter or function name).
  */
@@ -703,7 +646,6 @@ static int parse_type(parser *p, nt_type *out)
 {
     if (read_type(p, out) == 0)
         return 0;
-    nt_sig_free(out->fn); /* a FunctionType[...] read before the error */
     memset(out, 0, sizeof(*out));
     return -1;
 }
@@ -781,18 +723,13 @@ static int fail_struct_value(parser *p, const nt_type *t, const token *after)
 }
 
 /* A function type whose return type ret and '(' are read: its params and
-   ')'. A parameter of function type is a function pointer (C adjusts it
-   so; Numba writes float64(float64) for one). */
+   ')'. A parameter of function type is a function pointer (C17 6.7.6.3
+   adjusts it so). */
 static int function_of(parser *p, const nt_type *ret, nt_type *out)
 {
     token tok = peek(p);
     nt_sig *fn;
 
-    if (ret->kind == NT_FNPTR) {
-        nt_fail(p->err, NT_ERR_VALUE, column(tok.start),
-                "a function returning a function pointer is not supported");
-        return -1;
-    }
     if (refuse_by_value(p, ret, tok.start) < 0)
         return -1;
     if (is_struct_value(ret))
@@ -811,43 +748,6 @@ static int function_of(parser *p, const nt_type *ret, nt_type *out)
     return 0;
 }
 
-/* Numba's FunctionType[R(A)], the name already read: a function pointer. */
-static int parse_function_type(parser *p, nt_type *out)
-{
-    token tok = peek(p);
-    nt_type ret;
-
-    if (tok.kind != T_LBRACKET)
-        return fail_token(p, &tok, "'[' after FunctionType");
-    advance(p, &tok);
-    if (++p->nest > MAX_NEST) {
-        nt_fail(p->err, NT_ERR_VALUE, column(tok.start),
-                "type nested too deeply (at most %d levels)", MAX_NEST);
-        return -1;
-    }
-    if (parse_type(p, &ret) < 0)
-        return -1;
-    tok = peek(p);
-    if (tok.kind != T_LPAREN) {
-        nt_sig_free(ret.fn);
-        return fail_token(p, &tok, "'(' and the parameters of the function type");
-    }
-    advance(p, &tok);
-    if (function_of(p, &ret, out) < 0) {
-        nt_sig_free(ret.fn);
-        return -1;
-    }
-    tok = peek(p);
-    if (tok.kind != T_RBRACKET) {
-        nt_sig_free(out->fn);
-        memset(out, 0, sizeof(*out));
-        return fail_token(p, &tok, "']'");
-    }
-    advance(p, &tok);
-    p->nest--;
-    return 0;
-}
-
 /* The declarator of a function pointer whose return type ret and '(' are
    read: '*' {'const'} [name] ')' '(' params ')', or a function type
    (function_of). */
@@ -857,7 +757,7 @@ static int parse_fnptr(parser *p, const nt_type *ret, nt_type *out, char **name,
     token tok = peek(p);
     int fn_const = 0;
 
-    if (tok.kind != T_STAR || ret->kind == NT_FNPTR)
+    if (tok.kind != T_STAR)
         return function_of(p, ret, out);
     advance(p, &tok);
     for (;;) {
@@ -942,10 +842,8 @@ static int parse_param(parser *p, nt_type *out, char **name, int allow_name)
         return 0;
     }
     advance(p, &tok);
-    if (parse_fnptr(p, &t, out, name, allow_name) < 0) {
-        nt_sig_free(t.fn); /* FunctionType[...](...): refused */
+    if (parse_fnptr(p, &t, out, name, allow_name) < 0)
         return -1;
-    }
     return 0;
 }
 
@@ -1082,7 +980,7 @@ static int check_typedefs(parser *p)
                     quote_len(len), name != NULL ? name : "", quote_dots(len));
             return -1;
         }
-        if (nt_spelling_find(name, len) >= 0 || strcmp(name, "CPointer") == 0) {
+        if (nt_spelling_find(name, len) >= 0) {
             nt_fail(p->err, NT_ERR_VALUE, -1,
                     "typedef '%s' would redefine a type name numthunk knows; "
                     "a typedef names a new type (give it another name)",
@@ -1128,32 +1026,7 @@ static int parse_return(parser *p, nt_type *ret)
     tok = peek(p);
     if (is_struct_value(ret))
         return fail_struct_value(p, ret, &tok);
-    if (ret->kind == NT_FNPTR) { /* FunctionType[...] as the result */
-        nt_sig_free(ret->fn);
-        memset(ret, 0, sizeof(*ret));
-        nt_fail(p->err, NT_ERR_VALUE, column(first.start),
-                "a function pointer as the return type is not supported");
-        return -1;
-    }
     return 0;
-}
-
-/* Numba's "(params) -> ret" (what str() of a Numba signature gives), the
-   '(' not yet read. */
-static int parse_arrow(parser *p, nt_sig *sig)
-{
-    token tok = peek(p);
-
-    advance(p, &tok);
-    if (parse_params(p, sig) < 0)
-        return -1;
-    tok = peek(p);
-    if (tok.kind != T_ARROW)
-        return fail_token(p, &tok, "'->' and the return type");
-    advance(p, &tok);
-    if (parse_return(p, &sig->ret) < 0)
-        return -1;
-    return expect_end(p, "signature");
 }
 
 nt_sig *nt_sig_parse(const char *src, const nt_typedef *typedefs, size_t ntypedefs, nt_error *err)
@@ -1179,11 +1052,6 @@ nt_sig *nt_sig_parse(const char *src, const nt_typedef *typedefs, size_t ntypede
     if (sig == NULL) {
         fail_memory(&p);
         return NULL;
-    }
-    if (tok.kind == T_LPAREN) {
-        if (parse_arrow(&p, sig) < 0)
-            goto error;
-        return sig;
     }
     if (parse_return(&p, &sig->ret) < 0)
         goto error;
@@ -1348,13 +1216,8 @@ static const char *base_name(int kind, unsigned spelling)
         return nt_tag_name(spelling);
     if (kind < 0 || kind >= NT_KIND_COUNT)
         return "void";
-    if (spelling < nt_nspellings && nt_spellings[spelling].kind == kind) {
-        const char *c_name = nt_spellings[spelling].c_name;
-        if (c_name == NULL)
-            return nt_spellings[spelling].name;
-        if (c_name[0] != '\0')
-            return c_name;
-    }
+    if (spelling < nt_nspellings && nt_spellings[spelling].kind == kind)
+        return nt_spellings[spelling].name;
     return nt_kinds[kind].c_text != NULL ? nt_kinds[kind].c_text : "void";
 }
 

@@ -1,8 +1,9 @@
 /*
  * parse/spellings.c: the first stage of the pipeline, the C type model.
  *
- * Maps the type names that SciPy, Cython, NumPy and Numba write in their
- * signature strings to value kinds of exact width. Widths come from this
+ * Maps the C type names that SciPy, Cython and NumPy's C headers write in
+ * their signature strings to value kinds of exact width (Numba's names are
+ * the Numba adapter's typedefs, numthunk/_numba_sig.py). Widths come from this
  * compiler's sizeof/CHAR_MIN, never from assumptions such as "long is 8",
  * so the table is right on LP64, LLP64 and ILP32 alike. What each kind is
  * (size, range, C text, names elsewhere) is the kind table's (kinds.c). No
@@ -55,11 +56,6 @@ _Static_assert(NT_KIND_COUNT <= 256, "kinds fit in a uint8_t");
 #define U(T)      UKIND(sizeof(T))
 #define CHAR_KIND (CHAR_MIN < 0 ? NT_I8 : NT_U8)
 
-/* A name that is not C (a NumPy or Numba name): the canonical form prints
-   its kind's C text (nt_kinds[].c_text: "int", "intptr_t"), the names
-   SciPy's LowLevelCallable tables compare. */
-#define KIND_TEXT ""
-
 /*
  * Index 0 is "void" so that a zeroed nt_type formats as "void". The C
  * text the formatter prints for a kind (nt_kinds[].c_text: int8_t, int,
@@ -68,165 +64,108 @@ _Static_assert(NT_KIND_COUNT <= 256, "kinds fit in a uint8_t");
  * ssize_t, Py_ssize_t, Py_hash_t: ssize_t is POSIX, not C11; CPython and
  * POSIX both give it the width of size_t.
  * npy_bool is `unsigned char` in NumPy's C headers, so it is an 8-bit
- * unsigned integer here; Numba's boolean/bool_ are real booleans.
+ * unsigned integer here; C's bool and _Bool are real booleans.
  */
 const nt_spelling nt_spellings[] = {
-    { "void", NT_VOID, NULL },
+    { "void", NT_VOID },
 
-    { "bool", NT_BOOL, NULL },
-    { "_Bool", NT_BOOL, NULL },
-    { "bint", S(int), NULL },
+    { "bool", NT_BOOL },
+    { "_Bool", NT_BOOL },
+    { "bint", S(int) },
 
-    { "char", CHAR_KIND, NULL },
-    { "signed char", NT_I8, NULL },
-    { "unsigned char", NT_U8, NULL },
+    { "char", CHAR_KIND },
+    { "signed char", NT_I8 },
+    { "unsigned char", NT_U8 },
 
-    { "short", S(short), NULL },
-    { "short int", S(short), NULL },
-    { "signed short", S(short), NULL },
-    { "signed short int", S(short), NULL },
-    { "unsigned short", U(short), NULL },
-    { "unsigned short int", U(short), NULL },
+    { "short", S(short) },
+    { "short int", S(short) },
+    { "signed short", S(short) },
+    { "signed short int", S(short) },
+    { "unsigned short", U(short) },
+    { "unsigned short int", U(short) },
 
-    { "int", S(int), NULL },
-    { "signed", S(int), NULL },
-    { "signed int", S(int), NULL },
-    { "unsigned", U(int), NULL },
-    { "unsigned int", U(int), NULL },
+    { "int", S(int) },
+    { "signed", S(int) },
+    { "signed int", S(int) },
+    { "unsigned", U(int) },
+    { "unsigned int", U(int) },
 
-    { "long", S(long), NULL },
-    { "long int", S(long), NULL },
-    { "signed long", S(long), NULL },
-    { "signed long int", S(long), NULL },
-    { "unsigned long", U(long), NULL },
-    { "unsigned long int", U(long), NULL },
+    { "long", S(long) },
+    { "long int", S(long) },
+    { "signed long", S(long) },
+    { "signed long int", S(long) },
+    { "unsigned long", U(long) },
+    { "unsigned long int", U(long) },
 
-    { "long long", S(long long), NULL },
-    { "long long int", S(long long), NULL },
-    { "signed long long", S(long long), NULL },
-    { "signed long long int", S(long long), NULL },
-    { "unsigned long long", U(long long), NULL },
-    { "unsigned long long int", U(long long), NULL },
-    { "PY_LONG_LONG", S(long long), NULL },
-    { "unsigned PY_LONG_LONG", U(long long), NULL },
+    { "long long", S(long long) },
+    { "long long int", S(long long) },
+    { "signed long long", S(long long) },
+    { "signed long long int", S(long long) },
+    { "unsigned long long", U(long long) },
+    { "unsigned long long int", U(long long) },
+    { "PY_LONG_LONG", S(long long) },
+    { "unsigned PY_LONG_LONG", U(long long) },
 
-    { "int8_t", NT_I8, NULL },
-    { "uint8_t", NT_U8, NULL },
-    { "int16_t", NT_I16, NULL },
-    { "uint16_t", NT_U16, NULL },
-    { "int32_t", NT_I32, NULL },
-    { "uint32_t", NT_U32, NULL },
-    { "int64_t", NT_I64, NULL },
-    { "uint64_t", NT_U64, NULL },
+    { "int8_t", NT_I8 },
+    { "uint8_t", NT_U8 },
+    { "int16_t", NT_I16 },
+    { "uint16_t", NT_U16 },
+    { "int32_t", NT_I32 },
+    { "uint32_t", NT_U32 },
+    { "int64_t", NT_I64 },
+    { "uint64_t", NT_U64 },
 
-    { "intptr_t", S(intptr_t), NULL },
-    { "uintptr_t", U(uintptr_t), NULL },
-    { "size_t", U(size_t), NULL },
-    { "ssize_t", S(size_t), NULL },
-    { "Py_ssize_t", S(size_t), NULL },
-    { "Py_hash_t", S(size_t), NULL },
-    { "ptrdiff_t", S(ptrdiff_t), NULL },
-    { "npy_intp", S(intptr_t), NULL },
-    { "npy_uintp", U(uintptr_t), NULL },
-    { "intp", S(intptr_t), KIND_TEXT },
-    { "uintp", U(uintptr_t), KIND_TEXT },
-    { "intc", S(int), KIND_TEXT },
-    { "uintc", U(int), KIND_TEXT },
+    { "intptr_t", S(intptr_t) },
+    { "uintptr_t", U(uintptr_t) },
+    { "size_t", U(size_t) },
+    { "ssize_t", S(size_t) },
+    { "Py_ssize_t", S(size_t) },
+    { "Py_hash_t", S(size_t) },
+    { "ptrdiff_t", S(ptrdiff_t) },
+    { "npy_intp", S(intptr_t) },
+    { "npy_uintp", U(uintptr_t) },
+    { "float", NT_F32 },
+    { "double", NT_F64 },
 
-    { "float", NT_F32, NULL },
-    { "double", NT_F64, NULL },
-
-    { "float complex", NT_C64, NULL },
-    { "double complex", NT_C128, NULL },
-    { "_Complex float", NT_C64, NULL },
-    { "_Complex double", NT_C128, NULL },
-    { "float _Complex", NT_C64, NULL },
-    { "double _Complex", NT_C128, NULL },
-    { "__pyx_t_float_complex", NT_C64, NULL },
-    { "__pyx_t_double_complex", NT_C128, NULL },
-    { "complex64", NT_C64, KIND_TEXT },
-    { "complex128", NT_C128, KIND_TEXT },
-
-    /* NumPy scalar names and Numba type names: not C, so the canonical
-       form prints the C name (SciPy compares C text) */
-    { "float32", NT_F32, KIND_TEXT },
-    { "float64", NT_F64, KIND_TEXT },
-    { "int8", NT_I8, KIND_TEXT },
-    { "int16", NT_I16, KIND_TEXT },
-    { "int32", NT_I32, KIND_TEXT },
-    { "int64", NT_I64, KIND_TEXT },
-    { "uint8", NT_U8, KIND_TEXT },
-    { "uint16", NT_U16, KIND_TEXT },
-    { "uint32", NT_U32, KIND_TEXT },
-    { "uint64", NT_U64, KIND_TEXT },
-    { "bool_", NT_BOOL, KIND_TEXT },
-    { "boolean", NT_BOOL, KIND_TEXT },
-    { "byte", NT_U8, "unsigned char" },
-    { "voidptr", NT_PTR, NULL }, /* void *: the parser expands it */
+    { "float complex", NT_C64 },
+    { "double complex", NT_C128 },
+    { "_Complex float", NT_C64 },
+    { "_Complex double", NT_C128 },
+    { "float _Complex", NT_C64 },
+    { "double _Complex", NT_C128 },
+    { "__pyx_t_float_complex", NT_C64 },
+    { "__pyx_t_double_complex", NT_C128 },
 
     /* NumPy C typedefs (npy_common.h) */
-    { "npy_bool", NT_U8, NULL },
-    { "npy_int8", NT_I8, NULL },
-    { "npy_int16", NT_I16, NULL },
-    { "npy_int32", NT_I32, NULL },
-    { "npy_int64", NT_I64, NULL },
-    { "npy_uint8", NT_U8, NULL },
-    { "npy_uint16", NT_U16, NULL },
-    { "npy_uint32", NT_U32, NULL },
-    { "npy_uint64", NT_U64, NULL },
-    { "npy_byte", NT_I8, NULL },
-    { "npy_ubyte", NT_U8, NULL },
-    { "npy_short", S(short), NULL },
-    { "npy_ushort", U(short), NULL },
-    { "npy_int", S(int), NULL },
-    { "npy_uint", U(int), NULL },
-    { "npy_long", S(long), NULL },
-    { "npy_ulong", U(long), NULL },
-    { "npy_longlong", S(long long), NULL },
-    { "npy_ulonglong", U(long long), NULL },
-    { "npy_float", NT_F32, NULL },
-    { "npy_double", NT_F64, NULL },
-    { "npy_float32", NT_F32, NULL },
-    { "npy_float64", NT_F64, NULL },
+    { "npy_bool", NT_U8 },
+    { "npy_int8", NT_I8 },
+    { "npy_int16", NT_I16 },
+    { "npy_int32", NT_I32 },
+    { "npy_int64", NT_I64 },
+    { "npy_uint8", NT_U8 },
+    { "npy_uint16", NT_U16 },
+    { "npy_uint32", NT_U32 },
+    { "npy_uint64", NT_U64 },
+    { "npy_byte", NT_I8 },
+    { "npy_ubyte", NT_U8 },
+    { "npy_short", S(short) },
+    { "npy_ushort", U(short) },
+    { "npy_int", S(int) },
+    { "npy_uint", U(int) },
+    { "npy_long", S(long) },
+    { "npy_ulong", U(long) },
+    { "npy_longlong", S(long long) },
+    { "npy_ulonglong", U(long long) },
+    { "npy_float", NT_F32 },
+    { "npy_double", NT_F64 },
+    { "npy_float32", NT_F32 },
+    { "npy_float64", NT_F64 },
 
-    { "__Pyx_memviewslice", NT_MEMVIEW, NULL },
-    { "DLTensor", NT_DLTENSOR, NULL },
+    { "__Pyx_memviewslice", NT_MEMVIEW },
+    { "DLTensor", NT_DLTENSOR },
 };
 
 const size_t nt_nspellings = sizeof(nt_spellings) / sizeof(nt_spellings[0]);
-
-/*
- * Numba's short names of its scalar types (numba.types: f8, i4, c16, b1,
- * ...) and `none`, its void. Read after the caller's typedefs, so that a
- * typedef may still take one of these names (and a Cython module's own
- * `ctypedef ... f8` keeps its meaning); a type read from one prints as its
- * kind's C text. Numba's names that look like C typedefs (uint, ulong,
- * int_, longlong, ...) are not here: a C header's `uint` is not Numba's.
- */
-static const struct {
-    const char *name;
-    nt_kind kind;
-} numba_names[] = {
-    { "none", NT_VOID }, { "b1", NT_BOOL }, { "i1", NT_I8 },  { "i2", NT_I16 },   { "i4", NT_I32 },
-    { "i8", NT_I64 },    { "u1", NT_U8 },   { "u2", NT_U16 }, { "u4", NT_U32 },   { "u8", NT_U64 },
-    { "f4", NT_F32 },    { "f8", NT_F64 },  { "c8", NT_C64 }, { "c16", NT_C128 },
-};
-
-int nt_numba_name_find(const char *name, size_t len)
-{
-    size_t i;
-
-    if (name == NULL)
-        return -1;
-    for (i = 0; i < sizeof(numba_names) / sizeof(numba_names[0]); i++) {
-        const char *s = numba_names[i].name;
-        if (strlen(s) == len && memcmp(s, name, len) == 0) {
-            const char *c = nt_kinds[numba_names[i].kind].c_text;
-            return nt_spelling_find(c, strlen(c));
-        }
-    }
-    return -1;
-}
 
 _Static_assert(sizeof(nt_spellings) / sizeof(nt_spellings[0]) <= UINT16_MAX,
                "spelling indexes fit in nt_type.spelling");

@@ -159,20 +159,19 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 #ifdef NT_FUZZ_STANDALONE
 
 /* Two kinds of input: signatures generated from the grammar (most parse,
-   and reach deep nesting, typedefs, CPointer and const placement), and
+   and reach deep nesting, typedefs, function pointers and const placement), and
    soups of the grammar's tokens; either is then mutated now and then. */
 static const char *const vocabulary[] = {
     "double", "float", "int", "char", "short", "long", "signed", "unsigned",
     "void", "const", "complex", "_Complex", "bool", "_Bool", "npy_intp",
     "PY_LONG_LONG", "Py_ssize_t", "__pyx_t_double_complex", "bint",
-    "__Pyx_memviewslice", "voidptr", "CPointer", "float64", "intc", "int8",
+    "__Pyx_memviewslice", "int8_t", "npy_float64", "uintptr_t",
     "FLOAT64", "__pyx_t_5numpy_float64_t", "dptr", "cdptr", "struct",
     "volatile", "x", "f", "n", "_a1", "(", ")", "*", ",", "...", "[", "]",
     " ", " ", "  ", "\t", "(*)", "(void)", "double (", ", ", "*const ",
     "const *", "long long", "unsigned long long int", "long double", "$",
     "\xff", ";", "0", "double (double (*)(double), int)",
-    "->", "-", ">", "FunctionType", "FunctionType[", "none", "f8", "i4", "c16",
-    "(float64) -> float64", "float64(float64)",
+    "->", "-", ">", "double (*)(double)", "double(double)", "struct S", "union U *",
 };
 
 static const char *const typedef_names[] = {
@@ -220,26 +219,15 @@ space(text *t)
 static void gen_params(text *t, int nest);
 
 static void
-gen_type(text *t, int nest)
+gen_type(text *t)
 {
     int k = (int)(rng() % 20), stars, i;
 
     if (rng() % 4 == 0) {
         emit(t, "const ");
     }
-    if (k == 0 && nest < 70) {
-        emit(t, "CPointer(");
-        space(t);
-        gen_type(t, nest + 1);
-        emit(t, ")");
-    } else if (k == 1) {
+    if (k == 1) {
         emit(t, typedef_names[rng() % 4]);
-    } else if (k == 2 && nest < 70) {
-        /* Numba's FunctionType[R(A)] */
-        emit(t, "FunctionType[");
-        gen_type(t, nest + 1);
-        gen_params(t, nest + 1);
-        emit(t, "]");
     } else {
         emit(t, nt_spellings[rng() % nt_nspellings].name);
     }
@@ -261,7 +249,7 @@ gen_type(text *t, int nest)
 static void
 gen_param(text *t, int nest)
 {
-    gen_type(t, nest);
+    gen_type(t);
     if (rng() % 5 == 0 && nest < 70) {
         emit(t, " (*");
         if (rng() % 4 == 0)
@@ -272,7 +260,7 @@ gen_param(text *t, int nest)
         space(t);
         gen_params(t, nest + 1);
     } else if (rng() % 6 == 0 && nest < 70) {
-        gen_params(t, nest + 1);       /* a function type, Numba's R(A) */
+        gen_params(t, nest + 1);       /* a function type, a pointer to one (C17 6.7.6.3) */
     } else if (rng() % 2) {
         emit(t, " ");
         emit(t, param_names[rng() % 5]);
@@ -300,16 +288,7 @@ gen_params(text *t, int nest)
 static void
 gen_sig(text *t)
 {
-    if (rng() % 4 == 0) {
-        /* Numba's (params) -> ret */
-        gen_params(t, (int)(rng() % 80));
-        space(t);
-        emit(t, "->");
-        space(t);
-        gen_type(t, 0);
-        return;
-    }
-    gen_type(t, 0);
+    gen_type(t);
     if (rng() % 3 == 0)
         emit(t, " f");
     space(t);

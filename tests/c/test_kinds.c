@@ -157,10 +157,12 @@ test_c_text(void)
             nt_type_format(&t, buf, sizeof(buf));
             CHECK(strcmp(buf, r->c_text) == 0, "%s: prints '%s'", r->name, buf);
         }
-        /* a name that is not C prints as its kind's C text */
-        if (is_scalar(k) && nt_type_parse(r->name, NULL, 0, &t, &err) == 0) {
-            nt_type_format(&t, buf, sizeof(buf));
-            CHECK(t.kind == k && strcmp(buf, r->c_text) == 0, "%s prints '%s'", r->name, buf);
+        /* a kind's name that is not C (int32, float64) is the Numba
+           adapter's (numthunk/_numba_sig.py), not this parser's */
+        if (is_scalar(k) && strcmp(r->name, "bool") != 0) {
+            nt_error refused = { NT_OK, -1, "" };
+            CHECK(nt_type_parse(r->name, NULL, 0, &t, &refused) != 0, "%s is no C type name",
+                  r->name);
         }
     }
 }
