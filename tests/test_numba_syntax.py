@@ -270,3 +270,27 @@ def test_generated_numba_signatures_equal_their_c(sig, arrow):
     c = f"{_decl((rn, rb, rd))} ({', '.join(_decl(p) for p in params) or 'void'})"
     a, b = nt.Signature(numba), nt.Signature(c)
     assert a == b and hash(a) == hash(b) and str(a) == str(b)
+
+
+# ------------------------------------------------------------ fuzzed: never anything but a refusal
+
+_VOCAB = ["float64", "f8", "i4", "none", "voidptr", "intp", "double", "int", "unsigned", "const",
+          "struct S", "x", "CPointer", "FunctionType", "(", ")", "[", "]", "*", ",", "->", "-",
+          "...", " ", "CPointer(", "FunctionType[", "(float64)", "-> f8", "$", "\t", "void"]
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(st.sampled_from(_VOCAB), max_size=30))
+def test_any_text_in_numba_syntax_parses_or_is_refused_at_a_column_of_it(words):
+    """Token soups of both syntaxes (tests/c/fuzz_sig.c fuzzes the C parser
+    alone): a Signature, or the parser's ValueError whose caret is under
+    the text as written; never another exception."""
+    text = " ".join(words)
+    try:
+        sig = nt.Signature(text)
+    except ValueError as e:
+        lines = str(e).split("\n")
+        assert len(lines) == 3 and lines[1] == "    " + text, lines
+        assert lines[2].endswith("^") and len(lines[2]) - 5 <= len(text)
+    else:
+        assert nt.Signature(str(sig)) == sig
