@@ -45,9 +45,14 @@ WINE=$(find_wine)
 [ "${NT_WIN64_INSTALL_ONLY:-0}" = 1 ] && exit 0
 
 # A prefix of this tree's own, so that runs of several trees never share
-# one; no debug chatter, no display.
+# one, kept outside the tree: a Wine prefix links its drive z: to /, and a
+# walk of the tree that follows links (setuptools' manifest, made by every
+# sdist and egg_info) would walk the whole file system through it. No
+# debug chatter, no display.
 mkdir -p tests/_build
-export WINEPREFIX="$PWD/tests/_build/wineprefix"
+tree_id=$(printf '%s' "$PWD" | sha256sum | cut -c1-16)
+export WINEPREFIX="${NUMTHUNK_WINEPREFIX:-${XDG_CACHE_HOME:-$HOME/.cache}/numthunk-wine/$tree_id}"
+mkdir -p "$(dirname "$WINEPREFIX")"
 export WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml=" DISPLAY=
 build=$(mktemp -d "$PWD/tests/_build/win64.XXXXXX")
 cleanup() {
