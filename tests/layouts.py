@@ -89,15 +89,21 @@ def foreign_layouts(draw):
 class OnlyDL:
     """An array seen through DLPack alone (no buffer protocol), in the
     versioned protocol: the capsule path of a DLTensor parameter. It
-    forwards to the array, and keeps the keywords of its last call (only
-    the last: the leak tests call it many times)."""
+    forwards to the array, and keeps the keywords of its last call and of
+    its last call with keywords (only the last: the leak tests call it many
+    times). An array from before NumPy 2.1 refuses the versioned keywords
+    with TypeError, and the consumer then calls again without them: `kw`
+    is then {} and `asked` what was asked first."""
 
     def __init__(self, arr):
         self.arr = arr
         self.kw = None
+        self.asked = None
 
     def __dlpack__(self, **kw):
         self.kw = kw
+        if kw:
+            self.asked = kw
         return self.arr.__dlpack__(**kw)
 
     def __dlpack_device__(self):

@@ -142,7 +142,9 @@ def test_native_engine_on_windows_under_wine():
     # Windows memory policies, calling mingw-built callees, run by Wine
     # (the script installs wine64 and gcc-mingw-w64-x86-64 when root and
     # missing, and fails otherwise)
+    # (no sanitizer preload; the package's directory for its public headers)
     proc = subprocess.run(["bash", os.path.join(HERE, "c", "win64.sh")], capture_output=True,
-                          text=True, timeout=900, env=compiler_env())   # no sanitizer preload
+                          text=True, timeout=900,
+                          env=compiler_env({**os.environ, "NT_PACKAGE_DIR": PKG_DIR}))
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     assert "win64: all passed" in proc.stdout

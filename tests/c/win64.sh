@@ -65,7 +65,11 @@ cleanup() {
 trap cleanup EXIT
 step() { printf '== %s\n' "$*"; }
 
-FLAGS=(-O2 -Wall -Wextra -Werror -std=c11 -DNT_WITHOUT_LIBFFI -Isrc)
+# src/ includes numthunk's public headers as "../numthunk/include/...": an
+# -I of the package's directory finds them from the tree, or beside an
+# installed wheel when the tests run outside the tree (NT_PACKAGE_DIR, the
+# installed package's directory, as tests/test_core_c.py passes it)
+FLAGS=(-O2 -Wall -Wextra -Werror -std=c11 -DNT_WITHOUT_LIBFFI -Isrc -I"${NT_PACKAGE_DIR:-$PWD/numthunk}")
 step "building with $($CC -dumpfullversion) for x86_64-w64-mingw32"
 # engine/choose.c includes engine/arch/x86_64.c and the Windows policies
 "$CC" "${FLAGS[@]}" src/engine/choose.c src/engine/native.c src/engine/route.c \
