@@ -76,9 +76,8 @@ LINUX_NATIVE(nt_arch_aarch64_linux, "native-aarch64-linux")
    arguments (tested under qemu by tests/c/aarch64.sh). Executable memory:
    MAP_JIT with the per-thread write switch, then an executable alias of
    written pages, then sealed pages; compiled by tools/cross.sh, never run
-   (docs/engines.md). macOS on arm64 has 16 KiB pages, which the stub
-   block layout does not take yet: engine/native.c stands down there, every
-   plan runs on libffi and engine_info()'s fallbacks say so. */
+   (docs/engines.md). Its pages are 16 KiB: engine/native.c makes its
+   blocks of the system's pages. */
 #include "engine/arch/aarch64.c"
 #include "engine/memory/mapjit.c"
 #include "engine/memory/mprotect.c"

@@ -36,7 +36,12 @@
 #include "life/quarantine.h"
 #include "life/fork.h"
 
-/* One page of 8-byte slots per block, one stub per slot. */
+/* One page of 8-byte slots per block, one stub per slot: the page is the
+   system's (NT_PAGE_SIZE, engine/memory/execmem.h), so a block holds 512
+   stubs with 4 KiB pages, 2048 with 16 KiB and 8192 with 64 KiB. The
+   stubs reach their slots pc-relative: a block's code is at most 64 KiB /
+   8 x the arch's stub size (128 KiB for AArch64's 16-byte stubs), within
+   the reach of every arch's load (AArch64's ldr literal: 1 MiB). */
 #define BLOCK_STUBS (NT_PAGE_SIZE / sizeof(xslot))
 #define BLOCK_DATA  NT_PAGE_SIZE
 
@@ -48,6 +53,8 @@ typedef struct {
    has its own; lock order: quarantine, then engine. */
 static nt_spin lock;
 static nt_once init_once = NT_ONCE_INIT;
+
+size_t nt_exec_page; /* NT_PAGE_SIZE: set once by init(), before any policy */
 
 static const nt_arch *arch;
 static uint8_t *stub_image; /* one block of stubs, built once */
@@ -171,12 +178,18 @@ static void init(void)
     if (native == NULL)
         return;
     /* Otherwise arch stays NULL: this engine takes no plan. A block is
-       stubs then a slot page, in NT_PAGE_SIZE units: on a kernel with 16
-       or 64 KiB pages the slots would share a page with code. */
-    if (nt_page_size() != (long)NT_PAGE_SIZE) {
-        note_fallback("page size", "not 4 KiB: new thunks use libffi");
+       stubs then a slot page, in pages of the system's size: a page of
+       another size than a power of two from 4 to 64 KiB is not planned. */
+    long page = nt_page_size();
+    if (page < (long)NT_PAGE_SIZE_MIN || page > (long)NT_PAGE_SIZE_MAX
+        || (page & (page - 1)) != 0) {
+        char why[NT_REASON_MAX];
+        snprintf(why, sizeof why,
+                 "%ld bytes, not a power of two from 4 to 64 KiB: new thunks use libffi", page);
+        note_fallback("page size", why);
         return;
     }
+    nt_exec_page = (size_t)page;
     if (nt_abi_check(&native->abi) != 0) {
         note_fallback("architecture",
                       "inconsistent ABI description: new "

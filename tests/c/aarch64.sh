@@ -8,11 +8,13 @@
 #     fixture built by the cross compiler (garbage above narrow arguments,
 #     a 32-bit view of narrow ints, rebinding), permuted plans, W^X, the
 #     released-thunk trap, BTI-guarded pages, fork, threads, quarantine;
-#     then 500 of the signatures again on the mprotect memory policy;
+#     then 500 of the signatures again on the mprotect memory policy, and
+#     on 16 and 64 KiB pages (qemu's QEMU_PAGESIZE);
 #   - Apple's arm64 ABI: the engine on that description (packed stack
-#     arguments), against random signatures whose callees and callers clang
-#     compiled for aarch64-macos (zig's, from the ziglang test extra), their
-#     assembly carried into ELF by tests/c/macho_to_elf.py;
+#     arguments), on 16 KiB pages as on a Mac, against random signatures
+#     whose callees and callers clang compiled for aarch64-macos (zig's,
+#     from the ziglang test extra), their assembly carried into ELF by
+#     tests/c/macho_to_elf.py;
 #   - the emitted code of a few thunks, disassembled: instruction counts.
 # Installs what it needs when run as root (apt-get; libffi for arm64 comes
 # from Debian's multiarch archive, so arm64 is added as a foreign dpkg
@@ -125,11 +127,13 @@ for pid in "${pids[@]}"; do wait "$pid"; done
 "$CC" -shared -o "$build/fx.so" "$build"/fx.*.o
 
 # ------------------------------------------------------------------ engine
-run_harness() {   # policy, count, log
-    local policy=$1 count=$2 log=$3
-    step "native engine, memory policy ${policy:-default}, $count signatures"
+run_harness() {   # policy, count, log, page size (bytes; default 4096)
+    local policy=$1 count=$2 log=$3 page=${4:-4096}
+    step "native engine, memory policy ${policy:-default}, $count signatures, $page-byte pages"
+    # QEMU_PAGESIZE: the page size the program sees (sysconf, the alignment
+    # of mmap), in the harness and in the children it runs through qemu
     if ! NT_FIXTURE_LIB="$build/fx.so" NT_EXEC_WRAPPER="$QEMU" \
-         NT_REQUIRE_BTI=1 NUMTHUNK_EXECMEM="$policy" \
+         NT_REQUIRE_BTI=1 NUMTHUNK_EXECMEM="$policy" QEMU_PAGESIZE="$page" \
          "$QEMU" "$build/test_native" "$count" "$SEED" >"$log" 2>"$log.err"; then
         cat "$log.err" "$log" >&2
         echo "aarch64.sh: the native engine harness failed" >&2
@@ -137,14 +141,19 @@ run_harness() {   # policy, count, log
     fi
     # the control call past a landing pad faults on purpose; qemu says so
     grep -v '^qemu: uncaught target signal 4' "$log.err" || true
-    grep -q '^engine native-aarch64-linux' "$log.err" \
-        || { echo "aarch64.sh: not the aarch64 engine" >&2; return 1; }
+    grep -q "^engine native-aarch64-linux, memory policy .*, page $page\$" "$log.err" \
+        || { echo "aarch64.sh: not the aarch64 engine on $page-byte pages" >&2; return 1; }
     grep -q '^all native engine tests passed$' "$log" \
         || { cat "$log" >&2; return 1; }
     cat "$log"
 }
 run_harness "" "$NSIG" "$build/native.log"
 run_harness mprotect 500 "$build/native-mprotect.log"
+# Larger pages, where a block holds more stubs and its slot page is larger:
+# 16 KiB (macOS on Apple silicon, Asahi Linux) and 64 KiB (arm64 kernels
+# built with them), on both policies.
+run_harness "" 500 "$build/native-16k.log" 16384
+run_harness mprotect 500 "$build/native-64k-mprotect.log" 65536
 
 # ------------------------------------------------------------------ Apple
 # The same random signatures for Apple's arm64 ABI: the harness writes
@@ -174,14 +183,19 @@ for pid in "${pids[@]}"; do wait "$pid"; done
 # -Bsymbolic: Apple's code reaches its own globals pc-relative (adrp), which
 # an ELF shared object allows only for symbols that bind locally
 "$CC" -shared -Wl,-Bsymbolic -o "$build/afx.so" "$build"/afx.*.o
-step "native engine on the aarch64-apple description, $NSIG signatures"
-if ! NT_FIXTURE_LIB="$build/afx.so" "$QEMU" "$build/test_native" apple "$NSIG" "$SEED" \
+# On 16 KiB pages, as macOS on Apple silicon has them.
+step "native engine on the aarch64-apple description, $NSIG signatures, 16 KiB pages"
+if ! NT_FIXTURE_LIB="$build/afx.so" QEMU_PAGESIZE=16384 \
+     "$QEMU" "$build/test_native" apple "$NSIG" "$SEED" \
      >"$build/apple.log" 2>"$build/apple.log.err"; then
     cat "$build/apple.log.err" "$build/apple.log" >&2
     echo "aarch64.sh: the Apple ABI harness failed" >&2
     exit 1
 fi
 cat "$build/apple.log.err"
+grep -q "^engine native-aarch64-.* on the aarch64-apple ABI, memory policy .*, page 16384\$" \
+    "$build/apple.log.err" \
+    || { echo "aarch64.sh: not the native engine on 16 KiB pages" >&2; exit 1; }
 grep -q '^all native engine tests passed$' "$build/apple.log" \
     || { cat "$build/apple.log" >&2; exit 1; }
 cat "$build/apple.log"

@@ -2221,8 +2221,9 @@ apple_main(int argc, char **argv)
         count = atoi(argv[1]);
     if (argc >= 3)
         seed = strtoull(argv[2], NULL, 10);
-    fprintf(stderr, "engine %s on the aarch64-apple ABI, memory policy %s\n",
-            be->name, be->memory_policy());
+    const char *policy = be->memory_policy(); /* starts the engine */
+    fprintf(stderr, "engine %s on the aarch64-apple ABI, memory policy %s, page %zu\n",
+            be->name, policy, (size_t)NT_PAGE_SIZE);
     test_random(count, seed);
     if (failures == 0)
         printf("all native engine tests passed\n");
@@ -2297,8 +2298,9 @@ main(int argc, char **argv)
     if (argc >= 3)
         seed = strtoull(argv[2], NULL, 10);
 
-    fprintf(stderr, "engine %s, memory policy %s\n", be->name,
-            be->memory_policy());
+    const char *policy = be->memory_policy(); /* starts the engine */
+    fprintf(stderr, "engine %s, memory policy %s, page %zu\n", be->name, policy,
+            (size_t)NT_PAGE_SIZE);
     test_handwritten();
     test_random(count, seed);
     test_permutations(3000, seed);

@@ -26,7 +26,18 @@
 
 #include "numthunk.h"
 
-#define NT_PAGE_SIZE 4096u
+/*
+ * The page, the unit of every block a policy places and of its protections:
+ * the system's page size (4 KiB on x86-64 and most Linux, 16 KiB on macOS
+ * on Apple silicon and Asahi Linux, 64 KiB on some arm64 kernels), read by
+ * engine/native.c when the engine starts, before any policy runs, and
+ * never changed afterwards. A power of two from 4 to 64 KiB, else the
+ * engine does not start (new thunks use libffi).
+ */
+extern size_t nt_exec_page;
+#define NT_PAGE_SIZE     nt_exec_page
+#define NT_PAGE_SIZE_MIN 4096u
+#define NT_PAGE_SIZE_MAX 65536u
 
 typedef struct nt_execmem {
     const char *name; /* "memfd-pwrite", "mprotect-sealed" */

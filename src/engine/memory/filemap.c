@@ -36,9 +36,9 @@
 
 #include "engine/memory/execmem.h"
 
-#define FM_GRANULE   (16u * NT_PAGE_SIZE) /* 64 KiB: where a view may start */
-#define FM_ALIGN     16u                  /* handlers' start (branch targets) */
-#define FM_MIN_BLOCK 64u                  /* handler blocks: 64 ... 8192 bytes */
+#define FM_GRANULE   65536u /* Windows' allocation granularity: where a view may start */
+#define FM_ALIGN     16u    /* handlers' start (branch targets) */
+#define FM_MIN_BLOCK 64u    /* handler blocks: 64 ... 8192 bytes */
 #define FM_NCLASSES  8
 #define FM_TRIES     16 /* address ranges tried for one stub block */
 
