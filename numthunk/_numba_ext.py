@@ -41,6 +41,7 @@ import threading
 
 import numba.experimental.function_type  # noqa: F401  (FunctionType's model, for the cast)
 from llvmlite import ir
+from numba import literal_unroll
 from numba.core import cgutils, errors, types, typing
 from numba.core import ir as nir
 from numba.core.imputils import impl_ret_borrowed, lower_builtin, lower_cast, lower_constant
@@ -323,6 +324,34 @@ class _TupleOfThunksGetItem(AbstractTemplate):
         return typing.signature(common, types.UniTuple(common, len(tup)), index)
 
 
+def _holds_choice(ty):
+    if isinstance(ty, ChoiceThunkType):
+        return True
+    return isinstance(ty, types.BaseTuple) and any(_holds_choice(t) for t in ty.types)
+
+
+@infer_global(literal_unroll)
+class _LiteralUnrollOfChoices(AbstractTemplate):
+    # literal_unroll((fns[k], t)): Numba types literal_unroll's result as
+    # its unliteral argument, where a choice is the uniform type, and then
+    # indexes that value with each item's own type, taking both to have
+    # one data model; a choice (the index and the tuple it picks from) has
+    # another. Given a tuple holding a choice, the result is the tuple as
+    # it is (the CPU target's template, tried before Numba's own).
+    metadata = {"target": "cpu"}
+    prefer_literal = True
+
+    def generic(self, args, kws):
+        if len(args) == 1 and not kws and _holds_choice(args[0]):
+            return typing.signature(args[0], args[0])
+        return None
+
+
+@lower_builtin(literal_unroll, types.BaseTuple)
+def _literal_unroll_of_choices(context, builder, sig, args):
+    return impl_ret_borrowed(context, builder, sig.return_type, args[0])
+
+
 def _array_to_pointer(atype, want):
     return (isinstance(atype, types.Array) and isinstance(want, types.CPointer)
             and atype.dtype == want.dtype and atype.layout in ("C", "F"))
@@ -574,12 +603,19 @@ def _choice_call(context, builder, sig, args):
     # a switch over the index, each case a call of one item as its own type
     def case(i, ty, item):
         isig = typing.Signature(sig.return_type, (ty,) + tuple(sig.args[1:]), recvr=ty)
-        impl = _inline_call if isinstance(ty, InlineThunkType) else _call
-        res = impl(context, builder, isig, [item] + list(args[1:]))
+        res = _call_impl(ty)(context, builder, isig, [item] + list(args[1:]))
         return None if sig.return_type == types.void else res
 
     res = _switch(context, builder, sig.args[0], args[0], case)
     return context.get_dummy_value() if res is None else res
+
+
+def _call_impl(ty):
+    """The lowering of a call of a value of thunk type ``ty`` (an item of
+    a choice may itself be a choice: ``(fns[k], t)[m]``)."""
+    if isinstance(ty, ChoiceThunkType):
+        return _choice_call
+    return _inline_call if isinstance(ty, InlineThunkType) else _call
 
 
 @lower_cast(ChoiceThunkType, ThunkType)
@@ -686,6 +722,18 @@ def _unbox(typ, obj, c):
     value.parent = builder.bitcast(obj, voidptr)
     value.meminfo = builder.load(meminfo)
     return NativeValue(value._getvalue(), is_error=is_error)
+
+
+@unbox(ChoiceThunkType)
+def _unbox_choice(typ, obj, c):
+    # An @njit function given ``fns[k]`` (helper(fns[k], x)) is compiled
+    # for the choice, so that its calls stay a switch over inlined targets;
+    # Numba also builds its Python entry, which unboxes each argument. No
+    # Python value has this type (typeof gives a thunk its own type), so
+    # that entry is never reached with one: it refuses whatever it gets.
+    c.pyapi.err_set_string("PyExc_TypeError",
+                           f"{typ} is a choice made in compiled code: pass a thunk itself")
+    return NativeValue(c.context.get_constant_undef(typ), is_error=cgutils.true_bit)
 
 
 @box(ChoiceThunkType)

@@ -8,12 +8,13 @@ Every call is checked against the same arithmetic in Python, on both
 engines (the thunks' engine is the `engine` fixture)."""
 
 import numba
+import numpy as np
 import pytest
-from numba import cfunc, njit, typed, types
+from numba import cfunc, literal_unroll, njit, prange, typed, types
 from numba.core.errors import TypingError
 
 import numthunk as nt
-from numthunk._numba_ext import InlineThunkType
+from numthunk._numba_ext import ChoiceThunkType, InlineThunkType
 
 from numba_kernels import uniform
 
@@ -377,6 +378,82 @@ def test_a_choice_is_the_picked_thunk_where_a_thunk_is_stored(engine):
 
     assert through_function_type(fns, 1, 2.0) == 6.0
     assert through_function_type(fns, -1, 3.0) == 9.0
+
+
+@njit
+def call_one(f, x):
+    return f(x)
+
+
+def test_a_choice_passed_to_an_njit_function_is_called_there(engine):
+    """helper(fns[k], x): the helper is compiled for the choice (its calls
+    a switch, each target inlined), also in a prange body; its Python
+    entry, which no Python value reaches with a choice, still builds, and
+    the helper stays callable with thunks from Python."""
+    (plus, times, plus10), funcs = _thunks(engine)
+    fns = (plus, times, plus10)
+
+    @njit
+    def through_helper(fns, k, x):
+        return call_one(fns[k], x)
+
+    @njit(parallel=True)
+    def in_prange(fns, n):
+        out = np.zeros(n)
+        for i in prange(n):
+            out[i] = call_one(fns[i % 3], float(i))
+        return out
+
+    assert [through_helper(fns, k, 2.0) for k in range(-3, 3)] == \
+        [funcs[k](2.0) for k in range(-3, 3)]
+    assert list(in_prange(fns, 6)) == [funcs[i % 3](float(i)) for i in range(6)]
+    assert any(isinstance(sig[0], ChoiceThunkType) for sig in call_one.signatures)
+    assert not _calls_through_an_address(through_helper)
+    assert call_one(times, 2.0) == funcs[1](2.0)
+
+
+def test_a_choice_among_the_items_of_a_tuple(engine):
+    """A tuple holding a choice, indexed at run time (a choice among a
+    choice and thunks), looped over, or unrolled by literal_unroll (where
+    Numba indexes the tuple with each item's own type, the choice's
+    included), calls what each item picked."""
+    (plus, times, plus10), (p, t, p10) = _thunks(engine)
+    fns = (plus, times)
+
+    @njit
+    def nested(fns, k, m, x):
+        return (fns[k], plus10)[m](x)
+
+    @njit
+    def looped(fns, k, x):
+        s = 0.0
+        for g in (fns[k], plus10):
+            s = s * 2.0 + g(x)
+        return s
+
+    @njit
+    def unrolled(fns, k, x):
+        s = 0.0
+        for g in literal_unroll((fns[k], plus10)):
+            s = s * 2.0 + g(x)
+        return s
+
+    @njit
+    def unrolled_pairs(fns, k, x):
+        s = 0.0
+        for pair in literal_unroll(((fns[k], plus10), (plus10, fns[k]))):
+            a, b = pair
+            s = s * 2.0 + a(b(x))
+        return s
+
+    picked = (p, t)
+    for k in range(2):
+        f = picked[k]
+        assert [nested(fns, k, m, 2.0) for m in range(2)] == [f(2.0), p10(2.0)]
+        assert looped(fns, k, 2.0) == unrolled(fns, k, 2.0) == 2.0 * f(2.0) + p10(2.0)
+        assert unrolled_pairs(fns, k, 2.0) == 2.0 * f(p10(2.0)) + p10(f(2.0))
+    assert not _calls_through_an_address(nested)
+    assert not _calls_through_an_address(unrolled)
 
 
 CHOICE_RELEASED = """
