@@ -89,7 +89,9 @@ class ThunkType(types.Callable):
         # takes T * passes its data pointer (lower_cast below); a thunk or
         # Function where it takes a C function pointer passes its address.
         if kws:
-            raise errors.TypingError(f"{self}: a C function takes no keyword arguments")
+            raise errors.TypingError(
+                f"{self}: a C function takes no keyword arguments: pass "
+                f"{', '.join(kws)} by position, f({', '.join(['...'] * (self.nargs))})")
         sig = self.signature
         if len(args) != self.nargs:
             raise errors.TypingError(f"{self} takes {self.nargs} argument(s), "
@@ -322,6 +324,33 @@ class _TupleOfThunksGetItem(AbstractTemplate):
             # thunks over several targets, one at least inlined: a switch
             return typing.signature(ChoiceThunkType(tup.types), tup, index)
         return typing.signature(common, types.UniTuple(common, len(tup)), index)
+
+
+@infer
+class _TupleOfThunksGetItemRefused(AbstractTemplate):
+    # fns[k] over functions of several signatures, k known at run time:
+    # _TupleOfThunksGetItem refuses it, but Numba reports a failure of
+    # operator.getitem as "No implementation of function ... found",
+    # with ours among the 24 candidates' reasons. Numba tries the
+    # templates registered by key (this one) only after every other
+    # getitem failed, and lets their error through as it is: the first
+    # line then says what to write. Numba applies a template to literal
+    # arguments, then to the same unliteral: a constant index (here only
+    # when nothing else typed it) is left to Numba's own error.
+    key = operator.getitem
+    _literal_call = None
+
+    def generic(self, args, kws):
+        if len(args) != 2:
+            return None
+        tup, idx = args
+        if isinstance(idx, types.Literal):
+            self._literal_call = (tup, types.unliteral(idx))
+            return None
+        was_literal, self._literal_call = self._literal_call == (tup, idx), None
+        if not was_literal and isinstance(idx, types.Integer):
+            _common_function_type(self.context, tup)     # raises, saying what to write
+        return None
 
 
 def _holds_choice(ty):
@@ -653,6 +682,11 @@ def _to_opaque(context, builder, fromty, toty, val):
     # cast they were only warned about ("unsafe cast"), so every other
     # pair is refused here: a thunk over another target must never be
     # called as this one.
+    if toty.opaque != fromty.opaque:
+        raise errors.NumbaTypeError(
+            f"cannot convert {fromty} to {toty}: the signatures differ (a container "
+            "of thunks takes thunks of its one signature; loop over functions of "
+            "several with numba.literal_unroll)")
     if toty != fromty and toty != fromty.opaque:
         raise errors.NumbaTypeError(
             f"cannot convert {fromty} to {toty}: thunks over different targets have "

@@ -362,7 +362,7 @@ def test_a_thunk_called_in_njit_takes_its_arguments_by_position_and_count():
 
     with pytest.raises(numba.core.errors.TypingError,
                        match=r"numthunk\.Thunk\[\(float64,\) -> float64\]: a C function takes "
-                             "no keyword arguments"):
+                             r"no keyword arguments: pass a by position, f\(\.\.\.\)"):
         by_keyword(f)
     for call, n in ((with_two, 2), (with_none, 0)):
         with pytest.raises(numba.core.errors.TypingError,
