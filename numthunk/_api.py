@@ -469,7 +469,11 @@ class Function(_core.Function):
     # parameters or memoryviews is called through its call thunk.
     def __wrapper_address__(self):
         if self.fixed or self.memoryviews:
-            return self._thunk().address
+            return self._thunk()._wrapper_address_
+        if self._carried is not None:
+            # a thunk's spelling (t.opaque(), owner=t): refused once that
+            # thunk, or one it uses, is released, as the thunk itself is
+            _ = self._carried._wrapper_address_
         return self.address
 
     _wrapper_address_ = property(__wrapper_address__)
@@ -869,10 +873,7 @@ class Thunk(_core.Thunk):
         >>> nt.bind(hypot, 3.0, nt.ARG).ctypes(4.0)
         5.0
         """
-        proto = ctypes_prototype(self.csig)
-        fn = proto(self.address)
-        fn._numthunk_owner = self
-        return fn
+        return _ctypes.thunk_pointer(ctypes_prototype(self.csig), self)
 
     def cffi(self, ffi):
         """A cffi function pointer (``ffi``'s cdata) to this thunk, which
@@ -885,7 +886,7 @@ class Thunk(_core.Thunk):
     # numthunk._numba registers the class with Numba when a thunk first
     # meets it; the type is cached per signature.
     def __wrapper_address__(self):
-        return self.address
+        return self._wrapper_address_
 
     @property
     def signature(self):
@@ -898,8 +899,9 @@ class Thunk(_core.Thunk):
     # argument on every call, and the C getter caches the type on the thunk
     # (the hook below makes it the first time).
 
-    # What Numba's unboxing reads (the address getter itself, no call).
-    _wrapper_address_ = _core.Thunk.address
+    # What Numba's unboxing reads is _core.Thunk._wrapper_address_, a C
+    # getter: the address, refused (ValueError) once the thunk or one it
+    # uses is released, as a call through thunk(...) is.
 
     # Pickling by recipe: the target by name, the bound values as values
     # (numthunk._recipe). copy.copy: a new thunk on the same target and the

@@ -127,6 +127,36 @@ def prototype(sig):
     return ctypes.CFUNCTYPE(_ctypes_of(ret), *[_ctypes_of(a) for a in args])
 
 
+def thunk_pointer(proto, thunk):
+    """``t.ctypes``: a function pointer of ``proto`` to the thunk's address
+    that holds the thunk (``_numthunk_owner``). Called from Python it first
+    reads the thunk's ``_wrapper_address_``, so that a thunk released, or
+    one that uses a released thunk, raises ValueError as ``thunk(...)``
+    does, instead of reaching the trap (or, once the quarantine let the
+    address go, another thunk). ctypes does not count the call: a release
+    from another thread during it is the caller's to prevent, as for C."""
+    cls = _thunk_pointer_types.get(proto)
+    if cls is None:
+        cls = type(proto)(proto.__name__, (proto,), {
+            "_argtypes_": proto._argtypes_, "_restype_": proto._restype_,
+            "_flags_": proto._flags_, "__call__": _checked_call,
+            "__module__": __name__})
+        cls = _thunk_pointer_types.setdefault(proto, cls)
+    fn = cls(thunk.address)
+    fn._numthunk_owner = thunk
+    return fn
+
+
+def _checked_call(self, *args, **kwargs):
+    _ = self._numthunk_owner._wrapper_address_      # ValueError once a call would trap
+    return ctypes._CFuncPtr.__call__(self, *args, **kwargs)
+
+
+# prototype -> its subclass for t.ctypes (ctypes.CFUNCTYPE keeps its
+# prototypes for ever too)
+_thunk_pointer_types = {}
+
+
 # ---------------------------------------------------------------- targets
 
 

@@ -1017,6 +1017,16 @@ try:
     nt.bind(t, 1.0)
 except ValueError as exc:
     assert str(exc) == "the thunk has been released (see docs/lifetime.md)", exc
+# called from Python, the spellings that check their thunk refuse it too:
+# never a call of u, which now holds the address
+for name in ("t.ctypes", "t.opaque()", "Function(owner=t)"):
+    try:
+        got = spellings[name](2.0)
+    except ValueError as exc:
+        assert ("is a released thunk" in str(exc)
+                or str(exc) == "the thunk has been released (see docs/lifetime.md)"), (name, exc)
+    else:
+        raise AssertionError(f"{{name}} called the thunk now at its address: {{got}}")
 print("refused every spelling")
 """
 
@@ -1035,6 +1045,64 @@ def test_a_released_thunk_s_spellings_never_name_the_thunk_now_at_its_address(fi
                  NUMTHUNK_QUARANTINE="1")
     assert out.returncode == 0, out.stderr[-3000:]
     assert "refused every spelling" in out.stdout
+
+
+RELEASED = "the thunk has been released (see docs/lifetime.md)"
+
+
+@pytest.mark.parametrize("spelling", ["t.ctypes", "t.opaque()", "Function(owner=t)"])
+@pytest.mark.parametrize("released", ["itself", "the thunk it uses"])
+def test_a_spelling_of_a_released_thunk_called_from_python_raises(cfn, engine, spelling,
+                                                                   released):
+    """t.ctypes, t.opaque() and Function(t.address, ..., owner=t), called from
+    Python after t is released, or after a thunk t uses is, raise the
+    ValueError that t(...) raises: never the trap, which aborts the
+    process."""
+    f = cfn("f_d_d", "double (double)")
+    apply = cfn("f_d_Fd", "double (double (*f)(double), double x)")
+    inner = bind(engine, f, nt.ARG)
+    t = bind(engine, apply, inner, nt.ARG) if released != "itself" else inner
+    s = {"t.ctypes": lambda: t.ctypes, "t.opaque()": t.opaque,
+         "Function(owner=t)": lambda: nt.Function(t.address, t.csig, owner=t)}[spelling]()
+    assert s(2.5) == 2.5
+    with pytest.raises(ValueError) as direct:
+        inner.release()
+        t(2.5)
+    with pytest.raises(ValueError) as exc:
+        s(2.5)
+    if spelling == "t.ctypes":                  # the words of t(...)
+        assert str(exc.value) == str(direct.value)
+    else:                                       # those of a thunk over t's address
+        assert " a released thunk (double (double) over double (double)" in str(exc.value)
+    if released == "itself":
+        assert str(direct.value) == RELEASED
+    else:
+        assert str(direct.value).startswith("this thunk uses a released thunk (double (double) "
+                                            "over double (double)"), direct.value
+
+
+def test_t_ctypes_is_the_prototype_s_function_pointer(cfn, engine):
+    """t.ctypes checks its thunk when called from Python, and is still a
+    function pointer of the thunk's prototype: ctypes passes it where that
+    prototype is declared, and C calls it."""
+    f = cfn("f_d_d", "double (double)")
+    t = bind(engine, f, nt.ARG)
+    c = t.ctypes
+    proto = nt.Signature("double (double)").to_ctypes()
+    assert isinstance(c, proto) and c._numthunk_owner is t
+    assert ctypes.cast(c, ctypes.c_void_p).value == t.address
+    libc = ctypes.CDLL(None)
+    assert type(t.ctypes) is type(c)                # one class per prototype
+    data = np.array([3.0, 1.0, 2.0])
+    compare = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+    libc.qsort.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, compare]
+    libc.qsort.restype = None
+    double_p = ctypes.POINTER(ctypes.c_double)
+    diff = ctypes.CFUNCTYPE(ctypes.c_int, double_p, double_p)(
+        lambda a, b: (a[0] > b[0]) - (a[0] < b[0]))
+    by_value = bind(engine, diff, nt.ARG, nt.ARG)
+    libc.qsort(data.ctypes.data, 3, 8, ctypes.cast(by_value.ctypes, compare))
+    assert data.tolist() == [1.0, 2.0, 3.0]
 
 
 def test_an_int_address_of_a_collected_thunk_in_the_quarantine_is_refused(cfn, engine):

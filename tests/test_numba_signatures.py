@@ -208,3 +208,29 @@ def test_a_released_thunk_never_typed_says_it_was_released(cfn, engine, how, ove
         else:
             _apply(cfn("f_d_Fd", "double (double (*f)(double), double x)"), t, 1.0)
     assert str(info.value) == "the thunk has been released (see docs/lifetime.md)"
+
+
+@pytest.mark.parametrize("spelling", ["thunk", "t.opaque()", "Function(owner=t)",
+                                      "fixed Function(owner=t)"])
+def test_a_thunk_that_uses_a_released_thunk_is_refused_at_unboxing(cfn, engine, spelling):
+    """A thunk whose target (or bound function value) was released, passed
+    to @njit code as the thunk or as a Function that stands for it, is
+    refused at unboxing as t(...) refuses it: the call would reach the
+    released thunk's trap, which aborts the process."""
+    f = cfn("f_d_d", "double (double)")
+    apply = cfn("f_d_Fd", "double (double (*f)(double), double x)")
+    inner = nt.bind(f, nt.ARG, engine=engine)
+    t = nt.bind(apply, inner, nt.ARG, engine=engine)
+    fn = {"thunk": t, "t.opaque()": t.opaque(),
+          "Function(owner=t)": nt.Function(t.address, t.csig, owner=t),
+          "fixed Function(owner=t)": nt.Function(t.address, t.csig, owner=t,
+                                                 fixed={0: 1.5})}[spelling]
+
+    def call():
+        return call0(fn) if spelling.startswith("fixed") else call1(fn, 1.5)
+
+    assert call() == 1.5
+    inner.release()
+    with pytest.raises(ValueError) as info:
+        call()
+    assert " a released thunk (double (double) over double (double)" in str(info.value)

@@ -433,6 +433,18 @@ static PyObject *thunk_address_held(ThunkObject *self, void *closure)
     return PyLong_FromVoidPtr(self->address);
 }
 
+/* The address a call that no thunk(...) counts may use (Numba's unboxing
+   and compiled-in constants, t.ctypes and t.opaque() called from Python):
+   refused while a call would reach a trap, the thunk's own or that of a
+   thunk it uses, as thunk(...) refuses it. */
+static PyObject *thunk_wrapper_address_held(ThunkObject *self, void *closure)
+{
+    (void)closure;
+    if (NT_UNUSABLE(self) && nt_thunk_unusable_error(self) < 0)
+        return NULL;
+    return PyLong_FromVoidPtr(self->address);
+}
+
 static PyObject *thunk_csig_held(ThunkObject *self, void *closure)
 {
     (void)closure;
@@ -1099,6 +1111,7 @@ int nt_thunk_release(PyObject *thunk)
 LOCKED(int, thunk_clear, (ThunkObject *self), (self));
 LOCKED(PyObject *, thunk_new, (PyTypeObject *type, PyObject *args, PyObject *kwds), (type, args, kwds));
 LOCKED(PyObject *, thunk_address, (ThunkObject *self, void *closure), (self, closure));
+LOCKED(PyObject *, thunk_wrapper_address, (ThunkObject *self, void *closure), (self, closure));
 LOCKED(PyObject *, thunk_csig, (ThunkObject *self, void *closure), (self, closure));
 LOCKED(PyObject *, thunk_numba_type, (ThunkObject *self, void *closure), (self, closure));
 LOCKED(PyObject *, thunk_target, (ThunkObject *self, void *closure), (self, closure));
@@ -1134,6 +1147,10 @@ static PyGetSetDef thunk_getset[] = {
       "released when the expression ends: its calls reach the released-thunk trap. "
       "Bound again (an int with signature=, numthunk.address(n), a function-pointer "
       "value), the address is recognised and the new thunk holds this one",
+      NULL },
+    { "_wrapper_address_", (getter)thunk_wrapper_address, NULL,
+      "the address, for callers that do not count their calls (Numba, t.ctypes): "
+      "ValueError when the thunk or one it uses is released",
       NULL },
     { "csig", (getter)thunk_csig, NULL, "the thunk's own C signature", NULL },
     { "target_signature", (getter)thunk_target_signature, NULL, "the target's signature", NULL },
