@@ -496,6 +496,37 @@ def test_pointers_refuse_buffers_of_python_objects(ntexport, engine, ctype):
     assert nt.bind(fn, plain.ctypes, engine=engine)() == plain.ctypes.data
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("ctype", ["void *", "const unsigned char *", "const double *"])
+def test_a_memoryview_cast_from_python_objects_is_refused(ntexport, engine, ctype):
+    """mv.cast("B") (or to "d", "Q") of a buffer of Python objects exports
+    their references as plain bytes: refused by every way a pointer is
+    bound, naming the format it was cast from, as the buffer itself is;
+    a cast of plain data binds."""
+    fn = nt.Function(ntexport.kernels["nt_x_addr"], f"uintptr_t ({ctype} p)")
+    code = "d" if "double" in ctype else "B"
+    t = nt.bind(fn, np.zeros(4).view(code), engine=engine)
+    fwd = nt.bind(fn, nt.ARG, engine=engine)
+    ways = {"bind": lambda v: nt.bind(fn, v, engine=engine), "rebind": lambda v: t.rebind(0, v),
+            "forwarded": fwd, "call": fn}
+    objects = np.array([1, "a", None, 2.5], dtype=object)
+    fields = np.zeros(2, dtype=[("x", "f8"), ("o", "O")])
+    for base, master in [(objects, "O"), (fields, "T{d:x:O:o:}")]:
+        for value in (memoryview(base).cast("B").cast(code),
+                      memoryview(memoryview(base).cast("B"))[8:].cast(code)):
+            text = (f"argument 1 (p: {ctype}): a memoryview cast to format '{code}' from a "
+                    f"buffer that holds Python objects (format '{master}'): C code cannot "
+                    "read or write them; bind an array of plain data")
+            for way, how in ways.items():
+                with pytest.raises(TypeError) as info:
+                    how(value)
+                assert str(info.value) == text, way
+    plain = np.arange(4.0)
+    cast = memoryview(plain).cast("B").cast(code)
+    assert nt.bind(fn, cast, engine=engine)() == plain.ctypes.data
+    assert fwd(cast) == plain.ctypes.data
+
+
 # ------------------------------------------------------------ foreign buffer exporters
 #
 # Buffers from tests/exporters/ntexport.c, which exports exactly the layout

@@ -324,6 +324,18 @@ def test_undescribable_arrays_refused(kern, arr, match):
         nt.bind(fn, arr)
 
 
+@pytest.mark.parametrize("base", [np.array([1, "a", None], dtype=object),
+                                  np.zeros(2, dtype=[("x", "f8"), ("o", "O")])])
+def test_a_memoryview_cast_from_python_objects_is_no_tensor(kern, base):
+    """A memoryview cast to bytes of a buffer of Python objects describes
+    a uint8 tensor of references: refused naming the format it was cast
+    from, as a pointer refuses it."""
+    fn = kern("dl_sum_f64", "double (const DLTensor *t)")
+    with pytest.raises(TypeError, match=r"^argument 1 \(t: const DLTensor \*\): a memoryview "
+                       r"cast to format 'B' from a buffer that holds Python objects"):
+        nt.bind(fn, memoryview(base).cast("B"))
+
+
 @pytest.mark.parametrize("error", [BufferError, TypeError, ValueError])
 def test_a_refused_buffer_is_named_with_the_exporter_s_reason_as_cause(kern, ntexport, error):
     """convert/dlpack.c get_view: an exporter that refuses its buffer with

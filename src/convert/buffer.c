@@ -266,26 +266,48 @@ static const char *field_path(const char *c, int depth, char *buf, size_t n)
     return at;
 }
 
-/* Python objects among the items: the code 'O' outside field names, at
-   any depth (a struct's field, a nested struct's, a sub-array's). A kernel
-   that writes a number there overwrites a reference, and what it reads is
-   an address: neither is data C code can use. */
-int nt_check_plain(const Py_buffer *view, const char *what)
+/* The code 'O' in a format, outside field names, at any depth (a
+   struct's field, a nested struct's, a sub-array's): where it is, or NULL;
+   *depth the structs around it. */
+static const char *object_code(const char *f, int *depth)
 {
-    const char *f = view->format != NULL ? view->format : "B";
     const char *c = f;
-    int depth = 0;
     size_t len;
+    *depth = 0;
     for (; *c != '\0' && *c != 'O'; c++) {
         const char *name = field_name(c, &len);
         if (name != NULL)
             c = name + len;
         else if (*c == '{')
-            depth++;
+            (*depth)++;
         else if (*c == '}')
-            depth--;
+            (*depth)--;
     }
-    if (*c == '\0')
+    return *c != '\0' ? c : NULL;
+}
+
+/* Python objects among the items. A kernel that writes a number there
+   overwrites a reference, and what it reads is an address: neither is data
+   C code can use. A memoryview cast (mv.cast("B")) exports the bytes of
+   what it views under a format of its own: the format its exporter gave
+   (the view's master) is checked too. */
+int nt_check_plain(const Py_buffer *view, const char *what)
+{
+    const char *f = view->format != NULL ? view->format : "B";
+    int depth;
+    const char *c = object_code(f, &depth);
+    if (c == NULL && view->obj != NULL && PyMemoryView_Check(view->obj)) {
+        const char *master = ((PyMemoryViewObject *)view->obj)->mbuf->master.format;
+        if (master != NULL && object_code(master, &depth) != NULL) {
+            PyErr_Format(PyExc_TypeError,
+                         "%s: a memoryview cast to format '%s' from a buffer that holds Python "
+                         "objects (format '%s'): C code cannot read or write them; bind an "
+                         "array of plain data",
+                         what, f, master);
+            return -1;
+        }
+    }
+    if (c == NULL)
         return 0;
     char buf[128];
     const char *path = depth > 0 ? field_path(c + 1, depth, buf, sizeof(buf)) : NULL;

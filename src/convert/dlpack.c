@@ -303,8 +303,9 @@ static dl_block *from_buffer(PyObject *obj, int writable, nt_label *what, int *n
         *not_array = 1;
         goto error;
     }
+    /* a format of plain numbers may still be a cast of Python objects */
     if (nt_view_check(obj, &view, nt_label_text(what)) < 0 || view_dtype(&view, &dtype, what) < 0
-        || check_view(&view, writable, what) < 0)
+        || nt_check_plain(&view, nt_label_text(what)) < 0 || check_view(&view, writable, what) < 0)
         goto error;
     b = block_new(view.ndim);
     if (b == NULL)
