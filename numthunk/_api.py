@@ -462,6 +462,7 @@ class Function(_core.Function):
             thunk = self._thunk()
             return _lowlevelcallable(thunk.address, thunk.csig, thunk, signature, user_data,
                                      "the function's")
+        _core._identify(self.address, self._signature, self._carried)
         return _lowlevelcallable(self.address, self._signature, self, signature, user_data,
                                  "the function's")
 
@@ -470,10 +471,10 @@ class Function(_core.Function):
     def __wrapper_address__(self):
         if self.fixed or self.memoryviews:
             return self._thunk()._wrapper_address_
-        if self._carried is not None:
-            # a thunk's spelling (t.opaque(), owner=t): refused once that
-            # thunk, or one it uses, is released, as the thunk itself is
-            _ = self._carried._wrapper_address_
+        # a thunk's address (t.opaque(), owner=t, or a bare int): refused
+        # as bind() and a call refuse it (released, using a released
+        # thunk, collected, of another signature)
+        _core._identify(self.address, self._signature, self._carried)
         return self.address
 
     _wrapper_address_ = property(__wrapper_address__)

@@ -1140,7 +1140,8 @@ def test_an_int_address_of_a_collected_thunk_in_the_quarantine_is_refused(cfn, e
 
 
 @pytest.mark.parametrize("how", ["int with signature=", "Function", "address() value",
-                                 "ctypes cast value", "forwarded", "rebind"])
+                                 "ctypes cast value", "forwarded", "rebind",
+                                 "Function.lowlevelcallable()", "Function(owner=t) called"])
 def test_a_thunk_s_address_under_another_signature_is_refused(cfn, engine, how):
     """The registry knows the thunk at an address and its signature: an
     address bound as a function of another signature is refused, naming
@@ -1165,6 +1166,10 @@ def test_a_thunk_s_address_under_another_signature_is_refused(cfn, engine, how):
             nt.bind(solver, ctypes.cast(a, unary), 0.0, 1.0, 1)
         elif how == "forwarded":
             nt.bind(solver, nt.ARG, 0.0, 1.0, 1, engine=engine)(nt.address(a))
+        elif how == "Function.lowlevelcallable()":
+            nt.Function(a, "double (double)").lowlevelcallable()
+        elif how == "Function(owner=t) called":
+            nt.Function(a, "double (double)", owner=t)(1.0)
         else:
             good = nt.bind(cfn("f_d_d", "double (double)"), nt.ARG)
             r = nt.bind(solver, good, 0.0, 1.0, 1, engine=engine)
@@ -1172,7 +1177,7 @@ def test_a_thunk_s_address_under_another_signature_is_refused(cfn, engine, how):
                 r.rebind(0, nt.address(a))
             finally:
                 assert r.dependencies == (good,) and r() == 0.5
-    target = how in ("int with signature=", "Function")
+    target = how.startswith(("int", "Function"))
     assert str(exc.value) == ("the target " if target else label + " ") + want.format(
         "double (double)")
     # its own signature binds, and holds it

@@ -210,6 +210,32 @@ def test_a_released_thunk_never_typed_says_it_was_released(cfn, engine, how, ove
     assert str(info.value) == "the thunk has been released (see docs/lifetime.md)"
 
 
+@pytest.mark.parametrize("owner", ["owner=t", "no owner"])
+def test_a_function_of_another_signature_at_a_thunk_s_address_is_refused_at_unboxing(
+        engine, owner):
+    """A Function declared with a signature other than the thunk's at its
+    address, passed to @njit code, is refused naming both as bind()
+    refuses it: Numba would call the thunk with the wrong arguments. The
+    thunk's own signature is called; so is a Function over C code."""
+    hypot = nt.Function.from_library("libm.so.6", "hypot", "double (double a, double b)")
+    t = nt.bind(hypot, 3.0, nt.ARG, engine=engine)
+    kw = {"owner": t} if owner == "owner=t" else {}
+    wrong = nt.Function(t.address, "double (double, double)", **kw)
+    with pytest.raises(TypeError) as info:
+        _call2(wrong, 1.0, 2.0)
+    assert str(info.value) == (f"the target is a thunk (at {t.address:#x}) of signature "
+                               "'double (double)', not 'double (double, double)': a call "
+                               "through it would pass the wrong arguments; give a function "
+                               "of the signature declared, or declare the thunk's own")
+    assert call1(nt.Function(t.address, "double (double x)", **kw), 4.0) == 5.0
+    assert _call2(hypot, 6.0, 8.0) == 10.0
+
+
+@njit
+def _call2(f, x, y):
+    return f(x, y)
+
+
 @pytest.mark.parametrize("spelling", ["thunk", "t.opaque()", "Function(owner=t)",
                                       "fixed Function(owner=t)"])
 def test_a_thunk_that_uses_a_released_thunk_is_refused_at_unboxing(cfn, engine, spelling):

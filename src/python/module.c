@@ -10,6 +10,7 @@
  * type and the state.
  */
 #include "python/pyapi.h"
+#include "life/thunk.h"
 #include "engine/native.h"
 #include "convert/dlpack.h"
 
@@ -319,6 +320,42 @@ static PyObject *mod_registry_find(PyObject *module, PyObject *address)
     return r;
 }
 
+/* _identify(address, signature, carried): the thunk that a function of
+   signature at address is (carried, the thunk the Function stands for,
+   when its address is the one; else the registry's), or None; refused
+   as bind() refuses it (an address a collected thunk left in the
+   quarantine, a thunk of another signature) and as a call from Python
+   refuses it (released, or using a released thunk). Read by what hands a
+   Function's address to code that calls it without a thunk of its own:
+   Numba's unboxing, Function.lowlevelcallable(). */
+static PyObject *mod_identify(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "_identify(address, signature, carried)");
+        return NULL;
+    }
+    void *p = PyLong_AsVoidPtr(args[0]);
+    if (p == NULL && PyErr_Occurred())
+        return NULL;
+    if (!PyObject_TypeCheck(args[1], nt_get_state()->signature_type)) {
+        PyErr_SetString(PyExc_TypeError, "_identify: the signature must be a Signature");
+        return NULL;
+    }
+    PyObject *carried = args[2] != Py_None ? args[2] : NULL;
+    PyObject *r = NULL;
+    NT_LOCK_BEGIN
+    ThunkObject *d;
+    if (nt_thunk_identify(p, carried, ((nt_SignatureObject *)args[1])->sig, DEP_TARGET, &d) == 0) {
+        if (d != NULL && NT_UNUSABLE(d))
+            nt_thunk_unusable_error(d);
+        else
+            r = Py_NewRef(d != NULL ? (PyObject *)d : Py_None);
+    }
+    NT_LOCK_END
+    return r;
+}
+
 /* _capsule_context(capsule) -> its context as an address (0: NULL), what
    SciPy's callers pass a LowLevelCallable's function as its user data */
 static PyObject *mod_capsule_context(PyObject *module, PyObject *capsule)
@@ -487,6 +524,9 @@ static PyMethodDef module_methods[] = {
     { "_capsule_context", mod_capsule_context, METH_O, "the context of a capsule, as an int" },
     { "_registry_find", mod_registry_find, METH_O,
       "the thunk at an address, 'collected' or None (tests)" },
+    { "_identify", (PyCFunction)(void (*)(void))mod_identify, METH_FASTCALL,
+      "the thunk a function of a signature at an address is, or None; refused as bind() "
+      "and a call refuse it" },
     { "_capsule_owner", mod_capsule_owner, METH_O,
       "the owner a capsule of numthunk's keeps, None for any other" },
     { "_scalar", mod_scalar, METH_VARARGS, "check a scalar against a C type" },
