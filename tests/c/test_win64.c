@@ -31,6 +31,7 @@
 #include "numthunk.h"
 #include "engine/native.h"
 #include "check.h"
+#include "gensig.h"
 
 #define MAXP 16
 
@@ -40,35 +41,6 @@ typedef struct {
     int ret, n, wide;
     int kinds[MAXP], bound[MAXP];
 } gsig;
-
-static const int scalar_kinds[] = {
-    NT_BOOL, NT_I8, NT_U8, NT_I16, NT_U16, NT_I32, NT_U32, NT_I64, NT_U64, NT_F32, NT_F64, NT_PTR,
-};
-#define NSCALAR (int)(sizeof(scalar_kinds) / sizeof(scalar_kinds[0]))
-
-static const char *ctype(int k)
-{
-    switch (k) {
-    case NT_VOID: return "void";
-    case NT_BOOL: return "_Bool";
-    case NT_I8: return "signed char";
-    case NT_U8: return "unsigned char";
-    case NT_I16: return "short";
-    case NT_U16: return "unsigned short";
-    case NT_I32: return "int";
-    case NT_U32: return "unsigned int";
-    case NT_I64: return "long long";
-    case NT_U64: return "unsigned long long";
-    case NT_F32: return "float";
-    case NT_F64: return "double";
-    default: return "void *";
-    }
-}
-
-static int is_narrow(int k)
-{
-    return k >= NT_BOOL && k <= NT_U16;
-}
 
 static void gen_sigs(gsig *g, int count, uint64_t seed)
 {
